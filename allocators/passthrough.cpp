@@ -1,0 +1,44 @@
+// passthrough: every request is its own device segment, released when the block is freed.
+//
+// Models calling cudaMalloc/cudaFree directly for every tensor, the baseline every caching
+// allocator exists to beat: no fragmentation inside reserved memory (reserved equals the
+// live block bytes), at the price of a device call per allocation and per free.
+#include "allocators/registry.h"
+
+namespace fraglab {
+namespace {
+
+class Passthrough final : public Policy {
+ public:
+  Passthrough(Device& device, uint64_t align) : device_(device), align_(align) {}
+
+  std::optional<Block> allocate(const AllocRequest& req) override {
+    uint64_t size = (std::max<uint64_t>(req.size, 1) + align_ - 1) / align_ * align_;
+    auto addr = device_.allocate_segment(size, req.stream);
+    if (!addr) return std::nullopt;
+    return Block{*addr, size, 0};
+  }
+
+  void deallocate(const Block& block) override { device_.free_segment(block.addr, block.size); }
+  void empty_cache() override {}  // nothing is ever cached
+
+ private:
+  Device& device_;
+  uint64_t align_;
+};
+
+}  // namespace
+
+PolicyInfo policy_info_passthrough() {
+  return {"passthrough",
+          "every request is its own cudaMalloc, freed with cudaFree: the no-cache baseline",
+          "CUDA runtime cudaMalloc/cudaFree",
+          {{"align", "512", "request sizes round up to a multiple of this (cudaMalloc's 512 B granularity)"}},
+          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            uint64_t align = ctx.options.get_size("align", 512);
+            if (align == 0) throw PolicyConfigError("passthrough: align must be positive");
+            return std::make_unique<Passthrough>(ctx.device, align);
+          }};
+}
+
+}  // namespace fraglab

@@ -1,0 +1,163 @@
+#include "allocators/policy_options.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+namespace fraglab {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// Splits at commas outside brackets.
+std::vector<std::string> split_items(const std::string& text) {
+  std::vector<std::string> items;
+  std::string cur;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (depth != 0) throw PolicyConfigError("unbalanced brackets in options '" + text + "'");
+  items.push_back(cur);
+  return items;
+}
+
+}  // namespace
+
+PolicyOptions PolicyOptions::parse(const std::string& text) {
+  PolicyOptions opts;
+  if (trim(text).empty()) return opts;
+  for (const std::string& raw : split_items(text)) {
+    std::string item = trim(raw);
+    if (item.empty()) continue;
+    size_t sep = item.find_first_of("=:");
+    if (sep == std::string::npos || sep == 0)
+      throw PolicyConfigError("option '" + item + "' is not key=value or key:value");
+    opts.values_[trim(item.substr(0, sep))] = trim(item.substr(sep + 1));
+  }
+  return opts;
+}
+
+std::string PolicyOptions::get_string(const std::string& key, const std::string& def) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? def : it->second;
+}
+
+uint64_t PolicyOptions::get_size(const std::string& key, uint64_t def) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return def;
+  try {
+    return parse_size(it->second);
+  } catch (const std::invalid_argument& e) {
+    throw PolicyConfigError("option " + key + ": " + e.what());
+  }
+}
+
+int64_t PolicyOptions::get_int(const std::string& key, int64_t def) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return def;
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size())
+    throw PolicyConfigError("option " + key + ": '" + it->second + "' is not an integer");
+  return v;
+}
+
+double PolicyOptions::get_double(const std::string& key, double def) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return def;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || !std::isfinite(v))
+    throw PolicyConfigError("option " + key + ": '" + it->second + "' is not a number");
+  return v;
+}
+
+bool PolicyOptions::get_bool(const std::string& key, bool def) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return def;
+  std::string v;
+  for (char c : it->second) v += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+  throw PolicyConfigError("option " + key + ": '" + it->second + "' is not true or false");
+}
+
+void PolicyOptions::check_known(const std::string& policy, const std::vector<OptionSpec>& specs) const {
+  for (const auto& [key, value] : values_) {
+    bool known = false;
+    for (const auto& s : specs) known = known || s.key == key;
+    if (known) continue;
+    std::string valid;
+    for (const auto& s : specs) valid += (valid.empty() ? "" : ", ") + s.key;
+    throw PolicyConfigError("policy " + policy + " has no option '" + key + "'" +
+                            (valid.empty() ? " (it takes none)" : " (options: " + valid + ")"));
+  }
+}
+
+std::string PolicyOptions::to_string() const {
+  std::string out;
+  for (const auto& [k, v] : values_) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return out;
+}
+
+uint64_t parse_size(const std::string& text) {
+  std::string t = trim(text);
+  size_t i = 0;
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
+  if (i == 0) throw std::invalid_argument("'" + text + "' is not a size (e.g. 80GiB, 512MB, 4096)");
+  double number = std::stod(t.substr(0, i));
+  std::string unit = trim(t.substr(i));
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double mult = 0;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kib") mult = 1024.0;
+  else if (unit == "m" || unit == "mib") mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") mult = 1e3;
+  else if (unit == "mb") mult = 1e6;
+  else if (unit == "gb") mult = 1e9;
+  else if (unit == "tb") mult = 1e12;
+  else throw std::invalid_argument("'" + text + "': unknown unit '" + unit + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+  double bytes = number * mult;
+  if (!std::isfinite(bytes) || bytes >= 1.8e19) throw std::invalid_argument("'" + text + "' is too large");
+  return static_cast<uint64_t>(std::llround(bytes));
+}
+
+std::string format_size(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace fraglab

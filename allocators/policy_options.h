@@ -1,0 +1,57 @@
+// Policy option strings: `name:key=value,key=value`, also in PYTORCH_CUDA_ALLOC_CONF's
+// own `key:value` syntax (`pytorch:expandable_segments:True,max_split_size_mb:128`);
+// brackets group a value with commas in it (`roundup_power2_divisions:[256:1,>:8]`).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fraglab {
+
+// Bad policy name, option or value: a user error (exit 2), not a bug.
+class PolicyConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct OptionSpec {
+  std::string key;
+  std::string default_value;
+  std::string help;
+};
+
+class PolicyOptions {
+ public:
+  // Parses "k=v,k:v,k:[a,b]". Throws PolicyConfigError on malformed text.
+  static PolicyOptions parse(const std::string& text);
+
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  void set(const std::string& key, const std::string& value) { values_[key] = value; }
+  const std::map<std::string, std::string>& values() const { return values_; }
+
+  // Typed getters; the default applies when the key is absent. Bad values throw
+  // PolicyConfigError naming the key.
+  std::string get_string(const std::string& key, const std::string& def) const;
+  uint64_t get_size(const std::string& key, uint64_t def) const;  // accepts units: 2MiB, 512KB
+  int64_t get_int(const std::string& key, int64_t def) const;
+  double get_double(const std::string& key, double def) const;
+  bool get_bool(const std::string& key, bool def) const;
+
+  // Throws PolicyConfigError when a key is not among `specs`.
+  void check_known(const std::string& policy, const std::vector<OptionSpec>& specs) const;
+  // The canonical text form (keys sorted), "" when empty.
+  std::string to_string() const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// Parses "80GiB", "512MB", "1.5GiB", "4096" into bytes. Throws std::invalid_argument.
+uint64_t parse_size(const std::string& text);
+// 15286140928 -> "14.24 GiB"
+std::string format_size(uint64_t bytes);
+
+}  // namespace fraglab

@@ -1,0 +1,51 @@
+#include "allocators/registry.h"
+
+namespace fraglab {
+
+// One line per policy. Each allocators/<name>.cpp defines `PolicyInfo policy_info_<name>()`.
+#define FRAGLAB_POLICIES(X) \
+  X(passthrough)            \
+  X(bestfit)
+
+#define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
+FRAGLAB_POLICIES(FRAGLAB_DECLARE)
+#undef FRAGLAB_DECLARE
+
+const std::vector<PolicyInfo>& policy_registry() {
+#define FRAGLAB_ENTRY(name) policy_info_##name(),
+  static const std::vector<PolicyInfo> registry{FRAGLAB_POLICIES(FRAGLAB_ENTRY)};
+#undef FRAGLAB_ENTRY
+  return registry;
+}
+
+const PolicyInfo* find_policy(const std::string& name) {
+  for (const auto& info : policy_registry())
+    if (info.name == name) return &info;
+  return nullptr;
+}
+
+PolicySpec PolicySpec::parse(const std::string& text) {
+  PolicySpec spec;
+  spec.text = text;
+  size_t colon = text.find(':');
+  spec.name = text.substr(0, colon);
+  if (spec.name.empty()) throw PolicyConfigError("empty policy name in '" + text + "'");
+  if (colon != std::string::npos) spec.options = PolicyOptions::parse(text.substr(colon + 1));
+  return spec;
+}
+
+std::unique_ptr<Policy> make_policy(const PolicySpec& spec, Device& device, const TraceMeta& meta,
+                                    const std::vector<Event>* events) {
+  const PolicyInfo* info = find_policy(spec.name);
+  if (!info) {
+    std::string names;
+    for (const auto& p : policy_registry()) names += (names.empty() ? "" : ", ") + p.name;
+    throw PolicyConfigError("unknown policy '" + spec.name + "' (policies: " + names + ")");
+  }
+  spec.options.check_known(spec.name, info->options);
+  if (info->needs_whole_trace && !events)
+    throw PolicyConfigError("policy " + spec.name + " plans offline and needs the whole trace in memory");
+  return info->make(PolicyContext{device, spec.options, meta, events});
+}
+
+}  // namespace fraglab

@@ -1,0 +1,36 @@
+// fraglab convert IN OUT [--to FORMAT]: between snapshot (read only), native and JSON Lines.
+#include <fmt/core.h>
+
+#include "allocators/policy_options.h"
+#include "cli/commands.h"
+#include "traces/trace_io.h"
+
+namespace fraglab::cli {
+
+void add_convert(CLI::App& app, CommandFn& run) {
+  static std::string in, out, to;
+  static int device = 0;
+  auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (by extension or --to)");
+  cmd->add_option("input", in, "Input trace")->required();
+  cmd->add_option("output", out, "Output trace (.fltrace or .jsonl)")->required();
+  cmd->add_option("--to", to, "Output format: native or jsonl (default: from the extension)");
+  cmd->add_option("--device", device, "Device index in a PyTorch snapshot");
+  cmd->callback([&run] {
+    run = [] {
+      TraceFormat format = to.empty() ? format_for_path(out) : parse_format_name(to);
+      auto source = open_trace(in, {device});
+      auto writer = create_writer(out, format, source->meta());
+      std::vector<Event> buf(1 << 16);
+      uint64_t n = 0;
+      while (size_t got = source->read(buf.data(), buf.size())) {
+        writer->write(buf.data(), got);
+        n += got;
+      }
+      writer->finish();
+      fmt::print("wrote {} events to {} ({})\n", n, out, format_name(format));
+      return 0;
+    };
+  });
+}
+
+}  // namespace fraglab::cli

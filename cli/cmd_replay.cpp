@@ -1,0 +1,157 @@
+// fraglab replay TRACE --policy P [...]: replay a trace through one or more policies on
+// the simulated device and report peaks, fragmentation, device calls and OOMs.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/registry.h"
+#include "cli/commands.h"
+#include "sim/result_json.h"
+#include "traces/atomic_file.h"
+#include "traces/trace_io.h"
+#include "traces/trace_stats.h"
+
+namespace fraglab::cli {
+
+namespace {
+
+struct ReplayArgs {
+  std::string path;
+  std::vector<std::string> policies{"bestfit"};
+  std::string capacity;
+  std::string timeline;
+  uint64_t timeline_every = 1;
+  std::string on_oom = "stop";
+  int device = 0;
+  bool json = false;
+  bool check = false;
+};
+
+std::vector<std::string> expand_policies(const std::vector<std::string>& given) {
+  std::vector<std::string> out;
+  for (const auto& p : given) {
+    if (p != "all") {
+      out.push_back(p);
+      continue;
+    }
+    for (const auto& info : policy_registry()) out.push_back(info.name);
+  }
+  return out;
+}
+
+void print_table(const std::vector<ReplayResult>& results, uint64_t bound) {
+  fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8} {:>7} {:>8} {:>5} {:>9}\n", "policy", "peak reserved",
+             "peak alloc", "gap to bound", "res/bound", "frag", "dev calls", "OOMs", "time");
+  for (const auto& r : results) {
+    int64_t gap = static_cast<int64_t>(r.reserved.bytes) - static_cast<int64_t>(bound);
+    fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8.3f} {:>7.3f} {:>8} {:>5} {:>8.3f}s\n", r.policy,
+               format_size(r.reserved.bytes), format_size(r.allocated.bytes),
+               (gap < 0 ? "-" : "") + format_size(static_cast<uint64_t>(gap < 0 ? -gap : gap)),
+               bound ? static_cast<double>(r.reserved.bytes) / static_cast<double>(bound) : 0.0, r.at_peak.external(),
+               r.calls.total(), r.ooms.size(), r.seconds);
+  }
+}
+
+void print_one(const ReplayResult& r, uint64_t bound) {
+  fmt::print("policy            {}\n", r.policy);
+  fmt::print("events            {} replayed ({} allocs, {} frees, {} empty_cache)\n", r.events, r.allocs, r.frees,
+             r.empty_caches);
+  fmt::print("peak requested    {} ({} bytes) at event {}   <- live-bytes bound\n", format_size(r.requested.bytes),
+             r.requested.bytes, r.requested.event_index);
+  fmt::print("peak allocated    {} ({} bytes) at event {}   (live block bytes)\n", format_size(r.allocated.bytes),
+             r.allocated.bytes, r.allocated.event_index);
+  fmt::print("peak reserved     {} ({} bytes) at event {}\n", format_size(r.reserved.bytes), r.reserved.bytes,
+             r.reserved.event_index);
+  int64_t gap = static_cast<int64_t>(r.reserved.bytes) - static_cast<int64_t>(bound);
+  int64_t gap_alloc = static_cast<int64_t>(r.reserved.bytes) - static_cast<int64_t>(r.allocated.bytes);
+  fmt::print("gap               {} bytes over the live-bytes bound ({:+.2f}%), {} bytes over peak allocated\n", gap,
+             bound ? 100.0 * static_cast<double>(gap) / static_cast<double>(bound) : 0.0, gap_alloc);
+  const Fragmentation& f = r.at_peak;
+  fmt::print("at peak reserved  free {} in {} ranges, largest {}, external fragmentation {:.3f}\n",
+             format_size(f.free_bytes), f.free_ranges, format_size(f.largest_free), f.external());
+  fmt::print("device calls      {} segment allocs, {} segment frees, {} maps, {} unmaps ({} failed)\n",
+             r.calls.segment_allocs, r.calls.segment_frees, r.calls.maps, r.calls.unmaps, r.calls.failed);
+  fmt::print("final             reserved {}, allocated {}\n", format_size(r.final_reserved),
+             format_size(r.final_allocated));
+  for (const auto& o : r.ooms)
+    fmt::print("OUT OF MEMORY     at event {}: {} requested with {} reserved, {} allocated\n", o.event_index,
+               format_size(o.size), format_size(o.reserved), format_size(o.allocated));
+  fmt::print("replay time       {:.3f} s ({:.1f} M events/s)\n", r.seconds,
+             r.seconds > 0 ? static_cast<double>(r.events) / r.seconds / 1e6 : 0.0);
+}
+
+int run_replay(const ReplayArgs& a) {
+  auto specs = expand_policies(a.policies);
+  Trace trace = load_trace(a.path, {a.device});
+  MemorySource stats_source(trace);
+  uint64_t bound = compute_stats(stats_source).peak_live_requested;
+  SimDeviceConfig config = sim_config(a.capacity);
+
+  std::unique_ptr<AtomicFile> timeline;
+  if (!a.timeline.empty()) {
+    timeline = std::make_unique<AtomicFile>(a.timeline);
+    timeline->write("policy,event_index,time_us,requested,allocated,reserved\n");
+  }
+  std::vector<ReplayResult> results;
+  for (const auto& text : specs) {
+    PolicySpec spec = PolicySpec::parse(text);
+    ReplayOptions options;
+    options.on_oom = a.on_oom == "skip" ? OnOom::Skip : OnOom::Stop;
+    options.check_invariants = a.check;
+    std::string rows;
+    if (timeline) {
+      options.on_event = [&](const TimelinePoint& p) {
+        if (p.event_index % a.timeline_every) return;
+        rows += fmt::format("{},{},{},{},{},{}\n", text, p.event_index, p.time_us, p.requested, p.allocated,
+                            p.reserved);
+      };
+    }
+    MemorySource source(trace);
+    results.push_back(replay_simulated(source, spec, config, options, &trace.events));
+    if (timeline) timeline->write(rows);
+  }
+  if (timeline) timeline->commit();
+
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      auto j = to_json(r);
+      j["trace"] = a.path;
+      j["live_bytes_bound"] = bound;
+      out.push_back(j);
+    }
+    fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2));
+  } else if (results.size() == 1) {
+    print_one(results[0], bound);
+  } else {
+    fmt::print("trace {}: live-bytes bound {} ({} bytes)\n", a.path, format_size(bound), bound);
+    print_table(results, bound);
+  }
+  for (const auto& r : results)
+    if (r.stopped_on_oom) return 1;
+  return 0;
+}
+
+}  // namespace
+
+void add_replay(CLI::App& app, CommandFn& run) {
+  static ReplayArgs a;
+  auto* cmd = app.add_subcommand("replay", "Replay a trace through allocator policies on the simulated device");
+  cmd->add_option("trace", a.path, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
+  cmd->add_option("-p,--policy", a.policies,
+                  "Policy with options, e.g. bestfit:align=512 or 'pytorch:expandable_segments:True'; "
+                  "repeat for several; 'all' for every registered policy")
+      ->take_all();
+  cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited)");
+  cmd->add_option("--on-oom", a.on_oom, "On out of memory: stop (exit 1) or skip the allocation")
+      ->check(CLI::IsMember({"stop", "skip"}));
+  cmd->add_option("--device", a.device, "Device index in a PyTorch snapshot");
+  cmd->add_option("--timeline", a.timeline, "Write requested/allocated/reserved bytes per event to this CSV");
+  cmd->add_option("--timeline-every", a.timeline_every, "Write every Nth event to the timeline")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", a.json, "Print JSON");
+  cmd->add_flag("--check", a.check, "Check invariants after every event (no overlap, inside device memory)");
+  cmd->callback([&run] { run = [] { return run_replay(a); }; });
+}
+
+}  // namespace fraglab::cli

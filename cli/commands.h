@@ -1,0 +1,27 @@
+// The fraglab command line: one file per command, each adding its subcommand.
+// Exit codes: 0 success, 1 a negative answer (divergence, out of memory with
+// --on-oom stop), 2 bad input or usage.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "sim/sim_device.h"
+
+namespace fraglab::cli {
+
+// A command's work; returns the exit code. Errors are thrown (FormatError, PolicyConfigError,
+// std::invalid_argument for usage) and turned into messages and exit code 2 by main.
+using CommandFn = std::function<int()>;
+
+void add_info(CLI::App& app, CommandFn& run);
+void add_replay(CLI::App& app, CommandFn& run);
+void add_convert(CLI::App& app, CommandFn& run);
+void add_policies(CLI::App& app, CommandFn& run);
+
+// --capacity text ("80GiB", "" = unlimited) -> device config.
+SimDeviceConfig sim_config(const std::string& capacity);
+
+}  // namespace fraglab::cli

@@ -1,0 +1,53 @@
+#include <fmt/core.h>
+
+#include <exception>
+
+#include "allocators/policy_options.h"
+#include "cli/commands.h"
+#include "traces/format_error.h"
+
+namespace fraglab::cli {
+
+SimDeviceConfig sim_config(const std::string& capacity) {
+  SimDeviceConfig config;
+  if (!capacity.empty()) config.capacity = parse_size(capacity);
+  return config;
+}
+
+}  // namespace fraglab::cli
+
+int main(int argc, char** argv) {
+  using namespace fraglab;
+  CLI::App app{"fraglab: replay GPU allocation traces against allocator policies"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "fraglab 0.1.0");
+  cli::CommandFn run;
+  cli::add_info(app, run);
+  cli::add_replay(app, run);
+  cli::add_convert(app, run);
+  cli::add_policies(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    return run ? run() : 2;
+  } catch (const FormatError& e) {
+    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+  } catch (const PolicyConfigError& e) {
+    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+  } catch (const std::runtime_error& e) {
+    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+  }
+  return 2;
+}

@@ -1,0 +1,62 @@
+#include "sim/metrics.h"
+
+#include <algorithm>
+
+namespace fraglab {
+
+namespace {
+
+std::vector<std::pair<Addr, uint64_t>> sorted_blocks(const std::vector<LiveBlock>& live) {
+  std::vector<std::pair<Addr, uint64_t>> blocks;
+  for (const auto& b : live)
+    if (b.live) blocks.emplace_back(b.addr, b.size);
+  std::sort(blocks.begin(), blocks.end());
+  return blocks;
+}
+
+// Walks physical intervals and sorted blocks together; both are address-ordered.
+template <class Visit>
+void walk_free(const std::map<Addr, uint64_t>& physical, const std::vector<std::pair<Addr, uint64_t>>& blocks,
+               Visit&& visit) {
+  size_t b = 0;
+  for (const auto& [start, size] : physical) {
+    Addr end = start + size;
+    while (b < blocks.size() && blocks[b].first + blocks[b].second <= start) ++b;
+    Addr cursor = start;
+    while (b < blocks.size() && blocks[b].first < end) {
+      if (blocks[b].first > cursor) visit(cursor, blocks[b].first - cursor);
+      cursor = std::max(cursor, blocks[b].first + blocks[b].second);
+      ++b;
+    }
+    if (cursor < end) visit(cursor, end - cursor);
+  }
+}
+
+}  // namespace
+
+Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live,
+                                    uint64_t event_index) {
+  Fragmentation f;
+  f.event_index = event_index;
+  for (const auto& [a, s] : physical) f.reserved += s;
+  for (const auto& b : live)
+    if (b.live) {
+      f.allocated += b.size;
+      f.requested += b.requested;
+    }
+  f.free_bytes = f.reserved > f.allocated ? f.reserved - f.allocated : 0;
+  if (f.free_bytes == 0) return f;  // no free space: nothing to scan (passthrough always)
+  walk_free(physical, sorted_blocks(live), [&](Addr, uint64_t size) {
+    f.largest_free = std::max(f.largest_free, size);
+    ++f.free_ranges;
+  });
+  return f;
+}
+
+std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live) {
+  std::vector<uint64_t> sizes;
+  walk_free(physical, sorted_blocks(live), [&](Addr, uint64_t size) { sizes.push_back(size); });
+  return sizes;
+}
+
+}  // namespace fraglab

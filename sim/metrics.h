@@ -1,0 +1,45 @@
+// Fragmentation metrics of one moment of a replay: what the free space inside
+// reserved memory looks like.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "traces/trace.h"
+
+namespace fraglab {
+
+struct LiveBlock {
+  Addr addr = 0;
+  uint64_t size = 0;       // block bytes
+  uint64_t requested = 0;  // what the program asked for
+  uint64_t handle = 0;     // the policy's
+  uint64_t alloc_index = 0;  // event index of the alloc (the allocation's identity)
+  StreamIndex stream = 0;
+  bool live = false;
+};
+
+struct Fragmentation {
+  uint64_t event_index = 0;
+  uint64_t reserved = 0;      // physical bytes the device holds for the policy
+  uint64_t allocated = 0;     // live block bytes
+  uint64_t requested = 0;     // live requested bytes
+  uint64_t free_bytes = 0;    // reserved - allocated
+  uint64_t largest_free = 0;  // largest contiguous free range inside physical memory
+  uint64_t free_ranges = 0;   // number of free ranges
+  // 1 - largest_free / free_bytes: 0 when the free space is one piece (or none).
+  double external() const {
+    return free_bytes ? 1.0 - static_cast<double>(largest_free) / static_cast<double>(free_bytes) : 0.0;
+  }
+};
+
+
+// Computes the metrics from physical memory and the live blocks.
+Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live,
+                                    uint64_t event_index);
+
+// Sizes of the free ranges (for histograms), in address order.
+std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live);
+
+}  // namespace fraglab

@@ -1,0 +1,166 @@
+#include "sim/replay.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "allocators/registry.h"
+
+namespace fraglab {
+
+namespace {
+[[noreturn]] void invariant_broken(uint64_t index, const std::string& what) {
+  throw std::logic_error("invariant broken at event " + std::to_string(index) + ": " + what);
+}
+}  // namespace
+
+ReplayEngine::ReplayEngine(Policy& policy, TrackingDevice& device, ReplayOptions options)
+    : policy_(policy), device_(device), options_(std::move(options)) {
+  device_.enable_call_log(options_.log_device_calls);
+}
+
+bool ReplayEngine::apply(const Event& e, uint64_t index) {
+  if (!is_replay_event(e.kind)) return true;  // reference events are the recorder's, not ours
+  ++result_.events;
+  uint64_t reserved_before = device_.reserved_bytes();
+  device_.set_event_index(index);
+  switch (e.kind) {
+    case EventKind::Alloc:
+      if (!on_alloc(e, index)) return false;
+      break;
+    case EventKind::Free:
+      on_free(e);
+      break;
+    case EventKind::EmptyCache:
+      ++result_.empty_caches;
+      policy_.empty_cache();
+      break;
+    default:
+      break;
+  }
+  after_event(e, index, reserved_before);
+  return true;
+}
+
+bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
+  if (e.id >= blocks_.size()) {
+    blocks_.resize(e.id + 1);
+    skipped_.resize(e.id + 1);
+  }
+  if (blocks_[e.id].live) invariant_broken(index, "alloc of id " + std::to_string(e.id) + " which is live");
+  ++result_.allocs;
+  auto block = policy_.allocate(AllocRequest{e.id, e.size, e.stream, index});
+  if (!block) {
+    result_.ooms.push_back({index, e.size, e.stream, device_.reserved_bytes(), allocated_});
+    skipped_[e.id] = true;
+    if (options_.on_oom == OnOom::Stop) {
+      result_.stopped_on_oom = true;
+      return false;
+    }
+    return true;
+  }
+  skipped_[e.id] = false;
+  LiveBlock& b = blocks_[e.id];
+  b = LiveBlock{block->addr, block->size, e.size, block->handle, index, e.stream, true};
+  requested_ += e.size;
+  allocated_ += block->size;
+  if (options_.check_invariants) check_new_block(b, e, index);
+  return true;
+}
+
+void ReplayEngine::on_free(const Event& e) {
+  if (e.id >= blocks_.size() || !blocks_[e.id].live) {
+    if (e.id < skipped_.size() && skipped_[e.id]) return;  // its alloc failed and was skipped
+    throw std::logic_error("free of id " + std::to_string(e.id) + " which is not live");
+  }
+  LiveBlock& b = blocks_[e.id];
+  b.live = false;
+  requested_ -= b.requested;
+  allocated_ -= b.size;
+  ++result_.frees;
+  if (options_.check_invariants) by_address_.erase(b.addr);
+  policy_.deallocate(Block{b.addr, b.size, b.handle});
+}
+
+void ReplayEngine::after_event(const Event& e, uint64_t index, uint64_t reserved_before) {
+  uint64_t reserved = device_.reserved_bytes();
+  if (requested_ > result_.requested.bytes) result_.requested = {requested_, index};
+  if (allocated_ > result_.allocated.bytes) result_.allocated = {allocated_, index};
+  if (reserved > result_.reserved.bytes) {
+    result_.reserved = {reserved, index};
+    result_.at_peak = measure(index);
+  }
+  if (options_.check_invariants && reserved < reserved_before) check_all_backed(index);
+  if (options_.sample_every && index % options_.sample_every == 0) result_.samples.push_back(measure(index));
+  if (options_.on_event) options_.on_event({index, e.time_us, requested_, allocated_, reserved});
+}
+
+void ReplayEngine::check_new_block(const LiveBlock& b, const Event& e, uint64_t index) {
+  if (b.size < e.size)
+    invariant_broken(index, "block of " + std::to_string(b.size) + " bytes for a request of " + std::to_string(e.size));
+  if (!device_.is_backed(b.addr, b.size)) invariant_broken(index, "block lies outside mapped device memory");
+  auto next = by_address_.lower_bound(b.addr);
+  if (next != by_address_.end() && next->first < b.addr + b.size)
+    invariant_broken(index, "block overlaps live id " + std::to_string(next->second.second));
+  if (next != by_address_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.first > b.addr)
+      invariant_broken(index, "block overlaps live id " + std::to_string(prev->second.second));
+  }
+  by_address_.emplace(b.addr, std::make_pair(b.size, e.id));
+}
+
+void ReplayEngine::check_all_backed(uint64_t index) const {
+  for (const auto& [addr, entry] : by_address_)
+    if (!device_.is_backed(addr, entry.first))
+      invariant_broken(index, "live id " + std::to_string(entry.second) + " lost its device memory");
+}
+
+Fragmentation ReplayEngine::measure(uint64_t event_index) const {
+  return measure_fragmentation(device_.physical(), blocks_, event_index);
+}
+
+void ReplayEngine::run(EventSource& source) {
+  constexpr size_t kChunk = 1 << 16;
+  std::vector<Event> buffer(kChunk);
+  uint64_t index = 0;
+  auto start = std::chrono::steady_clock::now();
+  while (index < options_.stop_before) {
+    size_t n = source.read(buffer.data(), buffer.size());
+    if (n == 0) break;
+    for (size_t i = 0; i < n && index < options_.stop_before; ++i, ++index) {
+      if (!apply(buffer[i], index)) {
+        index = options_.stop_before;  // stop after this chunk
+        break;
+      }
+    }
+    if (options_.progress && !options_.progress(index)) {
+      result_.cancelled = true;
+      break;
+    }
+  }
+  result_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+ReplayResult ReplayEngine::take_result() {
+  result_.final_reserved = device_.reserved_bytes();
+  result_.final_allocated = allocated_;
+  result_.final_requested = requested_;
+  result_.calls = device_.counts();
+  if (options_.log_device_calls) result_.device_calls = device_.call_log();
+  return std::move(result_);
+}
+
+ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
+                              const ReplayOptions& options, const std::vector<Event>* events) {
+  SimDevice sim(device_config);
+  TrackingDevice device(sim);
+  auto policy = make_policy(spec, device, source.meta(), events);
+  ReplayEngine engine(*policy, device, options);
+  engine.run(source);
+  ReplayResult result = engine.take_result();
+  result.policy = spec.text;
+  return result;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,115 @@
+// The replay engine: drives a policy with a trace's events on a device and observes.
+//
+// The engine owns the truth about what is live where: it records every block the
+// policy hands out (by allocation id), watches the device through a TrackingDevice,
+// and derives the metrics (requested, allocated and reserved bytes after every event,
+// their peaks, fragmentation at the reserved peak and at sampled points, device calls,
+// out-of-memory events). With check_invariants it verifies after every event that no
+// two live blocks overlap, each lies inside mapped device memory, and each is at least
+// as large as its request.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "allocators/policy.h"
+#include "sim/metrics.h"
+#include "sim/sim_device.h"
+#include "sim/tracking_device.h"
+
+namespace fraglab {
+
+struct PolicySpec;
+
+enum class OnOom { Stop, Skip };
+
+struct TimelinePoint {
+  uint64_t event_index;
+  int64_t time_us;
+  uint64_t requested, allocated, reserved;
+};
+
+struct ReplayOptions {
+  OnOom on_oom = OnOom::Stop;
+  bool check_invariants = false;
+  bool log_device_calls = false;      // keep the ordered device call log (fidelity)
+  uint64_t stop_before = UINT64_MAX;  // replay events [0, stop_before) only
+  uint64_t sample_every = 0;          // fragmentation sample every N events (0 = none)
+  // Called after each replay event with the byte counts (timelines, plots).
+  std::function<void(const TimelinePoint&)> on_event;
+  // Called every 64Ki events with the number done; return false to cancel.
+  std::function<bool(uint64_t)> progress;
+};
+
+struct Peak {
+  uint64_t bytes = 0;
+  uint64_t event_index = 0;
+};
+
+struct OomRecord {
+  uint64_t event_index;
+  uint64_t size;
+  StreamIndex stream;
+  uint64_t reserved;
+  uint64_t allocated;
+};
+
+struct ReplayResult {
+  std::string policy;  // the policy string as given
+  uint64_t events = 0, allocs = 0, frees = 0, empty_caches = 0;
+  Peak requested, allocated, reserved;  // peaks of live requested, live block and reserved bytes
+  Fragmentation at_peak;                // fragmentation when reserved memory peaked
+  uint64_t final_reserved = 0, final_allocated = 0, final_requested = 0;
+  DeviceCallCounts calls;
+  std::vector<OomRecord> ooms;
+  bool stopped_on_oom = false;
+  bool cancelled = false;
+  std::vector<Fragmentation> samples;
+  std::vector<DeviceCall> device_calls;  // when log_device_calls
+  double seconds = 0;                    // replay time, excluding trace loading
+};
+
+class ReplayEngine {
+ public:
+  ReplayEngine(Policy& policy, TrackingDevice& device, ReplayOptions options);
+
+  // Applies one event at trace position `index`. Returns false when replay must stop.
+  bool apply(const Event& e, uint64_t index);
+  // Replays a whole source (up to options.stop_before).
+  void run(EventSource& source);
+
+  const ReplayResult& result() const { return result_; }
+  ReplayResult take_result();
+
+  // The state now: blocks by allocation id (entries with live=false are not live).
+  const std::vector<LiveBlock>& blocks() const { return blocks_; }
+  const TrackingDevice& device() const { return device_; }
+  Fragmentation measure(uint64_t event_index) const;
+  uint64_t requested_live() const { return requested_; }
+  uint64_t allocated_live() const { return allocated_; }
+
+ private:
+  bool on_alloc(const Event& e, uint64_t index);
+  void on_free(const Event& e);
+  void after_event(const Event& e, uint64_t index, uint64_t reserved_before);
+  void check_new_block(const LiveBlock& b, const Event& e, uint64_t index);
+  void check_all_backed(uint64_t index) const;
+
+  Policy& policy_;
+  TrackingDevice& device_;
+  ReplayOptions options_;
+  ReplayResult result_;
+  std::vector<LiveBlock> blocks_;
+  std::vector<bool> skipped_;  // allocs that failed under --on-oom skip: their frees are skipped too
+  uint64_t requested_ = 0, allocated_ = 0;
+  std::map<Addr, std::pair<uint64_t, AllocId>> by_address_;  // only with check_invariants
+};
+
+// Builds the policy from `spec` on a fresh SimDevice and replays `source` through it.
+// `events` (the whole trace, may be null) is handed to offline policies.
+ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
+                              const ReplayOptions& options, const std::vector<Event>* events = nullptr);
+
+}  // namespace fraglab

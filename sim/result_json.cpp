@@ -1,0 +1,38 @@
+#include "sim/result_json.h"
+
+namespace fraglab {
+
+nlohmann::json to_json(const Fragmentation& f) {
+  return {{"event_index", f.event_index},   {"reserved", f.reserved},         {"allocated", f.allocated},
+          {"requested", f.requested},       {"free_bytes", f.free_bytes},     {"largest_free", f.largest_free},
+          {"free_ranges", f.free_ranges},   {"external_fragmentation", f.external()}};
+}
+
+nlohmann::json to_json(const ReplayResult& r) {
+  nlohmann::json ooms = nlohmann::json::array();
+  for (const auto& o : r.ooms)
+    ooms.push_back({{"event_index", o.event_index}, {"size", o.size}, {"stream", o.stream},
+                    {"reserved", o.reserved}, {"allocated", o.allocated}});
+  return {
+      {"policy", r.policy},
+      {"events", r.events},
+      {"allocs", r.allocs},
+      {"frees", r.frees},
+      {"empty_caches", r.empty_caches},
+      {"peak_requested", {{"bytes", r.requested.bytes}, {"event_index", r.requested.event_index}}},
+      {"peak_allocated", {{"bytes", r.allocated.bytes}, {"event_index", r.allocated.event_index}}},
+      {"peak_reserved", {{"bytes", r.reserved.bytes}, {"event_index", r.reserved.event_index}}},
+      {"gap_to_live_bound", static_cast<int64_t>(r.reserved.bytes) - static_cast<int64_t>(r.requested.bytes)},
+      {"fragmentation_at_peak", to_json(r.at_peak)},
+      {"final", {{"reserved", r.final_reserved}, {"allocated", r.final_allocated}, {"requested", r.final_requested}}},
+      {"device_calls",
+       {{"segment_alloc", r.calls.segment_allocs}, {"segment_free", r.calls.segment_frees}, {"map", r.calls.maps},
+        {"unmap", r.calls.unmaps}, {"reserve", r.calls.reserves}, {"release", r.calls.releases},
+        {"failed", r.calls.failed}, {"total", r.calls.total()}}},
+      {"ooms", ooms},
+      {"stopped_on_oom", r.stopped_on_oom},
+      {"replay_seconds", r.seconds},
+  };
+}
+
+}  // namespace fraglab

@@ -1,0 +1,137 @@
+#include "sim/tracking_device.h"
+
+#include <stdexcept>
+
+namespace fraglab {
+
+void TrackingDevice::grew(uint64_t size) {
+  reserved_ += size;
+  if (reserved_ > peak_reserved_) peak_reserved_ = reserved_;
+}
+
+void TrackingDevice::log(EventKind kind, Addr addr, uint64_t size) {
+  if (log_calls_) call_log_.push_back({kind, addr, size, event_index_});
+}
+
+std::optional<Addr> TrackingDevice::allocate_segment(uint64_t size, StreamIndex stream) {
+  auto addr = upstream_.allocate_segment(size, stream);
+  if (!addr) {
+    ++counts_.failed;
+    return addr;
+  }
+  ++counts_.segment_allocs;
+  segments_.emplace(*addr, size);
+  add_physical(*addr, size);
+  grew(size);
+  log(EventKind::SegmentAlloc, *addr, size);
+  return addr;
+}
+
+void TrackingDevice::free_segment(Addr addr, uint64_t size) {
+  upstream_.free_segment(addr, size);
+  ++counts_.segment_frees;
+  segments_.erase(addr);
+  remove_physical(addr, size);
+  reserved_ -= size;
+  log(EventKind::SegmentFree, addr, size);
+}
+
+std::optional<Addr> TrackingDevice::reserve_range(uint64_t size) {
+  auto addr = upstream_.reserve_range(size);
+  if (!addr) {
+    ++counts_.failed;
+    return addr;
+  }
+  ++counts_.reserves;
+  vmm_ranges_.emplace(*addr, size);
+  return addr;
+}
+
+bool TrackingDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
+  if (is_backed(addr, 1) || is_backed(addr + size - 1, 1))
+    throw std::logic_error("device misuse: map_pages over pages already mapped");
+  if (!upstream_.map_pages(addr, size, stream)) {
+    ++counts_.failed;
+    return false;
+  }
+  ++counts_.maps;
+  add_physical(addr, size);
+  grew(size);
+  log(EventKind::SegmentMap, addr, size);
+  return true;
+}
+
+void TrackingDevice::unmap_pages(Addr addr, uint64_t size) {
+  if (!is_backed(addr, size)) throw std::logic_error("device misuse: unmap_pages of unmapped pages");
+  upstream_.unmap_pages(addr, size);
+  ++counts_.unmaps;
+  remove_physical(addr, size);
+  reserved_ -= size;
+  log(EventKind::SegmentUnmap, addr, size);
+}
+
+void TrackingDevice::release_range(Addr addr, uint64_t size) {
+  auto it = physical_.lower_bound(addr);
+  if (it != physical_.end() && it->first < addr + size)
+    throw std::logic_error("device misuse: release_range with pages still mapped");
+  upstream_.release_range(addr, size);
+  ++counts_.releases;
+  vmm_ranges_.erase(addr);
+}
+
+bool TrackingDevice::is_backed(Addr addr, uint64_t size) const {
+  auto it = physical_.upper_bound(addr);
+  if (it == physical_.begin()) return false;
+  --it;
+  return addr >= it->first && addr + size <= it->first + it->second;
+}
+
+// Mapped pages merge with mapped neighbours (one VMM range grows page by page);
+// cudaMalloc'd segments never touch each other, so they stay separate intervals.
+void TrackingDevice::add_physical(Addr addr, uint64_t size) {
+  auto next = physical_.lower_bound(addr);
+  if (next != physical_.end() && next->first == addr + size) {
+    size += next->second;
+    next = physical_.erase(next);
+  }
+  if (next != physical_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == addr) {
+      prev->second += size;
+      return;
+    }
+  }
+  physical_.emplace_hint(next, addr, size);
+}
+
+void TrackingDevice::remove_physical(Addr addr, uint64_t size) {
+  auto it = physical_.upper_bound(addr);
+  if (it == physical_.begin()) throw std::logic_error("device misuse: freeing memory not held");
+  --it;
+  Addr start = it->first;
+  uint64_t total = it->second;
+  if (addr < start || addr + size > start + total)
+    throw std::logic_error("device misuse: freeing memory not held");
+  physical_.erase(it);
+  if (addr > start) physical_.emplace(start, addr - start);
+  if (addr + size < start + total) physical_.emplace(addr + size, start + total - addr - size);
+}
+
+std::vector<DeviceRegion> TrackingDevice::regions() const {
+  std::vector<DeviceRegion> out;
+  out.reserve(segments_.size() + vmm_ranges_.size());
+  auto s = segments_.begin();
+  auto v = vmm_ranges_.begin();
+  while (s != segments_.end() || v != vmm_ranges_.end()) {
+    if (v == vmm_ranges_.end() || (s != segments_.end() && s->first < v->first)) {
+      out.push_back({s->first, s->second, false});
+      ++s;
+    } else {
+      out.push_back({v->first, v->second, true});
+      ++v;
+    }
+  }
+  return out;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,57 @@
+#include "traces/gzip.h"
+
+#include <zlib.h>
+
+#include "traces/format_error.h"
+
+namespace fraglab {
+
+std::string gunzip(const std::string& compressed, const std::string& name) {
+  std::string out;
+  out.resize(std::max<size_t>(compressed.size() * 4, 1 << 16));
+  z_stream zs{};
+  // 16 + MAX_WBITS: gzip wrapper only.
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw FormatError::in_file(name, "zlib initialisation failed");
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  size_t in_left = compressed.size();
+  size_t produced = 0;
+  int rc = Z_OK;
+  for (;;) {
+    if (produced == out.size()) out.resize(out.size() * 2);
+    uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
+    zs.avail_in = in_chunk;
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+    uInt out_chunk = static_cast<uInt>(std::min<size_t>(out.size() - produced, 1u << 30));
+    zs.avail_out = out_chunk;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    in_left -= in_chunk - zs.avail_in;
+    produced += out_chunk - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      // Concatenated gzip members are one file (gzip(1) semantics).
+      if (in_left == 0) break;
+      size_t offset = compressed.size() - in_left;
+      if (in_left < 2 || static_cast<unsigned char>(compressed[offset]) != 0x1f) {
+        inflateEnd(&zs);
+        throw FormatError::at_offset(name, offset, "trailing garbage after gzip data");
+      }
+      inflateReset(&zs);
+      continue;
+    }
+    if (rc == Z_BUF_ERROR && in_left == 0 && zs.avail_out != 0) {
+      uint64_t offset = compressed.size();
+      inflateEnd(&zs);
+      throw FormatError::at_offset(name, offset, "gzip data is truncated (ends before the end of the stream)");
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      uint64_t offset = compressed.size() - in_left;
+      std::string msg = zs.msg ? zs.msg : "corrupt data";
+      inflateEnd(&zs);
+      throw FormatError::at_offset(name, offset, "gzip: " + msg);
+    }
+  }
+  inflateEnd(&zs);
+  out.resize(produced);
+  return out;
+}
+
+}  // namespace fraglab

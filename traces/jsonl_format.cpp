@@ -1,0 +1,207 @@
+#include "traces/jsonl_format.h"
+
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "traces/atomic_file.h"
+#include "traces/format_error.h"
+#include "traces/gzip.h"
+
+namespace fraglab {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Sizes above this are taken for corrupt input rather than a real request (1 PiB).
+constexpr uint64_t kAbsurdSize = 1ull << 50;
+
+struct JsonlParser {
+  const std::string& name;
+  Trace trace;
+  IdSlots slots;
+  std::unordered_map<std::string, AllocId> user_ids;  // user's id (as text) -> slot
+  uint64_t line = 0;
+
+  [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_line(name, line, what); }
+
+  uint64_t get_u64(const json& obj, const char* key, uint64_t def, uint64_t max = UINT64_MAX) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return def;
+    if (it->is_number_unsigned()) {
+      uint64_t v = it->get<uint64_t>();
+      if (v > max) fail(std::string("\"") + key + "\" is absurdly large (" + std::to_string(v) + ")");
+      return v;
+    }
+    if (it->is_number_integer()) fail(std::string("\"") + key + "\" is negative");
+    fail(std::string("\"") + key + "\" must be a non-negative integer");
+  }
+
+  std::string id_key(const json& obj) const {
+    auto it = obj.find("id");
+    if (it == obj.end()) fail("event has no \"id\"");
+    if (it->is_string()) return "s" + it->get<std::string>();
+    if (it->is_number_integer()) return "i" + it->dump();
+    fail("\"id\" must be an integer or a string");
+  }
+
+  void header(const json& h) {
+    TraceMeta& m = trace.meta;
+    m.device = static_cast<int>(get_u64(h, "device", 0, 1 << 16));
+    if (auto s = h.find("streams"); s != h.end()) {
+      if (!s->is_array()) fail("\"streams\" must be an array");
+      m.streams.clear();
+      for (const auto& v : *s) {
+        if (!v.is_number_unsigned()) fail("stream handles must be non-negative integers");
+        m.intern_stream(v.get<uint64_t>());
+      }
+      if (m.streams.empty()) m.streams.push_back(0);
+    }
+    if (auto s = h.find("allocator_settings"); s != h.end()) {
+      if (!s->is_object()) fail("\"allocator_settings\" must be an object");
+      for (const auto& [k, v] : s->items()) m.allocator_settings[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    }
+    if (auto s = h.find("stacks"); s != h.end()) {
+      if (!s->is_array()) fail("\"stacks\" must be an array");
+      m.stacks.clear();
+      for (const auto& stack : *s) {
+        if (!stack.is_array()) fail("each stack must be an array of frames");
+        std::vector<StackFrame> frames;
+        for (const auto& f : stack) {
+          if (!f.is_object()) fail("a frame must be an object");
+          frames.push_back({f.value("name", ""), f.value("filename", ""), f.value("line", int64_t{0})});
+        }
+        m.stacks.push_back(std::move(frames));
+      }
+      if (m.stacks.empty()) m.stacks.emplace_back();
+    }
+    if (auto s = h.find("source"); s != h.end() && s->is_string()) m.source = s->get<std::string>();
+    m.dropped_unknown_frees = get_u64(h, "dropped_unknown_frees", 0);
+  }
+
+  void event(const json& obj) {
+    auto op = obj.find("op");
+    if (op == obj.end() || !op->is_string()) fail("event has no \"op\" string");
+    Event e;
+    if (!parse_event_kind(op->get<std::string>(), e.kind)) fail("unknown op \"" + op->get<std::string>() + "\"");
+    e.time_us = obj.value("t", int64_t{0});
+    e.addr = get_u64(obj, "addr", 0);
+    e.size = get_u64(obj, "size", 0, kAbsurdSize);
+    e.stream = trace.meta.intern_stream(get_u64(obj, "stream", 0));
+    e.stack = static_cast<StackId>(get_u64(obj, "stack", 0, UINT32_MAX));
+    if (e.stack >= trace.meta.stacks.size()) fail("\"stack\" " + std::to_string(e.stack) + " is not in the header");
+    switch (e.kind) {
+      case EventKind::Alloc: {
+        if (!obj.contains("size")) fail("alloc has no \"size\"");
+        std::string key = id_key(obj);
+        if (user_ids.count(key)) fail("alloc of id " + obj["id"].dump() + " which is already live");
+        e.id = slots.acquire();
+        user_ids.emplace(key, e.id);
+        break;
+      }
+      case EventKind::FreeRequested:
+      case EventKind::Free: {
+        std::string key = id_key(obj);
+        auto it = user_ids.find(key);
+        if (it == user_ids.end()) fail(std::string(event_kind_name(e.kind)) + " of unknown id " + obj["id"].dump());
+        e.id = it->second;
+        if (e.kind == EventKind::Free) {
+          slots.release(e.id);
+          user_ids.erase(it);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    trace.events.push_back(e);
+  }
+};
+
+}  // namespace
+
+Trace parse_jsonl(const std::string& text, const std::string& name) {
+  JsonlParser p{name, {}, {}, {}, 0};
+  p.trace.meta.format = "jsonl";
+  p.trace.meta.source = name;
+  size_t pos = 0;
+  bool first = true;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    ++p.line;
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    json obj = json::parse(line, nullptr, false);
+    if (obj.is_discarded()) p.fail("not valid JSON");
+    if (!obj.is_object()) p.fail("each line must be a JSON object");
+    if (first && obj.contains("fraglab_trace")) p.header(obj);
+    else p.event(obj);
+    first = false;
+  }
+  return std::move(p.trace);
+}
+
+Trace read_jsonl(const std::string& path) {
+  std::string bytes = read_file(path);
+  if (is_gzip(bytes)) bytes = gunzip(bytes, path);
+  return parse_jsonl(bytes, path);
+}
+
+namespace {
+
+class JsonlWriter final : public TraceWriter {
+ public:
+  JsonlWriter(const std::string& path, const TraceMeta& meta) : file_(path), meta_(meta) {
+    json h;
+    h["fraglab_trace"] = 1;
+    h["device"] = meta.device;
+    h["streams"] = meta.streams;
+    h["allocator_settings"] = meta.allocator_settings;
+    if (!meta.source.empty()) h["source"] = meta.source;
+    if (meta.dropped_unknown_frees) h["dropped_unknown_frees"] = meta.dropped_unknown_frees;
+    if (meta.stacks.size() > 1) {
+      json stacks = json::array();
+      for (const auto& s : meta.stacks) {
+        json frames = json::array();
+        for (const auto& f : s) frames.push_back({{"name", f.name}, {"filename", f.filename}, {"line", f.line}});
+        stacks.push_back(frames);
+      }
+      h["stacks"] = stacks;
+    }
+    file_.write(h.dump() + "\n");
+  }
+
+  void write(const Event* events, size_t count) override {
+    std::string out;
+    for (size_t i = 0; i < count; ++i) {
+      const Event& e = events[i];
+      json j;
+      j["op"] = event_kind_name(e.kind);
+      if (e.kind == EventKind::Alloc || e.kind == EventKind::Free || e.kind == EventKind::FreeRequested) j["id"] = e.id;
+      if (e.size || e.kind == EventKind::Alloc) j["size"] = e.size;
+      if (e.addr) j["addr"] = e.addr;
+      if (meta_.streams.at(e.stream) != 0) j["stream"] = meta_.streams[e.stream];
+      if (e.time_us) j["t"] = e.time_us;
+      if (e.stack) j["stack"] = e.stack;
+      out += j.dump();
+      out += '\n';
+    }
+    file_.write(out);
+  }
+
+  void finish() override { file_.commit(); }
+
+ private:
+  AtomicFile file_;
+  TraceMeta meta_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceWriter> create_jsonl_writer(const std::string& path, const TraceMeta& meta) {
+  return std::make_unique<JsonlWriter>(path, meta);
+}
+
+}  // namespace fraglab

@@ -1,0 +1,75 @@
+#include "traces/trace.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "traces/format_error.h"
+
+namespace fraglab {
+
+namespace {
+constexpr const char* kKindNames[kEventKindCount] = {
+    "alloc",         "free",          "empty_cache", "free_requested", "segment_alloc",
+    "segment_free",  "segment_map",   "segment_unmap", "oom"};
+}
+
+const char* event_kind_name(EventKind kind) {
+  auto i = static_cast<size_t>(kind);
+  return i < kEventKindCount ? kKindNames[i] : "unknown";
+}
+
+bool parse_event_kind(const std::string& name, EventKind& kind) {
+  for (int i = 0; i < kEventKindCount; ++i) {
+    if (name == kKindNames[i]) {
+      kind = static_cast<EventKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+StreamIndex TraceMeta::intern_stream(uint64_t handle) {
+  for (size_t i = 0; i < streams.size(); ++i)
+    if (streams[i] == handle) return static_cast<StreamIndex>(i);
+  streams.push_back(handle);
+  return static_cast<StreamIndex>(streams.size() - 1);
+}
+
+size_t MemorySource::read(Event* out, size_t capacity) {
+  size_t n = std::min(capacity, trace_.events.size() - pos_);
+  std::copy_n(trace_.events.begin() + static_cast<ptrdiff_t>(pos_), n, out);
+  pos_ += n;
+  return n;
+}
+
+AllocId IdSlots::acquire() {
+  if (!free_heap_.empty()) {
+    std::pop_heap(free_heap_.begin(), free_heap_.end(), std::greater<>());
+    AllocId id = free_heap_.back();
+    free_heap_.pop_back();
+    live_[id] = true;
+    return id;
+  }
+  live_.push_back(true);
+  return static_cast<AllocId>(live_.size() - 1);
+}
+
+void IdSlots::release(AllocId id) {
+  live_[id] = false;
+  free_heap_.push_back(id);
+  std::push_heap(free_heap_.begin(), free_heap_.end(), std::greater<>());
+}
+
+FormatError::FormatError(std::string file, Where where, uint64_t position, const std::string& what)
+    : std::runtime_error([&] {
+        std::string msg = file;
+        if (where == Where::Offset) msg += ": byte offset " + std::to_string(position);
+        if (where == Where::Line) msg += ":" + std::to_string(position);
+        return msg + ": " + what;
+      }()),
+      file_(std::move(file)),
+      where_(where),
+      position_(position),
+      detail_(what) {}
+
+}  // namespace fraglab

@@ -1,0 +1,133 @@
+// The trace model: what a recorded or synthetic GPU allocation history holds.
+//
+// A trace is a flat stream of fixed-size events. Replay events (alloc, free,
+// empty_cache) drive a policy; reference events (the recording allocator's own
+// segment and page calls, OOMs, free_requested) are carried along for fidelity
+// checks and display, and the replay engine skips them.
+//
+// Allocation ids are *slots*: the smallest id not live at the time of the alloc.
+// Every reader and generator assigns them that way (IdSlots below), so ids stay
+// dense (bounded by the peak number of live allocations) and the engine indexes
+// plain vectors with them, even on traces of 100M events. The event index of an
+// alloc is its unique identity over the whole trace.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fraglab {
+
+using Addr = uint64_t;
+using AllocId = uint32_t;
+using StreamIndex = uint16_t;  // index into TraceMeta::streams
+using StackId = uint32_t;      // index into TraceMeta::stacks; 0 = no stack recorded
+
+enum class EventKind : uint8_t {
+  // Replay events: the engine hands these to the policy.
+  Alloc = 0,       // id, size (requested bytes), stream, stack
+  Free = 1,        // id: the block is reusable from here (PyTorch's free_completed)
+  EmptyCache = 2,  // the program released the allocator's cache (torch.cuda.empty_cache)
+  // Reference events: what the recording allocator did; replay skips them.
+  FreeRequested = 3,  // id: the program dropped the block; reuse waits for Free (stream events)
+  SegmentAlloc = 4,   // addr, size: cudaMalloc of a segment
+  SegmentFree = 5,    // addr, size: cudaFree of a segment
+  SegmentMap = 6,     // addr, size: physical pages mapped into a reserved range
+  SegmentUnmap = 7,   // addr, size: pages unmapped
+  Oom = 8,            // size: the recording allocator reported out of memory
+};
+constexpr int kEventKindCount = 9;
+
+const char* event_kind_name(EventKind kind);
+bool parse_event_kind(const std::string& name, EventKind& kind);
+
+inline bool is_replay_event(EventKind k) { return k <= EventKind::EmptyCache; }
+inline bool is_device_event(EventKind k) {
+  return k >= EventKind::SegmentAlloc && k <= EventKind::SegmentUnmap;
+}
+
+struct Event {
+  EventKind kind = EventKind::Alloc;
+  StreamIndex stream = 0;
+  AllocId id = 0;
+  uint64_t size = 0;  // requested bytes for Alloc; segment/page bytes for device events
+  Addr addr = 0;      // recorded address (device events; recorded block address for Alloc)
+  int64_t time_us = 0;
+  StackId stack = 0;
+
+  bool operator==(const Event&) const = default;
+};
+
+struct StackFrame {
+  std::string name, filename;
+  int64_t line = 0;
+  bool operator==(const StackFrame&) const = default;
+};
+
+// Everything about a trace that is not an event.
+struct TraceMeta {
+  std::string source;  // where the trace came from (file name, generator command)
+  std::string format;  // "pytorch-snapshot", "native", "jsonl", "generated", ...
+  int device = 0;
+  // Stream handles as recorded (PyTorch's cudaStream_t values); events refer to them by index.
+  std::vector<uint64_t> streams{0};
+  // The recording allocator's settings, e.g. {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+  // "max_split_size": "-1", ...}. Policies that model that allocator start from them.
+  std::map<std::string, std::string> allocator_settings;
+  // Interned stack traces; stacks[0] is the empty stack.
+  std::vector<std::vector<StackFrame>> stacks{{}};
+  // Frees of blocks allocated before recording started (their allocs are not in the trace).
+  uint64_t dropped_unknown_frees = 0;
+
+  StreamIndex intern_stream(uint64_t handle);
+  bool operator==(const TraceMeta&) const = default;
+};
+
+// A whole trace in memory. Streaming readers (EventSource) exist for long traces.
+struct Trace {
+  TraceMeta meta;
+  std::vector<Event> events;
+  bool operator==(const Trace&) const = default;
+};
+
+// Pull-based event stream: every format reader implements it, so the replay engine
+// streams traces of any length without loading them whole.
+class EventSource {
+ public:
+  virtual ~EventSource() = default;
+  virtual const TraceMeta& meta() const = 0;
+  // Fills up to out.size() events; returns how many (0 at the end). Throws FormatError.
+  virtual size_t read(Event* out, size_t capacity) = 0;
+  // Starts again from the first event (a second replay pass). Sources that cannot rewind
+  // return false.
+  virtual bool rewind() = 0;
+};
+
+// An EventSource over a Trace held in memory.
+class MemorySource final : public EventSource {
+ public:
+  explicit MemorySource(const Trace& trace) : trace_(trace) {}
+  const TraceMeta& meta() const override { return trace_.meta; }
+  size_t read(Event* out, size_t capacity) override;
+  bool rewind() override { pos_ = 0; return true; }
+
+ private:
+  const Trace& trace_;
+  size_t pos_ = 0;
+};
+
+// Assigns dense allocation ids: the lowest id not currently live.
+class IdSlots {
+ public:
+  AllocId acquire();
+  void release(AllocId id);
+  size_t capacity() const { return live_.size(); }
+  bool is_live(AllocId id) const { return id < live_.size() && live_[id]; }
+
+ private:
+  std::vector<bool> live_;
+  std::vector<AllocId> free_heap_;  // min-heap of released ids
+};
+
+}  // namespace fraglab

@@ -1,0 +1,105 @@
+#include "traces/trace_stats.h"
+
+#include <algorithm>
+#include <bit>
+#include <numeric>
+
+namespace fraglab {
+
+namespace {
+int log2_bucket(double v) {
+  if (v < 1) return 0;
+  return std::min(63, static_cast<int>(std::bit_width(static_cast<uint64_t>(v))) - 1);
+}
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+}  // namespace
+
+Distribution summarize(std::vector<double> values) {
+  Distribution d;
+  d.count = values.size();
+  if (values.empty()) return d;
+  std::sort(values.begin(), values.end());
+  d.min = values.front();
+  d.max = values.back();
+  d.p50 = percentile(values, 0.50);
+  d.p90 = percentile(values, 0.90);
+  d.p99 = percentile(values, 0.99);
+  d.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  for (double v : values) ++d.log2_buckets[static_cast<size_t>(log2_bucket(v))];
+  return d;
+}
+
+TraceStats compute_stats(EventSource& source) {
+  TraceStats s;
+  struct Open {
+    uint64_t index = 0, size = 0;
+    int64_t time = 0;
+    bool live = false;
+  };
+  std::vector<Open> open;
+  std::vector<bool> stream_seen;
+  std::vector<double> sizes, life_events, life_us;
+  uint64_t live = 0, live_count = 0, reserved = 0;
+  std::vector<Event> buf(1 << 16);
+  uint64_t index = 0;
+  bool first = true;
+  while (size_t n = source.read(buf.data(), buf.size())) {
+    for (size_t i = 0; i < n; ++i, ++index) {
+      const Event& e = buf[i];
+      ++s.by_kind[static_cast<size_t>(e.kind)];
+      if (first) s.first_time_us = e.time_us;
+      first = false;
+      s.last_time_us = std::max(s.last_time_us, e.time_us);
+      if (e.stream >= stream_seen.size()) stream_seen.resize(e.stream + 1u);
+      stream_seen[e.stream] = true;
+      switch (e.kind) {
+        case EventKind::Alloc:
+          if (e.id >= open.size()) open.resize(e.id + 1u);
+          open[e.id] = {index, e.size, e.time_us, true};
+          live += e.size;
+          ++live_count;
+          s.total_requested += e.size;
+          sizes.push_back(static_cast<double>(e.size));
+          if (live > s.peak_live_requested) {
+            s.peak_live_requested = live;
+            s.peak_live_index = index;
+          }
+          s.peak_live_count = std::max(s.peak_live_count, live_count);
+          break;
+        case EventKind::Free:
+          if (e.id < open.size() && open[e.id].live) {
+            open[e.id].live = false;
+            live -= open[e.id].size;
+            --live_count;
+            life_events.push_back(static_cast<double>(index - open[e.id].index));
+            life_us.push_back(static_cast<double>(e.time_us - open[e.id].time));
+          }
+          break;
+        case EventKind::SegmentAlloc:
+        case EventKind::SegmentMap:
+          reserved += e.size;
+          s.recorded_peak_reserved = std::max(s.recorded_peak_reserved, reserved);
+          break;
+        case EventKind::SegmentFree:
+        case EventKind::SegmentUnmap:
+          reserved -= std::min(reserved, e.size);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  s.events = index;
+  s.never_freed = live_count;
+  s.streams_used = static_cast<uint64_t>(std::count(stream_seen.begin(), stream_seen.end(), true));
+  s.sizes = summarize(std::move(sizes));
+  s.lifetimes_events = summarize(std::move(life_events));
+  s.lifetimes_us = summarize(std::move(life_us));
+  return s;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,38 @@
+// Summary statistics of a trace, independent of any policy: what `fraglab info`
+// prints and the GUI's trace summary shows.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "traces/trace.h"
+
+namespace fraglab {
+
+struct Distribution {
+  uint64_t count = 0;
+  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
+  // log2 buckets: bucket k counts values in [2^k, 2^(k+1)); bucket 0 also holds 0.
+  std::array<uint64_t, 64> log2_buckets{};
+};
+
+struct TraceStats {
+  uint64_t events = 0;
+  std::array<uint64_t, kEventKindCount> by_kind{};
+  uint64_t streams_used = 0;
+  int64_t first_time_us = 0, last_time_us = 0;
+  uint64_t peak_live_requested = 0, peak_live_index = 0;  // the live-bytes bound
+  uint64_t peak_live_count = 0;
+  uint64_t total_requested = 0;
+  uint64_t never_freed = 0;                      // allocations live at the end
+  uint64_t recorded_peak_reserved = 0;           // from the reference segment events
+  Distribution sizes;                            // requested bytes per allocation
+  Distribution lifetimes_events;                 // alloc -> free, in events
+  Distribution lifetimes_us;                     // alloc -> free, in microseconds
+};
+
+TraceStats compute_stats(EventSource& source);
+Distribution summarize(std::vector<double> values);
+
+}  // namespace fraglab
