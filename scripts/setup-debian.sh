@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything fraglab needs on a fresh Debian 12 machine (Debian packages only).
+# The CUDA toolkit is optional and not installed here: the CUDA device is built when
+# nvcc is found (FRAGLAB_CUDA=AUTO).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+packages=(
+  build-essential cmake ninja-build pkg-config git python3
+  libcli11-dev nlohmann-json3-dev libfmt-dev libzstd-dev zlib1g-dev libeigen3-dev catch2
+  libbenchmark-dev
+  libglfw3-dev libimgui-dev libstb-dev libgl-dev
+  xvfb xauth libgl1-mesa-dri
+  clang
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "fraglab: dependencies installed"
