@@ -45,6 +45,8 @@ bool serves_within_reserved(const TraceInfo& info, const PolicySpec& spec, const
 }
 
 // Binary search over request sizes, to 1/256 of the answer (each step is a replay).
+// It assumes that a policy serving n bytes also serves fewer, as every size-indexed
+// free list does.
 void probe_largest_fit(const TraceInfo& info, const PolicySpec& spec, const SimDeviceConfig& config,
                        CursorSnapshot& snap, const std::function<bool()>& cancelled) {
   constexpr uint64_t kMaxProbeEvents = 4'000'000;  // beyond this a probe takes seconds
@@ -59,6 +61,14 @@ void probe_largest_fit(const TraceInfo& info, const PolicySpec& spec, const SimD
     return;
   }
   uint64_t lo = 0, hi = snap.frag.free_bytes;  // recovery may merge free pieces, never exceed free bytes
+  // Most policies serve exactly their largest hole: try it first, so the answer is exact then.
+  if (uint64_t hole = snap.frag.largest_free; hole > 0) {
+    if (serves_within_reserved(info, spec, config, snap.event_index, hole, cancelled)) {
+      lo = hole;
+    } else {
+      hi = hole - 1;
+    }
+  }
   while (hi > lo && hi - lo > std::max<uint64_t>(512, lo / 256)) {
     if (cancelled()) {
       snap.probed = false;

@@ -54,7 +54,9 @@ class MinMaxPyramid {
  private:
   template <class T>
   void build(const std::vector<T>& values);
-  int64_t raw(uint64_t i) const { return raw_unsigned_ ? raw_unsigned_[i] : raw_signed_[i]; }
+  int64_t raw(uint64_t i) const {
+    return raw_unsigned_ ? static_cast<int64_t>(raw_unsigned_[i]) : static_cast<int64_t>(raw_signed_[i]);
+  }
 
   // The series' own buffer (its owner keeps it alive and unchanged; a moved vector keeps it).
   const uint32_t* raw_unsigned_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 #include <unordered_map>
 
 #include "traces/trace_io.h"
@@ -10,7 +11,19 @@ namespace fraglab::gui {
 
 namespace {
 
-bool is_torch_internal(const StackFrame& f) { return f.filename.find("/torch/") != std::string::npos; }
+bool ends_with(const std::string& s, const char* suffix) {
+  std::string_view x(suffix);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+// PyTorch's own Python package (installed under site-/dist-packages, or a source tree's
+// torch/) and C++ frames (c10, aten, the caching allocator) are plumbing, not the site.
+bool is_torch_internal(const StackFrame& f) {
+  const std::string& file = f.filename;
+  if (file.find("packages/torch/") != std::string::npos || file.rfind("torch/", 0) == 0) return true;
+  return file.empty() || file == "??" || ends_with(file, ".cpp") || ends_with(file, ".h") || ends_with(file, ".cu") ||
+         ends_with(file, ".cuh") || ends_with(file, ".cc");
+}
 
 std::string frame_label(const StackFrame& f) {
   auto slash = f.filename.find_last_of('/');

@@ -13,8 +13,8 @@
 namespace fraglab::gui {
 
 // Where allocations come from: the innermost stack frame outside PyTorch's own code
-// (frames under a "/torch/" directory are the allocator and tensor plumbing; the first
-// frame past them is the model or library line that asked for memory).
+// (frames in the installed torch package and C++ frames are the allocator and tensor
+// plumbing; the first frame past them is the model or library line that asked for memory).
 struct AllocSite {
   std::string label;  // "name  file:line", or "(no stack recorded)"
   uint64_t bytes = 0, count = 0;
