@@ -60,12 +60,7 @@ class CoalescingPool {
     uint32_t node = index_.find(size);
     if (node != kNoNode) {
       if constexpr (kAddressOrdered) {
-        if (blocks_[node].size - size >= config_.min_split) {  // the remainder keeps the block's place
-          uint32_t rest = blocks_.split(node, size);
-          index_.replace(node, rest, blocks_[rest]);
-          blocks_[node].free = false;
-          return handed_out(node);
-        }
+        if (blocks_[node].size - size >= config_.min_split) return split_in_place(node, size);
       }
       take(node);
     } else {
@@ -122,6 +117,14 @@ class CoalescingPool {
  private:
   static constexpr bool kAddressOrdered =
       requires(FitIndex& index, const BlockNode& b) { index.replace(uint32_t{}, uint32_t{}, b); };
+
+  // Splits free block `node` whose remainder keeps its place in an address-ordered index.
+  Block split_in_place(uint32_t node, uint64_t size) {
+    uint32_t rest = blocks_.split(node, size);  // the remainder inherits the free flag
+    index_.replace(node, rest, blocks_[rest]);
+    blocks_[node].free = false;
+    return handed_out(node);
+  }
 
   Block handed_out(uint32_t node) {
     const BlockNode& b = blocks_[node];
