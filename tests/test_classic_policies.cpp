@@ -239,6 +239,17 @@ TEST_CASE("tlsf finds a block in the request's rounded-up class", "[classic]") {
   }
 }
 
+// Growth must be found again: 128 MiB + 512 lies in class [128 MiB, 132 MiB) (f = 27,
+// width 4 MiB) and is searched for from 132 MiB up. A segment of just the request's size
+// rounded to 2 MiB (130 MiB) would, once free, sit in the skipped class and every repeat
+// would add a segment; tlsf makes the segment 132 MiB, so the repeat reuses it.
+TEST_CASE("tlsf sizes new segments so that the same request finds them again", "[classic]") {
+  Driver d("tlsf");
+  for (int i = 0; i < 3; ++i) d.free(d.alloc(128 * MiB + 512));
+  CHECK(d.device.counts().segment_allocs == 1);
+  CHECK(d.device.reserved_bytes() == 132 * MiB);
+}
+
 // Small requests below 16 KiB need no rounding: the class is the exact size, so a freed
 // 4 KiB block is reused for a 4 KiB request (LIFO within the class).
 TEST_CASE("tlsf reuses exact small classes LIFO", "[classic]") {
