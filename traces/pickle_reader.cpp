@@ -16,8 +16,8 @@ namespace fraglab::pickle {
 
 namespace {
 
-// Marks an unused memo slot (no real Value has kind 15).
-const Value kAbsent = Value::make(static_cast<Kind>(15), 0);
+// An unused memo slot: all-zero bits (no Kind is 0), what fresh pages hold.
+const Value kAbsent = Value::make(static_cast<Kind>(0), 0);
 
 constexpr int64_t kInlineMin = -(int64_t{1} << 59);
 constexpr int64_t kInlineMax = (int64_t{1} << 59) - 1;
@@ -139,13 +139,15 @@ class Parser {
     p_ = begin;
     end_ = begin + d_.input_.size();
     begin_ = begin;
-    // Sized from the input: each arena slot or memo entry needs at least one input byte,
-    // so these bounds never over-reserve by more than the input's size (and reserve
-    // only takes address space until the pages are touched).
-    d_.arena_.reserve(d_.input_.size() / 4 + 16);
-    d_.containers_.reserve(d_.input_.size() / 32 + 16);
-    d_.chunks_.reserve(d_.input_.size() / 32 + 16);
-    memo_.reserve(d_.input_.size() / 16 + 16);
+    // Bounds from the input: every arena item, container, chunk and memo slot is made by
+    // an opcode of at least one byte, every string by one of at least two. Only address
+    // space is reserved; pages are backed as they are written.
+    size_t n = d_.input_.size() + 16;
+    d_.arena_ = BigArray<Value>(n);
+    d_.containers_ = BigArray<Document::Container>(n);
+    d_.chunks_ = BigArray<Document::Chunk>(n);
+    d_.spans_ = BigArray<Document::Span>(n / 2 + 16);
+    memo_ = BigArray<Value>(n + 64);
     stack_.reserve(4096);
     for (;;) {
       if (p_ >= end_) fail(static_cast<uint64_t>(p_ - begin_), "pickle is truncated: it ends before STOP");
@@ -164,7 +166,7 @@ class Parser {
   uint8_t op_ = 0;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
-  std::vector<Value> memo_;                      // dense keys (what picklers write)
+  BigArray<Value> memo_;                         // dense keys (what picklers write)
   std::unordered_map<uint64_t, Value> far_memo_;  // keys too large to index densely
   uint64_t memo_count_ = 0;
 
@@ -221,7 +223,7 @@ class Parser {
     return Value::make(kind, d_.spans_.size() - 1);
   }
   Value make_container(Kind kind) {
-    d_.containers_.push_back({op_at_, Document::kNoChunk, Document::kNoChunk, 0});
+    d_.containers_.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
     return Value::make(kind, d_.containers_.size() - 1);
   }
   // Moves stack_[from, end) into the arena as a chunk appended to `container`.
@@ -230,7 +232,7 @@ class Parser {
     if (n == 0) return;
     if (n > UINT32_MAX || d_.chunks_.size() >= UINT32_MAX - 1) fail_op("too many items");
     uint64_t at = d_.arena_.size();
-    d_.arena_.insert(d_.arena_.end(), stack_.begin() + static_cast<ptrdiff_t>(from), stack_.end());
+    d_.arena_.append(stack_.data() + from, n);
     stack_.resize(from);
     auto chunk = static_cast<uint32_t>(d_.chunks_.size());
     d_.chunks_.push_back({at, static_cast<uint32_t>(n), Document::kNoChunk});
@@ -240,7 +242,6 @@ class Parser {
     else
       d_.chunks_[c.last].next = chunk;
     c.last = chunk;
-    c.size += n;
   }
   Value container_from_mark(Kind kind) {
     size_t m = pop_mark();
@@ -263,8 +264,8 @@ class Parser {
 
   void memo_put(uint64_t key) {
     Value v = top();
-    if (key < memo_.size() || key < d_.input_.size() + 64) {
-      if (key >= memo_.size()) memo_.resize(std::max<uint64_t>(key + 1, memo_.size() * 2), kAbsent);
+    if (key < memo_.capacity()) {
+      memo_.grow_zeroed(key + 1);
       if (memo_[key].same_object(kAbsent)) ++memo_count_;
       memo_[key] = v;
       return;
@@ -519,7 +520,8 @@ std::string Document::to_text(Value v) const {
 }
 
 size_t Document::size(Value container) const {
-  uint64_t n = containers_[container.payload()].size;
+  uint64_t n = 0;
+  for (uint32_t c = containers_[container.payload()].first; c != kNoChunk; c = chunks_[c].next) n += chunks_[c].count;
   return container.kind() == Kind::Dict ? n / 2 : n;
 }
 

@@ -14,6 +14,8 @@
 //  - A Value is 8 bytes: a 4-bit kind and a 60-bit payload. Small ints live inline;
 //    strings and bytes are views into the input buffer (no copy), reached through a
 //    side table; containers are indices into a container table.
+//  - Every table is a BigArray (traces/big_array.h): reserved once from the input's size,
+//    never reallocated, zero-filled by the kernel.
 //  - Container items live in one shared arena. Pickle builds containers from runs of
 //    stack items (MARK ... APPENDS/SETITEMS, TUPLEn); each run is copied into the arena
 //    once as a chunk, and a container is a short linked list of chunks (usually one).
@@ -28,9 +30,12 @@
 #include <string_view>
 #include <vector>
 
+#include "traces/big_array.h"
+
 namespace fraglab::pickle {
 
-enum class Kind : uint8_t { None, False, True, Int, WideInt, HugeInt, Float, Str, Bytes, List, Tuple, Dict, Set };
+// Kinds start at 1: an all-zero Value is "no value" (an unused memo slot, fresh zero pages).
+enum class Kind : uint8_t { None = 1, False, True, Int, WideInt, HugeInt, Float, Str, Bytes, List, Tuple, Dict, Set };
 
 const char* kind_name(Kind kind);
 
@@ -49,7 +54,7 @@ class Value {
 
  private:
   explicit Value(uint64_t bits) : bits_(bits) {}
-  uint64_t bits_ = 0;  // Kind::None
+  uint64_t bits_ = uint64_t{1} << 60;  // Kind::None
 };
 
 // The parsed object graph. It refers into the input bytes, which must outlive it.
@@ -69,9 +74,10 @@ class Document {
   // Text for any scalar, Python-like (ints in decimal, True/False/None, floats shortest).
   std::string to_text(Value v) const;
 
-  // Containers. size() counts items (dict: pairs). offset() is where the container's
+  // Containers. size() counts items (dict: pairs; it walks the chunks). offset() is where the container's
   // opening opcode sits in the input: the position to name in errors about its content.
   size_t size(Value container) const;
+  bool empty(Value container) const { return containers_[container.payload()].first == kNoChunk; }
   uint64_t offset(Value container) const;
   uint32_t container_index(Value container) const { return static_cast<uint32_t>(container.payload()); }
   size_t container_count() const { return containers_.size(); }
@@ -114,17 +120,16 @@ class Document {
   };
   struct Container {
     uint64_t offset;  // input byte offset of the opcode that created it
-    uint32_t first = kNoChunk, last = kNoChunk;
-    uint64_t size = 0;  // items (dict: keys and values both counted; size() halves it)
+    uint32_t first, last;  // chunks, kNoChunk while empty
   };
 
   std::string_view input_;
   std::string name_;
   Value root_;
-  std::vector<Value> arena_;
-  std::vector<Chunk> chunks_;
-  std::vector<Container> containers_;
-  std::vector<Span> spans_;       // Str and Bytes payloads: views into input_
+  BigArray<Value> arena_;
+  BigArray<Chunk> chunks_;
+  BigArray<Container> containers_;
+  BigArray<Span> spans_;          // Str and Bytes payloads: views into input_
   std::vector<int64_t> wide_;     // ints outside the inline 60-bit range
   std::vector<double> floats_;
   std::vector<uint64_t> huge_;    // HugeInt: input offset of an int wider than 64 bits

@@ -15,7 +15,14 @@
 // bytes in `addr`.
 #include "traces/pytorch_snapshot.h"
 
+#include <fcntl.h>
 #include <fmt/core.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <unordered_map>
 #include <unordered_set>
@@ -299,7 +306,7 @@ class Importer {
   // Interns a frames list. The same list object (a memo GET) maps to the same stack at
   // once; different objects with equal frames meet in the by-content table.
   StackId stack_of(Value frames) {
-    if (frames.kind() != Kind::List || doc_.size(frames) == 0) return 0;
+    if (frames.kind() != Kind::List || doc_.empty(frames)) return 0;
     uint32_t list = doc_.container_index(frames);
     if (auto it = stack_of_list_.find(list); it != stack_of_list_.end()) return it->second;
     std::vector<StackFrame> stack;
@@ -390,16 +397,55 @@ class Importer {
   }
 };
 
+// A read-only mapping of a whole file: the pickle is parsed in place, without copying
+// 160 MB into a string first (strings in the parsed document point into it).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      throw FormatError::in_file(path, "not a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p == MAP_FAILED) {
+        close(fd);
+        throw FormatError::in_file(path, std::string("cannot map: ") + std::strerror(errno));
+      }
+      data_ = static_cast<const char*>(p);
+    }
+    close(fd);
+  }
+  ~MappedFile() {
+    if (data_) munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {data_ ? data_ : "", size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 }  // namespace
 
-Trace parse_pytorch_snapshot(const std::string& bytes, const std::string& name, const ReadOptions& options) {
+Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
   Document doc = Document::parse(bytes, name);
   return Importer(doc, options).run();
 }
 
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options) {
-  std::string bytes = read_file(path);
-  if (is_gzip(bytes)) bytes = gunzip(bytes, path);
+  MappedFile file(path);
+  std::string_view bytes = file.bytes();
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    std::string raw = gunzip(std::string(bytes), path);
+    return parse_pytorch_snapshot(raw, path, options);
+  }
   return parse_pytorch_snapshot(bytes, path, options);
 }
 

@@ -16,14 +16,15 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "traces/trace_io.h"
 
 namespace fraglab {
 
 // `bytes` is the (already decompressed) pickle; `name` names it in errors.
-Trace parse_pytorch_snapshot(const std::string& bytes, const std::string& name, const ReadOptions& options);
-// Reads .pickle or .pickle.gz.
+Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options);
+// Reads .pickle (memory-mapped, not copied) or .pickle.gz.
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options);
 
 }  // namespace fraglab
