@@ -296,6 +296,18 @@ TEST_CASE("snapshot import: frees of blocks from before recording are dropped an
   CHECK(t.events[0].time_us == 102);
 }
 
+TEST_CASE("snapshot import: oom entries carry device_free instead of addr", "[snapshot]") {
+  P p;
+  p.empty_dict().mark().str("device_traces").empty_list().empty_list().empty_dict().mark();
+  p.str("action").str("oom").str("device_free").i64(1 << 20).str("size").i64(3 << 20).str("stream").i64(0);
+  p.setitems().op('a').op('a').setitems();
+  Trace t = parse(p.stop());
+  REQUIRE(t.events.size() == 1);
+  CHECK(t.events[0].kind == EventKind::Oom);
+  CHECK(t.events[0].size == 3u << 20);
+  CHECK(t.events[0].addr == 1u << 20);
+}
+
 TEST_CASE("snapshot import: device selection", "[snapshot]") {
   // Two devices: device 1 has one alloc.
   P p;

@@ -12,7 +12,7 @@
 // Entry semantics (TraceEntry::Action): alloc/free_requested/free_completed carry the
 // block address and its requested size; segment_* carry the segment (or mapped range)
 // address and size; oom carries the requested size in `size` and the device's free
-// bytes in `addr`.
+// bytes under the key `device_free` instead of `addr` (memory_snapshot.cpp).
 #include "traces/pytorch_snapshot.h"
 
 #include <fcntl.h>
@@ -80,11 +80,12 @@ class StrCache {
   std::vector<std::pair<Value, Code>> seen_;
 };
 
-enum class Field : uint8_t { Action, Addr, Size, Stream, TimeUs, Frames, Other };
+enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, Other };
 
 Field parse_field(std::string_view s) {
   if (s == "action") return Field::Action;
   if (s == "addr") return Field::Addr;
+  if (s == "device_free") return Field::DeviceFree;
   if (s == "size") return Field::Size;
   if (s == "stream") return Field::Stream;
   if (s == "time_us") return Field::TimeUs;
@@ -194,7 +195,8 @@ class Importer {
       if (!k.is_str()) return;
       switch (fields_.get(doc_, k, parse_field)) {
         case Field::Action: action_v = v, has_action = true; break;
-        case Field::Addr: addr_v = v, has_addr = true; break;
+        case Field::Addr:
+        case Field::DeviceFree: addr_v = v, has_addr = true; break;
         case Field::Size: size_v = v, has_size = true; break;
         case Field::Stream: stream_v = v; break;
         case Field::TimeUs: time_v = v; break;
@@ -207,11 +209,13 @@ class Importer {
     if (action == Action::Snapshot || action == Action::UserDefined) return;  // markers, no memory change
     if (action == Action::Unknown)
       fail(fmt::format("unknown trace action '{}'", doc_.as_str(action_v, "action")));
-    if (!has_addr || !has_size) fail("trace entry lacks 'addr' or 'size'");
+    if (!has_size) fail("trace entry has no 'size'");
+    if (!has_addr && action != Action::Oom) fail("trace entry has no 'addr'");
 
     Event e;
     e.size = size_field(size_v, "size");
-    e.addr = action == Action::Oom ? size_field(addr_v, "addr") : addr_field(addr_v, "addr");
+    // Oom: addr holds the device's free bytes (0 when not recorded).
+    e.addr = action != Action::Oom ? addr_field(addr_v, "addr") : has_addr ? size_field(addr_v, "device_free") : 0;
     e.time_us = time_v.kind() == Kind::None ? 0 : int_field(time_v, "time_us");
     e.stream = stream_v.kind() == Kind::None ? 0 : trace_.meta.intern_stream(static_cast<uint64_t>(int_field(stream_v, "stream")));
     e.stack = stack_of(frames_v);
