@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   cli::add_convert(app, run);
   cli::add_policies(app, run);
   cli::add_gen(app, run);
+  cli::add_compare(app, run);
+  cli::add_merge(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
