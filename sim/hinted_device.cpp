@@ -95,4 +95,9 @@ void HintedDevice::release_range(Addr addr, uint64_t size) {
   local_ranges_.erase(it);
 }
 
+bool HintedDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
+  if (in_local_range(dst) || in_local_range(src)) return false;
+  return upstream_.alias_pages(dst, src, size);
+}
+
 }  // namespace fraglab

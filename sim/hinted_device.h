@@ -29,6 +29,8 @@ class HintedDevice final : public Device {
   bool map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void unmap_pages(Addr addr, uint64_t size) override;
   void release_range(Addr addr, uint64_t size) override;
+  // Aliasing is the upstream's business; recorded ranges (PyTorch never aliases) refuse it.
+  bool alias_pages(Addr dst, Addr src, uint64_t size) override;
   uint64_t reserved_bytes() const override { return upstream_.reserved_bytes() + local_reserved_; }
   std::optional<uint64_t> capacity() const override { return capacity_; }
 
