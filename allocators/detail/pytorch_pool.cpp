@@ -19,6 +19,11 @@ constexpr uint64_t kSizeMask = (1ull << kSizeBits) - 1;
 
 bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+constexpr int kAddressUnitBits = 9;  // blocks are 512-byte aligned
+constexpr uint64_t kMaxAddress = 1ull << (64 - 25 + kAddressUnitBits);  // 2^48
+
+uint64_t pack_address(Addr addr, uint32_t node) { return (addr >> kAddressUnitBits) << 25 | node; }
+
 }  // namespace
 
 uint64_t pytorch_roundup_power2_next_division(uint64_t size, uint64_t divisions) {
@@ -67,8 +72,11 @@ uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamInde
     unused_.pop_back();
   } else {
     i = static_cast<uint32_t>(blocks_.size());
+    if (i >> kNodeBits) internal_assert("more than 2^25 blocks at once");
     blocks_.emplace_back();
   }
+  if (addr % kMinBlockSize || addr + size > kMaxAddress)
+    internal_assert("the device gave an address PyTorch's blocks cannot have (not 512-aligned or past 2^48)");
   PytorchBlock& b = blocks_[i];
   b = PytorchBlock{};
   b.addr = addr;
@@ -81,17 +89,23 @@ uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamInde
 PytorchCachingAllocator::Key PytorchCachingAllocator::size_key(uint32_t b) const {
   const PytorchBlock& blk = blocks_[b];
   if (blk.size > kSizeMask) internal_assert("block size beyond 2^48 bytes");
-  return Key{(stream_rank_.at(blk.stream) << kSizeBits) | blk.size, blk.addr, b};
+  return Key{(stream_rank_[blk.stream] << kSizeBits) | blk.size, pack_address(blk.addr, b)};
 }
 
 PytorchCachingAllocator::Key PytorchCachingAllocator::address_key(uint32_t b) const {
-  return Key{stream_rank_.at(blocks_[b].stream), blocks_[b].addr, b};
+  return Key{stream_rank_[blocks_[b].stream], pack_address(blocks_[b].addr, b)};
 }
 
 void PytorchCachingAllocator::insert_into_blocks(uint32_t b) {
   Pool& pool = pool_of(b);
   blocks_[b].gc_count_base = pool.get_free_blocks_call_count;
-  if (!pool.blocks.insert(size_key(b)).second) internal_assert("block inserted twice");
+  if (!pool.blocks.insert(size_key(b))) internal_assert("block inserted twice");
+}
+
+void PytorchCachingAllocator::replace_in_blocks(const Key& old, uint32_t b) {
+  Pool& pool = pool_of(b);
+  blocks_[b].gc_count_base = pool.get_free_blocks_call_count;
+  pool.blocks.replace(old, size_key(b));
 }
 
 void PytorchCachingAllocator::erase_from_blocks(uint32_t b) {
@@ -142,11 +156,11 @@ bool PytorchCachingAllocator::get_free_block(Params& p) {
   Pool& pool = *p.pool;
   if (set_fraction_ && config_.garbage_collection_threshold > 0.0) ++pool.get_free_blocks_call_count;
   const uint64_t rank = stream_rank_[p.stream];
-  auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(p.size, kSizeMask), 0, 0});
+  auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(p.size, kSizeMask), 0});
   auto same_stream = [&](auto i) { return i != pool.blocks.end() && (i->hi >> kSizeBits) == rank; };
   if (!same_stream(it)) return false;
 
-  if (blocks_[it->node].segment != kNone) {
+  if (blocks_[it->node()].segment != kNone) {
     if (config_.expandable_segments) {
       // A block followed by unmapped space counts as the size it can grow to: look for a
       // block whose reach is smaller (the source's expandable_size loop).
@@ -155,24 +169,26 @@ bool PytorchCachingAllocator::get_free_block(Params& p) {
         return blocks_[b].size + (n != kNone && !blocks_[n].mapped ? blocks_[n].size : 0);
       };
       auto next = std::next(it);
-      while (blocks_[it->node].segment != kNone && same_stream(next) &&
-             expandable_size(next->node) < expandable_size(it->node))
+      while (blocks_[it->node()].segment != kNone && same_stream(next) &&
+             expandable_size(next->node()) < expandable_size(it->node()))
         it = next++;
     } else {
       // Expandable segments were turned off later: only ordinary blocks qualify.
       do {
         ++it;
-      } while (it != pool.blocks.end() && blocks_[it->node].segment != kNone && same_stream(it));
+      } while (it != pool.blocks.end() && blocks_[it->node()].segment != kNone && same_stream(it));
       if (!same_stream(it)) return false;
     }
   }
-  const uint64_t found_size = blocks_[it->node].size;
+  const uint64_t found_size = blocks_[it->node()].size;
   // Do not return an oversized block for a request below max_split_size.
   if (p.size < config_.max_split_size && found_size >= config_.max_split_size) return false;
   // An oversized block may serve a large request only when it wastes less than this.
   if (p.size >= config_.max_split_size && found_size >= p.size + config_.max_non_split_rounding_size) return false;
-  p.block = it->node;
-  pool.blocks.erase(it);
+  // The block leaves the pool in alloc_found_block: one move if its remainder goes back.
+  p.block = it->node();
+  p.block_in_pool = true;
+  p.position = static_cast<size_t>(it - pool.blocks.begin());
   return true;
 }
 
@@ -196,7 +212,14 @@ uint32_t PytorchCachingAllocator::alloc_found_block(const Params& p, bool split_
     r.prev = block;
     r.addr += p.size;
     r.size -= p.size;
-    insert_into_blocks(remaining);
+    if (p.block_in_pool) {
+      r.gc_count_base = p.pool->get_free_blocks_call_count;
+      p.pool->blocks.replace_at(p.position, size_key(remaining));
+    } else {
+      insert_into_blocks(remaining);
+    }
+  } else if (p.block_in_pool) {
+    p.pool->blocks.erase(p.pool->blocks.begin() + static_cast<ptrdiff_t>(p.position));
   }
   blocks_[block].allocated = true;
   stats_.allocated += blocks_[block].size;
@@ -227,11 +250,17 @@ void PytorchCachingAllocator::free(uint32_t b) {
   if (b >= blocks_.size() || !blocks_[b].allocated) internal_assert("free of a block that is not allocated");
   blocks_[b].allocated = false;
   stats_.allocated -= blocks_[b].size;
-  // free_block: merge with free neighbours, then back into the pool.
-  const uint32_t prev = blocks_[b].prev, next = blocks_[b].next;
-  try_merge_blocks(b, prev);
-  try_merge_blocks(b, next);
-  insert_into_blocks(b);
+  // free_block: merge with free neighbours (try_merge_blocks), then back into the pool. The
+  // last merged neighbour's place in the pool is handed to the merged block (one move).
+  std::optional<Key> vacated;
+  for (uint32_t src : {blocks_[b].prev, blocks_[b].next}) {
+    if (src == kNone || blocks_[src].allocated || !blocks_[src].mapped) continue;
+    if (vacated) pool_of(b).blocks.erase(*vacated);
+    vacated = size_key(src);
+    absorb(b, src);
+  }
+  if (vacated) replace_in_blocks(*vacated, b);
+  else insert_into_blocks(b);
 }
 
 size_t PytorchCachingAllocator::try_merge_blocks(uint32_t dst, uint32_t src) {
@@ -239,6 +268,10 @@ size_t PytorchCachingAllocator::try_merge_blocks(uint32_t dst, uint32_t src) {
   // The neighbour leaves its set before anything about it changes.
   if (blocks_[src].mapped) erase_from_blocks(src);
   else pool_of(src).unmapped.erase(address_key(src));
+  return absorb(dst, src);
+}
+
+uint64_t PytorchCachingAllocator::absorb(uint32_t dst, uint32_t src) {
   PytorchBlock& d = blocks_[dst];
   const PytorchBlock s = blocks_[src];
   if (d.prev == src) {  // [src dst]
@@ -266,9 +299,10 @@ bool PytorchCachingAllocator::release_cached_blocks() {
 
 void PytorchCachingAllocator::release_blocks(Pool& pool) {
   std::vector<uint32_t> to_unmap;
-  for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-    uint32_t b = it->node;
-    ++it;
+  // In pool order; releasing a block removes only that block from the pool.
+  std::vector<uint32_t> order;
+  for (const Key& k : pool.blocks) order.push_back(k.node());
+  for (uint32_t b : order) {
     if (blocks_[b].segment != kNone) to_unmap.push_back(b);  // unmapping mutates the pool: later
     else if (!blocks_[b].is_split()) release_block(b);
   }
@@ -292,15 +326,15 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
   Pool& pool = *p.pool;
   const uint64_t rank = stream_rank_[p.stream];
   const uint64_t key_size = p.size < config_.max_split_size ? config_.max_split_size : p.size;
-  auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(key_size, kSizeMask), 0, 0});
+  auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(key_size, kSizeMask), 0});
   if (it == pool.blocks.end() || (it->hi >> kSizeBits) != rank) {
     // No single block is large enough: free oversize blocks, the largest first.
     if (it == pool.blocks.begin()) return false;
     uint64_t total_released = 0;
     --it;
-    while (total_released < key_size && blocks_[it->node].size >= config_.max_split_size &&
+    while (total_released < key_size && blocks_[it->node()].size >= config_.max_split_size &&
            (it->hi >> kSizeBits) == rank) {
-      uint32_t cur = it->node;
+      uint32_t cur = it->node();
       total_released += blocks_[cur].size;
       if (it != pool.blocks.begin()) {
         --it;
@@ -312,7 +346,7 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
     }
     if (total_released < key_size) return false;
   } else {
-    release_block(it->node);
+    release_block(it->node());
   }
   return true;
 }
@@ -328,8 +362,8 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
   uint64_t total_age = 0;
   int freeable_block_count = 0;
   for (const Key& k : large_.blocks) {
-    if (!blocks_[k.node].is_split()) {
-      total_age += gc_count(k.node);
+    if (!blocks_[k.node()].is_split()) {
+      total_age += gc_count(k.node());
       ++freeable_block_count;
     }
   }
@@ -340,9 +374,9 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
     double age_threshold = static_cast<double>(total_age) / freeable_block_count;
     block_freed = false;
     // Free every block at least as old as the average; don't stop at the target.
-    for (auto it = large_.blocks.begin(); it != large_.blocks.end();) {
-      uint32_t b = it->node;
-      ++it;
+    std::vector<uint32_t> order;
+    for (const Key& k : large_.blocks) order.push_back(k.node());
+    for (uint32_t b : order) {
       if (!blocks_[b].is_split() && static_cast<double>(gc_count(b)) >= age_threshold) {
         block_freed = true;
         gc_reclaimed += blocks_[b].size;
@@ -367,8 +401,8 @@ uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool
     return bytes >= size;
   };
   const uint64_t rank = stream_rank_[stream];
-  for (auto it = pool.unmapped.lower_bound(Key{rank, 0, 0}); it != pool.unmapped.end() && it->hi == rank; ++it) {
-    uint32_t c = it->node;
+  for (auto it = pool.unmapped.lower_bound(Key{rank, 0}); it != pool.unmapped.end() && it->hi == rank; ++it) {
+    uint32_t c = it->node();
     // The lowest unmapped address; a free block right before it can be used too.
     if (allocatable(blocks_[c].prev)) c = blocks_[c].prev;
     if (has_available_address_space(c)) return c;
