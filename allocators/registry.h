@@ -18,6 +18,7 @@ struct PolicyInfo {
   std::vector<OptionSpec> options;
   std::function<std::unique_ptr<Policy>(const PolicyContext&)> make;
   bool needs_whole_trace = false;  // offline planners see the future
+  uint64_t alignment = 512;
 };
 
 // A parsed `name:options` string.

@@ -115,3 +115,62 @@ TEST_CASE("alias_pages is logged with its source", "[framework]") {
   CHECK(dev.call_log()[1].alias_of == a);
   CHECK(dev.call_log()[0].alias_of == 0);
 }
+
+namespace fraglab {
+int bfc_bin_for_size(uint64_t bytes);
+}
+
+TEST_CASE("bfc: bins by power of two from 256 B", "[framework]") {
+  CHECK(bfc_bin_for_size(1) == 0);
+  CHECK(bfc_bin_for_size(256) == 0);
+  CHECK(bfc_bin_for_size(511) == 0);
+  CHECK(bfc_bin_for_size(512) == 1);
+  CHECK(bfc_bin_for_size(1 * kMiB) == 12);
+  CHECK(bfc_bin_for_size(256ull << 20) == 20);
+  CHECK(bfc_bin_for_size(64 * kGiB) == 20);  // the last bin takes everything larger
+  CHECK(find_policy("bfc")->alignment == 256);
+}
+
+TEST_CASE("bfc: 256 B rounding, split rule and doubling regions", "[framework]") {
+  Bench b("bfc");
+  Block small = b.must_alloc(100);
+  CHECK(small.size == 256);                        // split: the 2 MiB region is >= 2x the request
+  CHECK(b.device.reserved_bytes() == 2 * kMiB);     // the first region is 2 MiB
+  Block mid = b.must_alloc(3 * kMiB);
+  CHECK(b.device.reserved_bytes() == 6 * kMiB);     // the next region doubled to 4 MiB
+  CHECK(mid.size == 4 * kMiB);                      // 4 MiB < 2 x 3 MiB and 1 MiB < 128 MiB: not split
+  b.must_alloc(20 * kMiB);
+  CHECK(b.device.reserved_bytes() == 38 * kMiB);    // 8 MiB doubled until it fits: 32 MiB
+  // A freed chunk coalesces with its free neighbour: the whole 2 MiB region is one chunk again.
+  b.free(small);
+  Block again = b.must_alloc(2 * kMiB);
+  CHECK(again.addr == small.addr);
+  CHECK(b.device.counts().segment_allocs == 3);
+}
+
+TEST_CASE("bfc: splits a remainder of 128 MiB or more", "[framework]") {
+  Bench b("bfc:allow_growth=false,memory_limit=1GiB");
+  CHECK(b.device.reserved_bytes() == 0);
+  Block big = b.must_alloc(700 * kMiB);
+  CHECK(b.device.reserved_bytes() == kGiB);  // one region of memory_limit
+  CHECK(big.size == 700 * kMiB);             // 324 MiB left over >= 128 MiB: split
+  b.free(big);
+  Block fit = b.must_alloc(900 * kMiB);
+  CHECK(fit.size == kGiB);                   // 124 MiB left over: kept as padding
+}
+
+TEST_CASE("bfc: garbage collection frees idle regions to fit a request", "[framework]") {
+  SimDeviceConfig config;
+  config.capacity = 64 * kMiB;
+  Bench b("bfc", config);
+  Block a = b.must_alloc(30 * kMiB);  // regions: 32 MiB
+  b.free(a);
+  // 40 MiB fits neither the free 32 MiB region nor beside it; GC frees it and retries.
+  Block c = b.must_alloc(40 * kMiB);
+  CHECK(b.device.counts().segment_frees == 1);
+  CHECK(b.device.reserved_bytes() <= 64 * kMiB);
+  (void)c;
+  Bench no_gc("bfc:garbage_collection=false", config);
+  no_gc.free(no_gc.must_alloc(30 * kMiB));
+  CHECK_FALSE(no_gc.alloc(40 * kMiB));
+}
