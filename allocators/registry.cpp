@@ -6,7 +6,8 @@ namespace fraglab {
 #define FRAGLAB_POLICIES(X) \
   X(passthrough)            \
   X(bestfit)                \
-  X(bfc)
+  X(bfc)                    \
+  X(oracle)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

@@ -2,6 +2,7 @@
 // alias_pages device extension: behaviour the modelled sources define.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <random>
 
 #include "allocators/registry.h"
@@ -173,4 +174,80 @@ TEST_CASE("bfc: garbage collection frees idle regions to fit a request", "[frame
   Bench no_gc("bfc:garbage_collection=false", config);
   no_gc.free(no_gc.must_alloc(30 * kMiB));
   CHECK_FALSE(no_gc.alloc(40 * kMiB));
+}
+
+namespace {
+
+// A random trace: allocations of log-uniform sizes on several streams, freed in random order.
+Trace random_trace(uint32_t seed, size_t allocs, uint64_t max_size = 64 * kMiB) {
+  std::mt19937_64 rng(seed);
+  Trace t;
+  t.meta.streams = {0, 1, 2, 3};
+  IdSlots ids;
+  std::vector<AllocId> live;
+  std::uniform_real_distribution<double> log_size(0.0, std::log2(static_cast<double>(max_size)));
+  size_t made = 0;
+  while (made < allocs || !live.empty()) {
+    bool alloc = made < allocs && (live.empty() || rng() % 100 < 55);
+    Event e;
+    if (alloc) {
+      e.kind = EventKind::Alloc;
+      e.id = ids.acquire();
+      e.size = static_cast<uint64_t>(std::exp2(log_size(rng)));
+      e.stream = static_cast<StreamIndex>(rng() % 4);
+      live.push_back(e.id);
+      ++made;
+    } else {
+      size_t k = rng() % live.size();
+      e.kind = EventKind::Free;
+      e.id = live[k];
+      live[k] = live.back();
+      live.pop_back();
+      ids.release(e.id);
+    }
+    e.time_us = static_cast<int64_t>(t.events.size());
+    t.events.push_back(e);
+  }
+  return t;
+}
+
+ReplayResult replay_checked(const Trace& t, const std::string& policy, SimDeviceConfig config = {}) {
+  MemorySource source(t);
+  ReplayOptions options;
+  options.check_invariants = true;
+  return replay_simulated(source, PolicySpec::parse(policy), config, options, &t.events);
+}
+
+}  // namespace
+
+TEST_CASE("oracle: never overlaps, peak between the live bound and best fit", "[framework]") {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    Trace t = random_trace(seed, 400);
+    ReplayResult oracle = replay_checked(t, "oracle");  // check_invariants: no overlap, inside the segment
+    ReplayResult best = replay_checked(t, "bestfit");
+    INFO("seed " << seed);
+    REQUIRE(oracle.ooms.empty());
+    CHECK(oracle.reserved.bytes == *oracle.oracle_bound);
+    CHECK(oracle.reserved.bytes >= oracle.live_bytes_bound);
+    CHECK(oracle.reserved.bytes <= best.reserved.bytes);
+    CHECK(oracle.calls.segment_allocs == 1);
+    CHECK(best.gap_to_oracle().has_value());
+  }
+}
+
+TEST_CASE("replay results carry both bounds", "[framework]") {
+  Trace t = random_trace(7, 200);
+  ReplayResult r = replay_checked(t, "bfc");
+  TraceBounds b = compute_bounds(t.events);
+  CHECK(r.live_bytes_bound == b.live_bytes);
+  CHECK(r.live_bytes_bound == r.requested.bytes);  // nothing failed
+  REQUIRE(r.oracle_bound);
+  CHECK(*r.oracle_bound == *b.oracle);
+  CHECK(r.gap_to_live_bound() == static_cast<int64_t>(r.reserved.bytes - b.live_bytes));
+  CHECK(*r.oracle_bound >= b.live_bytes);
+  // Without the trace in memory the live bound still comes from the replay itself.
+  MemorySource source(t);
+  ReplayResult streamed = replay_simulated(source, PolicySpec::parse("bfc"), {}, {});
+  CHECK(streamed.live_bytes_bound == b.live_bytes);
+  CHECK_FALSE(streamed.oracle_bound);
 }
