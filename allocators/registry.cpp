@@ -7,7 +7,8 @@ namespace fraglab {
   X(passthrough)            \
   X(bestfit)                \
   X(bfc)                    \
-  X(oracle)
+  X(oracle)                 \
+  X(rmm_pool)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

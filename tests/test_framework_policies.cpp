@@ -251,3 +251,51 @@ TEST_CASE("replay results carry both bounds", "[framework]") {
   CHECK(streamed.live_bytes_bound == b.live_bytes);
   CHECK_FALSE(streamed.oracle_bound);
 }
+
+TEST_CASE("rmm_pool: grows by max(request, pool size), halfway to a maximum", "[framework]") {
+  Bench b("rmm_pool");
+  b.must_alloc(kMiB);
+  CHECK(b.device.reserved_bytes() == kMiB);
+  b.must_alloc(kMiB);
+  CHECK(b.device.reserved_bytes() == 2 * kMiB);  // max(1 MiB, 1 MiB)
+  b.must_alloc(3 * kMiB);
+  CHECK(b.device.reserved_bytes() == 5 * kMiB);  // max(3 MiB, 2 MiB)
+  Block small = b.must_alloc(100);
+  CHECK(small.size == 256);
+  CHECK(b.device.reserved_bytes() == 10 * kMiB);  // max(256 B, 5 MiB): doubling
+
+  Bench capped("rmm_pool:initial_size=2MiB,maximum_size=8MiB");
+  capped.must_alloc(2 * kMiB);
+  CHECK(capped.device.reserved_bytes() == 2 * kMiB);  // the initial pool
+  capped.must_alloc(kMiB);
+  CHECK(capped.device.reserved_bytes() == 5 * kMiB);  // half of the 6 MiB left
+  capped.must_alloc(2 * kMiB);                        // fits the 2 MiB left in that growth
+  CHECK(capped.device.reserved_bytes() == 5 * kMiB);
+  capped.must_alloc(2 * kMiB);
+  CHECK(capped.device.reserved_bytes() == 7 * kMiB);  // max(2 MiB, 3 MiB / 2)
+  CHECK(capped.alloc(2 * kMiB) == std::nullopt);       // 1 MiB left: maximum_size reached
+}
+
+TEST_CASE("rmm_pool: per-stream free lists, other streams' blocks before growing", "[framework]") {
+  Bench b("rmm_pool:initial_size=4MiB");
+  Block x = b.must_alloc(kMiB, 0);
+  Block y = b.must_alloc(kMiB, 0);
+  b.free(x);
+  // Stream 0's own freed block is reused first (best fit among its list).
+  Block z = b.must_alloc(kMiB, 0);
+  CHECK(z.addr == x.addr);
+  b.free(z);
+  // Stream 1 has no list: it takes stream 0's best fit before asking the device.
+  Block w = b.must_alloc(kMiB, 1);
+  CHECK(w.addr == x.addr);
+  CHECK(b.device.counts().segment_allocs == 1);
+  b.free(w);
+  b.free(y);
+  // Blocks in different streams' lists do not merge until a miss merges the lists.
+  Block big = b.must_alloc(4 * kMiB, 1);
+  CHECK(b.device.counts().segment_allocs == 1);
+  CHECK(big.size == 4 * kMiB);
+  b.free(big);
+  b.policy->empty_cache();
+  CHECK(b.device.reserved_bytes() == 0);
+}
