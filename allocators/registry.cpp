@@ -8,7 +8,8 @@ namespace fraglab {
   X(bestfit)                \
   X(bfc)                    \
   X(oracle)                 \
-  X(rmm_pool)
+  X(rmm_pool)               \
+  X(cupy)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

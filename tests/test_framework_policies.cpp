@@ -299,3 +299,41 @@ TEST_CASE("rmm_pool: per-stream free lists, other streams' blocks before growing
   b.policy->empty_cache();
   CHECK(b.device.reserved_bytes() == 0);
 }
+
+TEST_CASE("cupy: 512 B rounding, exact cudaMalloc, per-stream bins, split and merge", "[framework]") {
+  Bench b("cupy");
+  Block a = b.must_alloc(1000);
+  CHECK(a.size == 1024);
+  CHECK(b.device.reserved_bytes() == 1024);  // cudaMalloc of exactly the rounded size
+  Block big = b.must_alloc(4096, 0);
+  b.free(big);
+  // Another stream cannot use stream 0's free chunk: it mallocs.
+  Block other = b.must_alloc(4096, 1);
+  CHECK(other.addr != big.addr);
+  CHECK(b.device.counts().segment_allocs == 3);
+  // The same stream splits it: 1024 B from the 4096 B chunk, the rest stays free.
+  Block part = b.must_alloc(600, 0);
+  CHECK(part.addr == big.addr);
+  CHECK(part.size == 1024);
+  Block rest = b.must_alloc(3072, 0);
+  CHECK(rest.addr == big.addr + 1024);
+  CHECK(b.device.counts().segment_allocs == 3);
+  // Freed halves merge back into the whole allocation, which free_all_blocks returns.
+  b.free(part);
+  b.free(rest);
+  b.policy->empty_cache();
+  CHECK(b.device.reserved_bytes() == 1024 + 4096);
+}
+
+TEST_CASE("cupy: free_all_blocks then retry on out of memory; limit fails first", "[framework]") {
+  SimDeviceConfig config;
+  config.capacity = 8 * kMiB;
+  Bench b("cupy", config);
+  b.free(b.must_alloc(6 * kMiB));
+  Block c = b.must_alloc(4 * kMiB, 1);  // stream 1 cannot reuse: malloc fails, the cache goes, retry
+  CHECK(b.device.counts().segment_frees == 1);
+  CHECK(c.size == 4 * kMiB);
+  Bench limited("cupy:limit=4MiB");
+  CHECK(limited.alloc(5 * kMiB) == std::nullopt);
+  CHECK(limited.device.counts().failed == 0);  // the limit refuses before cudaMalloc
+}
