@@ -9,7 +9,8 @@ namespace fraglab {
   X(bfc)                    \
   X(oracle)                 \
   X(rmm_pool)               \
-  X(cupy)
+  X(cupy)                   \
+  X(cuda_async)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

@@ -66,8 +66,10 @@ class StreamOrderedPool {
     put(node);
   }
 
-  // Returns every upstream block that is wholly free to the device.
+  // Returns every upstream block that is wholly free to the device. A synchronisation
+  // point: the streams' lists merge first, so blocks split across streams join up.
   void release_free_blocks() {
+    if (!lists_.empty()) merge_other_streams(lists_.begin()->first, UINT64_MAX);
     for (auto& [stream, list] : lists_) {
       for (auto it = list.begin(); it != list.end();) {
         uint32_t node = std::get<2>(*it);
