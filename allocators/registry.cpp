@@ -10,7 +10,8 @@ namespace fraglab {
   X(oracle)                 \
   X(rmm_pool)               \
   X(cupy)                   \
-  X(cuda_async)
+  X(cuda_async)             \
+  X(gmlake)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

@@ -382,7 +382,7 @@ TEST_CASE("cuda_async: cross-stream reuse waits for the free's event", "[framewo
 }
 
 namespace {
-const char* const kFrameworkPolicies[] = {"bfc", "rmm_pool", "cupy", "cuda_async", "oracle"};
+const char* const kFrameworkPolicies[] = {"bfc", "rmm_pool", "cupy", "cuda_async", "gmlake", "oracle"};
 
 Trace with_empty_caches(Trace t, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -425,4 +425,48 @@ TEST_CASE("framework policies: invariants on random traces, with and without a c
       CHECK(r2.calls.total() == r.calls.total());
     }
   }
+}
+
+TEST_CASE("gmlake: stitches free chunks into one block without new physical memory", "[framework]") {
+  Bench b("gmlake");
+  Block a = b.must_alloc(4 * kMiB);
+  Block mid = b.must_alloc(2 * kMiB);
+  Block c = b.must_alloc(3 * kMiB + 5);  // rounds up to 4 MiB of 2 MiB chunks
+  CHECK(c.size == 4 * kMiB);
+  CHECK(b.device.reserved_bytes() == 10 * kMiB);
+  b.free(a);
+  b.free(c);
+  // 8 MiB fits no free chunk run, but the two free 4 MiB pBlocks together hold it.
+  Block s = b.must_alloc(8 * kMiB);
+  CHECK(s.size == 8 * kMiB);
+  CHECK(b.device.reserved_bytes() == 10 * kMiB);  // no new physical memory
+  CHECK(b.device.counts().maps == 3);
+  CHECK(b.device.counts().aliases == 2);
+  CHECK(b.device.is_backed(s.addr, s.size));      // one contiguous virtual block
+  CHECK((s.addr + s.size <= a.addr || s.addr >= a.addr + a.size));
+  // Freed and asked again: the cached sBlock is reused whole, no new stitching.
+  b.free(s);
+  Block s2 = b.must_alloc(8 * kMiB);
+  CHECK(s2.addr == s.addr);
+  CHECK(b.device.counts().aliases == 2);
+  // Its pBlocks are busy now: a new request needs new memory.
+  b.must_alloc(4 * kMiB);
+  CHECK(b.device.reserved_bytes() == 14 * kMiB);
+  (void)mid;
+}
+
+TEST_CASE("gmlake: only the uncovered remainder is new memory; empty_cache returns all", "[framework]") {
+  Bench b("gmlake");
+  Block a = b.must_alloc(6 * kMiB);
+  Block keep = b.must_alloc(2 * kMiB);
+  b.free(a);
+  Block big = b.must_alloc(10 * kMiB);  // 6 MiB free + 4 MiB new, stitched
+  CHECK(b.device.reserved_bytes() == 12 * kMiB);
+  CHECK(b.device.counts().aliases == 2);
+  b.free(big);
+  b.free(keep);
+  b.must_alloc(100);  // the small pool: one 2 MiB segment
+  CHECK(b.device.counts().segment_allocs == 1);
+  b.policy->empty_cache();
+  CHECK(b.device.reserved_bytes() == 2 * kMiB);  // only the live small block's segment stays
 }
