@@ -11,7 +11,8 @@ namespace fraglab {
   X(rmm_pool)               \
   X(cupy)                   \
   X(cuda_async)             \
-  X(gmlake)
+  X(gmlake)                 \
+  X(rmm_arena)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

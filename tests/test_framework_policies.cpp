@@ -382,7 +382,7 @@ TEST_CASE("cuda_async: cross-stream reuse waits for the free's event", "[framewo
 }
 
 namespace {
-const char* const kFrameworkPolicies[] = {"bfc", "rmm_pool", "cupy", "cuda_async", "gmlake", "oracle"};
+const char* const kFrameworkPolicies[] = {"bfc", "rmm_pool", "cupy", "cuda_async", "gmlake", "rmm_arena", "oracle"};
 
 Trace with_empty_caches(Trace t, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -469,4 +469,31 @@ TEST_CASE("gmlake: only the uncovered remainder is new memory; empty_cache retur
   CHECK(b.device.counts().segment_allocs == 1);
   b.policy->empty_cache();
   CHECK(b.device.reserved_bytes() == 2 * kMiB);  // only the live small block's segment stays
+}
+
+TEST_CASE("rmm_arena: per-stream arenas hold their superblocks; large requests go global", "[framework]") {
+  Bench b("rmm_arena:arena_size=4MiB");
+  Block a = b.must_alloc(1000, 0);
+  CHECK(a.size == 1024);
+  CHECK(b.device.reserved_bytes() == 4 * kMiB);  // the whole arena at once
+  Block c = b.must_alloc(1000, 1);
+  CHECK(c.addr == a.addr + kMiB);                 // stream 1's arena got the next superblock
+  b.free(a);
+  Block c2 = b.must_alloc(1000, 1);
+  CHECK(c2.addr == c.addr + 1024);                // stream 1 stays in its own superblock
+  Block a2 = b.must_alloc(1000, 0);
+  CHECK(a2.addr == a.addr);                       // stream 0's superblock is still its own
+  Block big = b.must_alloc(2 * kMiB, 0);          // > 1 MiB: straight from the global arena
+  CHECK(big.addr == a.addr + 2 * kMiB);
+  b.free(a2);
+  b.free(c);
+  b.free(c2);
+  b.free(big);
+  // 3 MiB needs the superblocks the arenas still hold: the first try fails, defragment()
+  // returns them to the global arena, they coalesce and the retry fits.
+  Block huge = b.must_alloc(3 * kMiB, 2);
+  CHECK(huge.addr == a.addr);
+  b.free(huge);
+  b.policy->empty_cache();
+  CHECK(b.device.reserved_bytes() == 0);
 }
