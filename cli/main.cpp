@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   cli::add_policies(app, run);
   cli::add_compare(app, run);
   cli::add_merge(app, run);
+  cli::add_tune(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
