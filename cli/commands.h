@@ -20,6 +20,7 @@ void add_info(CLI::App& app, CommandFn& run);
 void add_replay(CLI::App& app, CommandFn& run);
 void add_convert(CLI::App& app, CommandFn& run);
 void add_policies(CLI::App& app, CommandFn& run);
+void add_ops(CLI::App& app, CommandFn& run);
 
 // --capacity text ("80GiB", "" = unlimited) -> device config.
 SimDeviceConfig sim_config(const std::string& capacity);

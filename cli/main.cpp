@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   cli::add_replay(app, run);
   cli::add_convert(app, run);
   cli::add_policies(app, run);
+  cli::add_ops(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
