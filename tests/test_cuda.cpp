@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -21,7 +22,7 @@ int run_cli(const std::string& args) {
 }
 
 std::string small_trace_file() {
-  std::string path = "test_cuda_small.jsonl";
+  std::string path = (std::filesystem::temp_directory_path() / "fraglab_test_cuda_small.jsonl").string();
   std::ofstream out(path);
   out << R"({"fraglab_trace": 1, "streams": [0, 7]})" "\n"
       << R"({"op": "alloc", "id": 1, "size": 1000, "stream": 0})" "\n"
