@@ -67,3 +67,27 @@ TEST_CASE("recorder: appends from many threads all land, closed buffers drop", "
   CHECK_FALSE(buf.append(CallKind::Free, 1, 0, 0, 0));
   CHECK(buf.dropped() == 1);
 }
+
+#include "allocators/registry.h"
+#include "sim/replay.h"
+#include "traces/trace_io.h"
+
+TEST_CASE("recorder: traces recorded on the GPU machine replay through every policy", "[recorder]") {
+  // Recorded with libfraglab_record.so on an H100 (docs/recorder.md): the project's example
+  // program (every interposed call, three streams) and a PyTorch training script (its
+  // caching allocator's segment-level cudaMalloc/cudaFree).
+  for (const char* name : {"record_example.jsonl", "torch_example.jsonl"}) {
+    Trace trace = load_trace(std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/recorder/" + name);
+    REQUIRE(!trace.events.empty());
+    for (const auto& info : policy_registry()) {
+      INFO(name << " through " << info.name);
+      ReplayOptions options;
+      options.check_invariants = true;
+      MemorySource source(trace);
+      ReplayResult r = replay_simulated(source, PolicySpec::parse(info.name), SimDeviceConfig{}, options, &trace.events);
+      CHECK(r.ooms.empty());
+      CHECK(r.allocs == r.frees + (std::string(name) == "torch_example.jsonl" ? 10 : 0));
+      CHECK(r.reserved.bytes >= r.requested.bytes);
+    }
+  }
+}
