@@ -20,6 +20,8 @@ void add_info(CLI::App& app, CommandFn& run);
 void add_replay(CLI::App& app, CommandFn& run);
 void add_convert(CLI::App& app, CommandFn& run);
 void add_policies(CLI::App& app, CommandFn& run);
+void add_compare(CLI::App& app, CommandFn& run);
+void add_merge(CLI::App& app, CommandFn& run);
 void add_ops(CLI::App& app, CommandFn& run);
 
 // --capacity text ("80GiB", "" = unlimited) -> device config.

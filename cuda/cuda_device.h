@@ -59,7 +59,7 @@ class CudaDevice final : public Device {
   void unmap_pages(Addr addr, uint64_t size) override;
   void release_range(Addr addr, uint64_t size) override;
   // Maps the physical pages backing [src, src+size) a second time at [dst, dst+size).
-  bool alias_pages(Addr dst, Addr src, uint64_t size);
+  bool alias_pages(Addr dst, Addr src, uint64_t size) override;
   uint64_t reserved_bytes() const override { return reserved_; }
   std::optional<uint64_t> capacity() const override { return config_.capacity; }
 

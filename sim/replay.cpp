@@ -117,7 +117,23 @@ void ReplayEngine::check_all_backed(uint64_t index) const {
 }
 
 Fragmentation ReplayEngine::measure(uint64_t event_index) const {
-  return measure_fragmentation(device_.physical(), blocks_, event_index);
+  if (device_.aliases().empty()) return measure_fragmentation(device_.physical(), blocks_, event_index);
+  // A block in an alias mapping (a stitched range) occupies the physical pages it shows.
+  std::vector<LiveBlock> pieces;
+  pieces.reserve(blocks_.size());
+  for (const auto& b : blocks_) {
+    if (!b.live) continue;
+    bool first = true;
+    device_.for_each_physical_piece(b.addr, b.size, [&](Addr addr, uint64_t size) {
+      LiveBlock piece = b;
+      piece.addr = addr;
+      piece.size = size;
+      piece.requested = first ? b.requested : 0;
+      first = false;
+      pieces.push_back(piece);
+    });
+  }
+  return measure_fragmentation(device_.physical(), pieces, event_index);
 }
 
 void ReplayEngine::run(EventSource& source) {
