@@ -28,6 +28,7 @@ class CappedDevice final : public Device {
   bool map_pages(Addr addr, uint64_t size, StreamIndex stream) override {
     return fits(size) && upstream_.map_pages(addr, size, stream);
   }
+  bool alias_pages(Addr dst, Addr src, uint64_t size) override { return upstream_.alias_pages(dst, src, size); }
   void unmap_pages(Addr addr, uint64_t size) override { upstream_.unmap_pages(addr, size); }
   void release_range(Addr addr, uint64_t size) override { upstream_.release_range(addr, size); }
   uint64_t reserved_bytes() const override { return upstream_.reserved_bytes(); }
