@@ -25,6 +25,9 @@ struct PolicyInfo {
   // live (with default options): 0 for caching policies, which return every free segment;
   // a policy that keeps a fixed initial pool or a release threshold says how much here.
   uint64_t reserved_after_empty_cache = 0;
+  // True when the policy keeps reserved virtual address ranges (address space only, no
+  // physical memory) after empty_cache with nothing live, as a cudaMemPool keeps its range.
+  bool keeps_address_ranges = false;
 };
 
 // A parsed `name:options` string.
