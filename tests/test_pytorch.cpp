@@ -101,7 +101,9 @@ TEST_CASE("pytorch: recorded settings are the start, the command line overrides 
                              {"max_split_size", "134217728"},
                              {"expandable_segments", "False"},
                              {"garbage_collection_threshold", "0.0"},
-                             {"roundup_power2_divisions", R"({"1": 0, "2": 0, "64": 4, "32768": 0})"}};
+                             {"roundup_power2_divisions.1", "0"},
+                             {"roundup_power2_divisions.64", "4"},
+                             {"roundup_power2_divisions.32768", "0"}};
   PytorchAllocatorConfig c;
   c.apply_recorded(meta.allocator_settings);
   CHECK(c.max_split_size == 128 * MiB);
