@@ -280,3 +280,14 @@ TEST_CASE("pytorch: expandable segments split even large blocks and map only wha
   CHECK(r.addr(b) == r.addr(a) + 25 * MiB);
   CHECK(r.calls() == Calls{"map 40"});
 }
+
+TEST_CASE("pytorch: under a cap, expandable segments are unmapped, never cudaFree'd, by the recovery", "[pytorch]") {
+  // release_available_cached_blocks skips expandable blocks (it could only cudaFree them);
+  // release_cached_blocks unmaps their pages and gives the empty range back, then the retry maps.
+  Rig r("expandable_segments:True,max_split_size_mb:20", 100 * MiB);
+  r.model.free(r.malloc(50 * MiB));  // three 20 MiB pages, all free again
+  r.malloc(70 * MiB);                // 60 + 70 > 100
+  CHECK(r.calls() == Calls{"map 60", "unmap 60", "map 80"});
+  CHECK(r.model.stats().num_alloc_retries == 1);
+  CHECK(r.model.stats().reserved == 80 * MiB);
+}
