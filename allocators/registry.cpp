@@ -5,7 +5,21 @@ namespace fraglab {
 // One line per policy. Each allocators/<name>.cpp defines `PolicyInfo policy_info_<name>()`.
 #define FRAGLAB_POLICIES(X) \
   X(passthrough)            \
-  X(bestfit)
+  X(bestfit)                \
+  X(firstfit)               \
+  X(nextfit)                \
+  X(worstfit)               \
+  X(buddy)                  \
+  X(tlsf)                   \
+  X(slab)                   \
+  X(pytorch)                \
+  X(bfc)                    \
+  X(oracle)                 \
+  X(rmm_pool)               \
+  X(cupy)                   \
+  X(cuda_async)             \
+  X(gmlake)                 \
+  X(rmm_arena)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

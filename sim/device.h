@@ -38,8 +38,13 @@ class Device {
   virtual void unmap_pages(Addr addr, uint64_t size) = 0;
   // Gives a reserved range back; it must have no mapped pages left.
   virtual void release_range(Addr addr, uint64_t size) = 0;
+  // Maps the physical pages backing [src, src+size) (mapped earlier by map_pages; granularity-aligned)
+  // a second time at [dst, dst+size) inside a reserved range. Costs no new physical memory; a page is
+  // freed only when its last mapping is unmapped. false if not supported / fails.
+  // (cuMemRetainAllocationHandle + cuMemMap: how GMLake stitches physical chunks into one range.)
+  virtual bool alias_pages(Addr dst, Addr src, uint64_t size) = 0;
 
-  // Physical bytes held now (segments + mapped pages).
+  // Physical bytes held now (segments + mapped pages, each physical page counted once).
   virtual uint64_t reserved_bytes() const = 0;
   // The most physical bytes the device will hand out; nullopt = unlimited.
   virtual std::optional<uint64_t> capacity() const = 0;

@@ -10,7 +10,7 @@ void TrackingDevice::grew(uint64_t size) {
 }
 
 void TrackingDevice::log(EventKind kind, Addr addr, uint64_t size) {
-  if (log_calls_) call_log_.push_back({kind, addr, size, event_index_});
+  if (log_calls_) call_log_.push_back({kind, addr, size, event_index_, 0});
 }
 
 std::optional<Addr> TrackingDevice::allocate_segment(uint64_t size, StreamIndex stream) {
@@ -62,17 +62,70 @@ bool TrackingDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
 }
 
 void TrackingDevice::unmap_pages(Addr addr, uint64_t size) {
-  if (!is_backed(addr, size)) throw std::logic_error("device misuse: unmap_pages of unmapped pages");
+  bool alias = alias_covers(addr, size);
+  if (!alias && !is_backed(addr, size)) throw std::logic_error("device misuse: unmap_pages of unmapped pages");
+  // Physical pages go only with their last mapping: the upstream device knows which did.
+  uint64_t before = upstream_.reserved_bytes();
   upstream_.unmap_pages(addr, size);
   ++counts_.unmaps;
-  remove_physical(addr, size);
-  reserved_ -= size;
+  if (alias) remove_alias(addr, size);
+  else remove_physical(addr, size);
+  uint64_t freed = before - upstream_.reserved_bytes();
+  reserved_ -= std::min(freed, reserved_);
   log(EventKind::SegmentUnmap, addr, size);
+}
+
+bool TrackingDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
+  if (is_backed(dst, 1) || is_backed(dst + size - 1, 1))
+    throw std::logic_error("device misuse: alias_pages over pages already mapped");
+  // Aliases show primary mappings only, which keeps for_each_physical_piece one level deep.
+  auto it = physical_.upper_bound(src);
+  if (it == physical_.begin() || !is_backed(src, size) || segments_.count(std::prev(it)->first))
+    throw std::logic_error("device misuse: alias_pages of pages not mapped by map_pages");
+  if (!upstream_.alias_pages(dst, src, size)) {
+    ++counts_.failed;
+    return false;
+  }
+  ++counts_.aliases;
+  aliases_.emplace(dst, AliasRun{size, src});
+  if (log_calls_) call_log_.push_back({EventKind::SegmentMap, dst, size, event_index_, src});
+  return true;
+}
+
+bool TrackingDevice::alias_covers(Addr addr, uint64_t size) const {
+  auto it = aliases_.upper_bound(addr);
+  if (it == aliases_.begin()) return false;
+  --it;
+  if (addr >= it->first + it->second.size) return false;
+  // Adjacent alias runs (pieces of one stitched range) cover together.
+  Addr covered = it->first + it->second.size;
+  while (covered < addr + size) {
+    ++it;
+    if (it == aliases_.end() || it->first != covered) return false;
+    covered += it->second.size;
+  }
+  return true;
+}
+
+void TrackingDevice::remove_alias(Addr addr, uint64_t size) {
+  Addr end = addr + size;
+  auto it = std::prev(aliases_.upper_bound(addr));
+  while (it != aliases_.end() && it->first < end) {
+    Addr start = it->first;
+    AliasRun run = it->second;
+    it = aliases_.erase(it);
+    if (start < addr) aliases_.emplace(start, AliasRun{addr - start, run.source});
+    if (start + run.size > end) {
+      aliases_.emplace(end, AliasRun{start + run.size - end, run.source + (end - start)});
+      break;
+    }
+  }
 }
 
 void TrackingDevice::release_range(Addr addr, uint64_t size) {
   auto it = physical_.lower_bound(addr);
-  if (it != physical_.end() && it->first < addr + size)
+  auto alias = aliases_.lower_bound(addr);
+  if ((it != physical_.end() && it->first < addr + size) || (alias != aliases_.end() && alias->first < addr + size))
     throw std::logic_error("device misuse: release_range with pages still mapped");
   upstream_.release_range(addr, size);
   ++counts_.releases;
@@ -81,9 +134,11 @@ void TrackingDevice::release_range(Addr addr, uint64_t size) {
 
 bool TrackingDevice::is_backed(Addr addr, uint64_t size) const {
   auto it = physical_.upper_bound(addr);
-  if (it == physical_.begin()) return false;
-  --it;
-  return addr >= it->first && addr + size <= it->first + it->second;
+  if (it != physical_.begin()) {
+    --it;
+    if (addr >= it->first && addr + size <= it->first + it->second) return true;
+  }
+  return !aliases_.empty() && alias_covers(addr, size);
 }
 
 // Mapped pages merge with mapped neighbours (one VMM range grows page by page);
