@@ -6,6 +6,13 @@ namespace fraglab {
 #define FRAGLAB_POLICIES(X) \
   X(passthrough)            \
   X(bestfit)                \
+  X(firstfit)               \
+  X(nextfit)                \
+  X(worstfit)               \
+  X(buddy)                  \
+  X(tlsf)                   \
+  X(slab)                   \
+  X(pytorch)                \
   X(bfc)                    \
   X(oracle)                 \
   X(rmm_pool)               \

@@ -18,7 +18,13 @@ struct PolicyInfo {
   std::vector<OptionSpec> options;
   std::function<std::unique_ptr<Policy>(const PolicyContext&)> make;
   bool needs_whole_trace = false;  // offline planners see the future
+  // Every block address the policy hands out (with default options) is a multiple of this;
+  // the invariant harness checks it. BFC uses 256, cudaMalloc-like policies 512.
   uint64_t alignment = 512;
+  // The most physical bytes the policy may still hold after empty_cache() with nothing
+  // live (with default options): 0 for caching policies, which return every free segment;
+  // a policy that keeps a fixed initial pool or a release threshold says how much here.
+  uint64_t reserved_after_empty_cache = 0;
 };
 
 // A parsed `name:options` string.

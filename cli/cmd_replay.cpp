@@ -6,6 +6,8 @@
 
 #include "allocators/registry.h"
 #include "cli/commands.h"
+#include "cli/device_arg.h"
+#include "cli/device_selection.h"
 #include "sim/result_json.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
@@ -22,7 +24,8 @@ struct ReplayArgs {
   std::string timeline;
   uint64_t timeline_every = 1;
   std::string on_oom = "stop";
-  int device = 0;
+  DeviceOptions device;
+  bool touch = false;
   bool json = false;
   bool check = false;
   bool no_oracle_bound = false;
@@ -93,7 +96,9 @@ void print_one(const ReplayResult& r, uint64_t bound) {
 
 int run_replay(const ReplayArgs& a) {
   auto specs = expand_policies(a.policies);
-  Trace trace = load_trace(a.path, {a.device});
+  DeviceSelection device = device_selection(a.device.resolve());
+  if (device.cuda) return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device, a.touch, a.json});
+  Trace trace = load_trace(a.path, {device.snapshot_device});
   TraceBounds bounds = compute_bounds(trace.events, !a.no_oracle_bound);
   uint64_t bound = bounds.live_bytes;
   SimDeviceConfig config = sim_config(a.capacity);
@@ -157,7 +162,8 @@ void add_replay(CLI::App& app, CommandFn& run) {
   cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited)");
   cmd->add_option("--on-oom", a.on_oom, "On out of memory: stop (exit 1) or skip the allocation")
       ->check(CLI::IsMember({"stop", "skip"}));
-  cmd->add_option("--device", a.device, "Device index in a PyTorch snapshot");
+  add_device_options(cmd, a.device);
+  cmd->add_flag("--touch", a.touch, "With --device cuda: write every block (cudaMemsetAsync) on its stream");
   cmd->add_option("--timeline", a.timeline, "Write requested/allocated/reserved bytes per event to this CSV");
   cmd->add_option("--timeline-every", a.timeline_every, "Write every Nth event to the timeline")
       ->check(CLI::PositiveNumber);

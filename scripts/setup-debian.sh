@@ -11,7 +11,7 @@ packages=(
   libbenchmark-dev
   libglfw3-dev libimgui-dev libstb-dev libgl-dev
   xvfb xauth libgl1-mesa-dri
-  clang
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

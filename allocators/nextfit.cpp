@@ -1,0 +1,67 @@
+// nextfit: first fit that resumes where the last search ended (a roving pointer).
+//
+// Knuth TAOCP vol. 1, 2.5, exercise 6 ("next fit"); Wilson et al. 1995, "Dynamic Storage
+// Allocation: A Survey and Critical Review", 3.4: the search for a free block starts at
+// the rover, the address just past the last block handed out, and wraps around to the
+// lowest address when nothing at or after it fits. It spreads allocations over the whole
+// pool instead of packing the low end; Wilson et al. report it fragments noticeably more
+// than address-ordered first fit, which is the point of having it here to compare.
+// The search uses the same address-ordered treap as firstfit (O(log n)); pool mechanics
+// as in bestfit (detail/coalescing_pool.h).
+#include "allocators/detail/coalescing_pool.h"
+#include "allocators/detail/treap_index.h"
+#include "allocators/registry.h"
+
+namespace fraglab {
+namespace {
+
+using detail::BlockNode;
+using detail::kNoNode;
+using detail::TreapIndex;
+
+class NextFitIndex {
+ public:
+  void insert(uint32_t node, const BlockNode& b) { tree_.insert(node, {b.addr, 0}, b.size); }
+  void erase(uint32_t node, const BlockNode&) { tree_.erase(node); }
+  void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b) {
+    tree_.replace(old_node, new_node, {b.addr, 0}, b.size);
+  }
+  uint32_t find(uint64_t size) const {
+    uint32_t node = tree_.first_fit(size, {rover_, 0});
+    if (node == TreapIndex::kNil && rover_ != 0) node = tree_.first_fit(size, {0, 0});  // wrap around
+    return node == TreapIndex::kNil ? kNoNode : node;
+  }
+  // The next search starts just past the block handed out: the remainder of a split.
+  void allocated(Addr addr, uint64_t size) { rover_ = addr + size; }
+  Addr rover() const { return rover_; }
+
+ private:
+  TreapIndex tree_;
+  Addr rover_ = 0;
+};
+
+class NextFit final : public Policy {
+ public:
+  NextFit(Device& device, detail::PoolConfig config) : pool_(device, config) {}
+
+  std::optional<Block> allocate(const AllocRequest& req) override { return pool_.allocate(req.size, req.stream); }
+  void deallocate(const Block& block) override { pool_.deallocate(static_cast<uint32_t>(block.handle)); }
+  void empty_cache() override { pool_.release_free_segments(); }
+
+ private:
+  detail::CoalescingPool<NextFitIndex> pool_;
+};
+
+}  // namespace
+
+PolicyInfo policy_info_nextfit() {
+  return {"nextfit",
+          "first fit from a roving pointer that wraps around (next fit)",
+          "Knuth TAOCP 2.5 (roving pointer, exercise 6); Wilson et al. 1995 3.4",
+          detail::PoolConfig::option_specs(),
+          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            return std::make_unique<NextFit>(ctx.device, detail::PoolConfig::from_options(ctx.options, "nextfit"));
+          }};
+}
+
+}  // namespace fraglab

@@ -1,0 +1,44 @@
+// Replay throughput: events per second of every registered policy on every bench trace,
+// trace already in memory (loading is measured by bench_formats). Targets
+// (docs/performance.md): pytorch and bestfit >= 20M events/s, every policy >= 5M.
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+
+#include "allocators/registry.h"
+#include "bench/bench_common.h"
+#include "sim/replay.h"
+
+namespace fraglab::bench {
+namespace {
+
+void replay_once(benchmark::State& state, const BenchTrace& bt, const PolicySpec& spec) {
+  const std::vector<Event>* whole = &bt.trace.events;
+  uint64_t events = 0, peak = 0;
+  for (auto _ : state) {
+    MemorySource source(bt.trace);
+    ReplayOptions options;
+    options.on_oom = OnOom::Skip;
+    ReplayResult r = replay_simulated(source, spec, SimDeviceConfig{}, options, whole);
+    events += r.events;
+    peak = r.reserved.bytes;
+    benchmark::DoNotOptimize(peak);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(events));
+  state.counters["peak_reserved_GB"] = static_cast<double>(peak) / 1e9;
+}
+
+[[maybe_unused]] const bool registered = [] {
+  for (const auto& info : policy_registry()) {
+    for (size_t i = 0; i < bench_trace_paths().size(); ++i) {
+      const std::string name = "replay/" + info.name + "/" + std::string(std::filesystem::path(bench_trace_paths()[i]).filename());
+      benchmark::RegisterBenchmark(name.c_str(), [i, spec = PolicySpec::parse(info.name)](benchmark::State& s) {
+        replay_once(s, bench_traces()[i], spec);
+      })->Unit(benchmark::kMillisecond)->UseRealTime();
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace fraglab::bench

@@ -1,0 +1,169 @@
+#include "gui/app_state.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "allocators/registry.h"
+
+namespace fraglab::gui {
+
+AppState::AppState(std::function<void()> notify, RecentFiles recent_files)
+    : recent(std::move(recent_files)), notify_(std::move(notify)) {}
+
+AppState::~AppState() {
+  runs.clear();  // their workers join before the trace they read goes away
+}
+
+void AppState::open(const std::string& path) {
+  if (loader_.joinable()) {
+    loader_.request_stop();
+    loader_.join();
+  }
+  loading_ = true;
+  loading_path_ = path;
+  load_finished_ = false;
+  loader_ = std::jthread([this, path](std::stop_token stop) {
+    std::shared_ptr<const TraceInfo> info;
+    std::string error;
+    try {
+      info = load_trace_info(path);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (stop.stop_requested()) return;
+    {
+      std::lock_guard lock(load_mutex_);
+      loaded_ = std::move(info);
+      loaded_error_ = std::move(error);
+      load_finished_ = true;
+    }
+    loading_ = false;
+    if (notify_) notify_();
+  });
+}
+
+void AppState::poll() {
+  std::shared_ptr<const TraceInfo> info;
+  {
+    std::lock_guard lock(load_mutex_);
+    if (!load_finished_) {
+      apply_pending_at();
+      return;
+    }
+    load_finished_ = false;
+    info = std::move(loaded_);
+    load_error = std::move(loaded_error_);
+  }
+  if (info) {
+    recent.add(info->path);
+    adopt(std::move(info));
+  }
+}
+
+void AppState::adopt(std::shared_ptr<const TraceInfo> info) {
+  runs.clear();
+  strips.clear();
+  diffs.clear();
+  trace = std::move(info);
+  load_error.clear();
+  cursor = 0;
+  timeline.begin = timeline.end = 0;
+  path_field = trace->path;
+  start_runs();
+}
+
+void AppState::start_runs() {
+  runs.clear();
+  strips.clear();
+  diffs.clear();
+  if (!trace) return;
+  for (const auto& spec : policies) {
+    runs.push_back(std::make_unique<PolicyRun>(trace, spec, device, notify_));
+    runs.back()->request_snapshot(cursor);
+  }
+  primary = std::min(primary, runs.empty() ? 0 : runs.size() - 1);
+}
+
+void AppState::add_policy(const std::string& spec) {
+  if (spec.empty()) return;
+  policies.push_back(spec);
+  if (!trace) return;
+  runs.push_back(std::make_unique<PolicyRun>(trace, spec, device, notify_));
+  runs.back()->request_snapshot(cursor);
+}
+
+void AppState::remove_policy(size_t index) {
+  if (index >= policies.size()) return;
+  policies.erase(policies.begin() + static_cast<ptrdiff_t>(index));
+  if (index < runs.size()) {
+    const PolicyRun* gone = runs[index].get();
+    for (auto it = strips.begin(); it != strips.end();)
+      it = it->first.first == gone ? strips.erase(it) : std::next(it);
+    for (auto it = diffs.begin(); it != diffs.end();)
+      it = it->first.first == gone || it->first.second == gone ? diffs.erase(it) : std::next(it);
+    runs.erase(runs.begin() + static_cast<ptrdiff_t>(index));
+  }
+  if (primary >= runs.size()) primary = runs.empty() ? 0 : runs.size() - 1;
+}
+
+void AppState::set_cursor(uint64_t event_index) {
+  if (!trace || trace->events() == 0) return;
+  cursor = std::min(event_index, trace->events() - 1);
+  for (auto& run : runs) run->request_snapshot(cursor);
+}
+
+void AppState::jump_to_peak() {
+  if (const RunResult* r = primary_result()) set_cursor(r->replay.reserved.event_index);
+}
+
+void AppState::jump_to_oom(int direction) {
+  const RunResult* r = primary_result();
+  if (!r) return;
+  const auto& ooms = r->replay.ooms;
+  if (direction > 0) {
+    auto it = std::upper_bound(ooms.begin(), ooms.end(), cursor,
+                               [](uint64_t c, const OomRecord& o) { return c < o.event_index; });
+    if (it != ooms.end()) set_cursor(it->event_index);
+  } else {
+    auto it = std::lower_bound(ooms.begin(), ooms.end(), cursor,
+                               [](const OomRecord& o, uint64_t c) { return o.event_index < c; });
+    if (it != ooms.begin()) set_cursor(std::prev(it)->event_index);
+  }
+}
+
+void AppState::jump_to_device_grow(int direction) {
+  const RunResult* r = primary_result();
+  if (!r) return;
+  const auto& grows = r->device_grows;
+  if (direction > 0) {
+    auto it = std::upper_bound(grows.begin(), grows.end(), cursor);
+    if (it != grows.end()) set_cursor(*it);
+  } else {
+    auto it = std::lower_bound(grows.begin(), grows.end(), cursor);
+    if (it != grows.begin()) set_cursor(*std::prev(it));
+  }
+}
+
+void AppState::apply_pending_at() {
+  if (pending_at.empty() || !trace) return;
+  if (pending_at == "peak") {
+    if (!primary_result()) return;
+    jump_to_peak();
+  } else {
+    uint64_t index = 0;
+    auto [end, ec] = std::from_chars(pending_at.data(), pending_at.data() + pending_at.size(), index);
+    if (ec == std::errc()) set_cursor(index);
+  }
+  pending_at.clear();
+}
+
+bool AppState::settled() const {
+  if (loading() || !trace || !pending_at.empty()) return false;
+  for (const auto& run : runs) {
+    if (run->state() == PolicyRun::State::Running) return false;
+    if (!run->settled_at(cursor)) return false;
+  }
+  return true;
+}
+
+}  // namespace fraglab::gui

@@ -1,0 +1,116 @@
+#include "gui/model/trace_info.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string_view>
+#include <unordered_map>
+
+#include "traces/trace_io.h"
+
+namespace fraglab::gui {
+
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  std::string_view x(suffix);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+// PyTorch's own Python package (installed under site-/dist-packages, or a source tree's
+// torch/) and C++ frames (c10, aten, the caching allocator) are plumbing, not the site.
+bool is_torch_internal(const StackFrame& f) {
+  const std::string& file = f.filename;
+  if (file.find("packages/torch/") != std::string::npos || file.rfind("torch/", 0) == 0) return true;
+  return file.empty() || file == "??" || ends_with(file, ".cpp") || ends_with(file, ".h") || ends_with(file, ".cu") ||
+         ends_with(file, ".cuh") || ends_with(file, ".cc");
+}
+
+std::string frame_label(const StackFrame& f) {
+  auto slash = f.filename.find_last_of('/');
+  std::string file = slash == std::string::npos ? f.filename : f.filename.substr(slash + 1);
+  return f.name + "  " + file + ":" + std::to_string(f.line);
+}
+
+std::vector<uint64_t> match_frees(const Trace& trace) {
+  std::vector<uint64_t> free_index(trace.events.size(), TraceInfo::kNever);
+  std::vector<uint64_t> open;  // by allocation id: the index of the live alloc
+  for (uint64_t i = 0; i < trace.events.size(); ++i) {
+    const Event& e = trace.events[i];
+    if (e.kind == EventKind::Alloc) {
+      if (e.id >= open.size()) open.resize(e.id + 1, TraceInfo::kNever);
+      open[e.id] = i;
+    } else if (e.kind == EventKind::Free && e.id < open.size() && open[e.id] != TraceInfo::kNever) {
+      free_index[open[e.id]] = i;
+      open[e.id] = TraceInfo::kNever;
+    }
+  }
+  return free_index;
+}
+
+void assign_sites(TraceInfo& info) {
+  const auto& stacks = info.trace.meta.stacks;
+  std::unordered_map<std::string, uint32_t> by_label;
+  std::vector<AllocSite> sites{{"(no stack recorded)", 0, 0, false}};
+  std::vector<uint32_t> site_of_stack(stacks.size(), 0);
+  for (size_t s = 1; s < stacks.size(); ++s) {
+    if (stacks[s].empty()) continue;
+    std::string label = site_label(stacks[s]);
+    auto [it, added] = by_label.emplace(label, static_cast<uint32_t>(sites.size()));
+    if (added) sites.push_back({label, 0, 0, true});
+    site_of_stack[s] = it->second;
+  }
+  for (const Event& e : info.trace.events) {
+    if (e.kind != EventKind::Alloc) continue;
+    AllocSite& site = sites[e.stack < site_of_stack.size() ? site_of_stack[e.stack] : 0];
+    site.bytes += e.size;
+    ++site.count;
+  }
+  // Order by bytes so colors and the summary's table go to the sites that matter.
+  std::vector<uint32_t> order(sites.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return sites[a].bytes > sites[b].bytes; });
+  std::vector<uint32_t> rank(sites.size());
+  for (uint32_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
+  for (auto& s : site_of_stack) s = rank[s];
+  info.sites.clear();
+  for (uint32_t i : order) info.sites.push_back(sites[i]);
+  info.no_stack_site = rank[0];
+  info.site_of_stack = std::move(site_of_stack);
+  info.has_stacks = stacks.size() > 1;
+}
+
+}  // namespace
+
+std::string site_label(const std::vector<StackFrame>& frames) {
+  if (frames.empty()) return "(no stack recorded)";
+  auto it = std::find_if(frames.begin(), frames.end(), [](const StackFrame& f) { return !is_torch_internal(f); });
+  return frame_label(it == frames.end() ? frames.front() : *it);
+}
+
+int64_t TraceInfo::time_at(uint64_t index) const {
+  if (trace.events.empty()) return 0;
+  return trace.events[std::min<uint64_t>(index, trace.events.size() - 1)].time_us;
+}
+
+uint64_t TraceInfo::index_at_time(int64_t t) const {
+  auto it = std::lower_bound(trace.events.begin(), trace.events.end(), t,
+                             [](const Event& e, int64_t time) { return e.time_us < time; });
+  return static_cast<uint64_t>(it - trace.events.begin());
+}
+
+std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path) {
+  auto info = std::make_shared<TraceInfo>();
+  info->path = std::move(path);
+  info->trace = std::move(trace);
+  MemorySource source(info->trace);
+  info->stats = compute_stats(source);
+  info->free_index = match_frees(info->trace);
+  assign_sites(*info);
+  return info;
+}
+
+std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path) {
+  return make_trace_info(load_trace(path), path);
+}
+
+}  // namespace fraglab::gui

@@ -1,0 +1,57 @@
+// A loaded trace with what the views derive from it once: summary statistics, each
+// allocation's free event (block lifetimes in tooltips) and allocation sites.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "traces/trace.h"
+#include "traces/trace_stats.h"
+
+namespace fraglab::gui {
+
+// Where allocations come from: the innermost stack frame outside PyTorch's own code
+// (frames in the installed torch package and C++ frames are the allocator and tensor
+// plumbing; the first frame past them is the model or library line that asked for memory).
+struct AllocSite {
+  std::string label;  // "name  file:line", or "(no stack recorded)"
+  uint64_t bytes = 0, count = 0;
+  bool recorded = true;  // false for the site of allocations without a stack
+};
+
+struct TraceInfo {
+  std::string path;
+  Trace trace;
+  TraceStats stats;
+  // For an Alloc event, the index of its Free (kNever when never freed); other events: kNever.
+  static constexpr uint64_t kNever = UINT64_MAX;
+  std::vector<uint64_t> free_index;
+  // Sites ordered by bytes allocated, largest first; site_of_stack maps a StackId to one.
+  std::vector<AllocSite> sites;
+  std::vector<uint32_t> site_of_stack;
+  bool has_stacks = false;
+
+  uint64_t events() const { return trace.events.size(); }
+  int64_t time_at(uint64_t index) const;
+  // The first event at or after time t (times are recorded in order).
+  uint64_t index_at_time(int64_t t) const;
+  uint32_t site_of(const Event& e) const { return e.stack < site_of_stack.size() ? site_of_stack[e.stack] : 0; }
+  // The site's rank among sites with a recorded stack (its color), -1 for the no-stack site.
+  int color_slot(uint32_t site) const {
+    if (site >= sites.size() || !sites[site].recorded) return -1;
+    return static_cast<int>(site) - (no_stack_site < site ? 1 : 0);
+  }
+  uint32_t no_stack_site = 0;
+};
+
+// Derives everything from a trace already in memory.
+std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path);
+// Reads a trace file of any supported format; throws FormatError (or std::exception) on bad input.
+std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path);
+
+// The label of a stack's allocation site (see AllocSite).
+std::string site_label(const std::vector<StackFrame>& frames);
+
+}  // namespace fraglab::gui

@@ -1,0 +1,41 @@
+// fraglab-gui's views: each draws itself from AppState into the current ImGui window
+// region of the given size. One file a view (view_<name>.cpp).
+#pragma once
+
+#include <imgui.h>
+
+#include "gui/app_state.h"
+
+namespace fraglab::gui {
+
+void draw_toolbar(AppState& app);
+void draw_timeline(AppState& app, ImVec2 size);
+// The block map of `run` at its latest snapshot; `panel` keys the layout cache (one a place
+// a map is drawn); `compact` draws thinner rows and a one-line header (compare view).
+void draw_blockmap(AppState& app, const PolicyRun* run, int panel, ImVec2 size, bool compact);
+void draw_fragmentation(AppState& app, ImVec2 size);
+void draw_compare(AppState& app, ImVec2 size);
+void draw_summary(AppState& app, ImVec2 size);
+void draw_help(AppState& app, ImVec2 size);
+
+// Shared helpers (view_common.cpp).
+std::string bytes_label(uint64_t bytes);          // "14.24 GiB"
+std::string signed_bytes_label(int64_t bytes);    // "+1.50 GiB" / "-512.00 MiB"
+std::string duration_label(int64_t microseconds);  // "3.2 s", "41 ms"
+ImU32 series_color(Series s);
+const char* series_name(Series s);
+// The block map's color of a block under the app's color mode.
+uint32_t block_color(const AppState& app, const SnapshotBlock& b);
+// The color of an allocation site (one of the first kSiteColors recorded sites, else grey).
+uint32_t site_color(const TraceInfo& info, uint32_t site);
+// The strip for `run`'s snapshot at this size and color mode, from the cache when it fits.
+const BlockStrip& strip_for(AppState& app, const PolicyRun* run, int panel, const std::shared_ptr<const CursorSnapshot>& snap,
+                            int width, int rows);
+// Event range [begin, end) the timeline shows (zoom), clamped to the trace.
+std::pair<double, double> visible_range(const AppState& app);
+// Maps a column of a plot `width` pixels wide to the first event it covers (events or time axis).
+uint64_t column_event(const AppState& app, double begin, double end, double column, double width);
+// Plot area x for an event index (inverse of column_event).
+double event_x(const AppState& app, double begin, double end, uint64_t event, double width);
+
+}  // namespace fraglab::gui

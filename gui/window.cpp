@@ -1,0 +1,167 @@
+#include "gui/window.h"
+
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
+#include <GL/gl.h>
+#include <imgui.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+
+#include <cfloat>
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "allocators/registry.h"
+#include "gui/app_state.h"
+#include "gui/frame.h"
+#include "gui/screenshot.h"
+
+namespace fraglab::gui {
+
+namespace {
+
+constexpr int kSettleFrames = 4;  // frames drawn after everything is ready, before a screenshot
+
+void on_drop(GLFWwindow* window, int count, const char** paths) {
+  auto* app = static_cast<AppState*>(glfwGetWindowUserPointer(window));
+  if (count > 0 && app) {
+    app->path_field = paths[0];
+    app->open(paths[0]);
+  }
+}
+
+// The back buffer as RGBA rows, top row first.
+std::vector<uint8_t> read_framebuffer(int width, int height) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(width) * static_cast<size_t>(height) * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+  std::vector<uint8_t> flipped(pixels.size());
+  size_t row = static_cast<size_t>(width) * 4;
+  for (int y = 0; y < height; ++y)
+    std::copy_n(pixels.begin() + static_cast<ptrdiff_t>(row * static_cast<size_t>(height - 1 - y)), row,
+                flipped.begin() + static_cast<ptrdiff_t>(row * static_cast<size_t>(y)));
+  return flipped;
+}
+
+// Why a screenshot cannot be taken (a bad file or policy), or "" while all is well.
+std::string screenshot_blocker(const AppState& app) {
+  if (!app.load_error.empty()) return app.load_error;
+  for (const auto& run : app.runs)
+    if (run->state() == PolicyRun::State::Failed) return run->spec() + ": " + run->error();
+  return "";
+}
+
+void configure(AppState& app, const LaunchOptions& o) {
+  if (!o.policies.empty()) app.policies = o.policies;
+  if (!o.capacity.empty()) app.device.capacity = parse_size(o.capacity);
+  for (const auto& p : app.policies) PolicySpec::parse(p);  // fail early on malformed option strings
+  for (int v = 0; v < 4; ++v)
+    if (o.view == kViewNames[v]) app.show(static_cast<ViewId>(v));
+  if (o.view == "fragmentation" || o.view == "timeline") app.show(ViewId::BlockMap);  // always on screen
+  for (int c = 0; c < 3; ++c)
+    if (o.color == kColorNames[c]) app.color = static_cast<ColorMode>(c);
+  app.pending_at = o.at;
+  if (!o.trace.empty()) {
+    app.path_field = o.trace;
+    app.open(o.trace);
+  }
+}
+
+}  // namespace
+
+int run_window(const LaunchOptions& o) {
+  const bool headless = !o.screenshot.empty();
+  if (!glfwInit()) {
+    std::fprintf(stderr, "fraglab-gui: cannot open a display (GLFW init failed); under no X server use xvfb-run\n");
+    return 2;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  GLFWwindow* window = glfwCreateWindow(o.width, o.height, "fraglab", nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "fraglab-gui: cannot create an OpenGL 3.3 window\n");
+    glfwTerminate();
+    return 2;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(headless ? 0 : 1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // layout is fixed; nothing to remember in the working directory
+  apply_style();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330");
+
+  int status = 0;
+  {
+    AppState app([] { glfwPostEmptyEvent(); });
+    glfwSetWindowUserPointer(window, &app);
+    glfwSetDropCallback(window, on_drop);
+    try {
+      configure(app, o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
+      status = 2;
+      glfwSetWindowShouldClose(window, 1);
+    }
+    auto started = std::chrono::steady_clock::now();
+    int settled_frames = 0;
+    while (!glfwWindowShouldClose(window)) {
+      bool busy = app.loading() || !app.settled();
+      if (headless || busy) {
+        glfwWaitEventsTimeout(headless ? 0.005 : 0.05);
+      } else {
+        glfwWaitEvents();
+      }
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      // No pointer in screenshots: where Xvfb leaves it would pop up a tooltip at random.
+      if (headless) ImGui::GetIO().MousePos = {-FLT_MAX, -FLT_MAX};
+      ImGui::NewFrame();
+      build_frame(app);
+      ImGui::Render();
+      int fw = 0, fh = 0;
+      glfwGetFramebufferSize(window, &fw, &fh);
+      glViewport(0, 0, fw, fh);
+      glClearColor(0.08f, 0.08f, 0.09f, 1);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (headless) {
+        if (std::string why = screenshot_blocker(app); !why.empty()) {
+          std::fprintf(stderr, "fraglab-gui: %s\n", why.c_str());
+          status = 2;
+          break;
+        }
+        settled_frames = app.settled() ? settled_frames + 1 : 0;
+        if (settled_frames > kSettleFrames) {
+          try {
+            write_png(o.screenshot, fw, fh, read_framebuffer(fw, fh));
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
+            status = 2;
+          }
+          break;
+        }
+        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (waited > o.screenshot_timeout_s) {
+          std::fprintf(stderr, "fraglab-gui: replay did not finish within %.0f s; no screenshot\n", waited);
+          status = 2;
+          break;
+        }
+      }
+      glfwSwapBuffers(window);
+    }
+    glfwSetWindowUserPointer(window, nullptr);
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return status;
+}
+
+}  // namespace fraglab::gui

@@ -1,0 +1,25 @@
+// The desktop window: GLFW + OpenGL 3 + Dear ImGui's backends around build_frame(), file
+// drops, and the headless screenshot mode.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fraglab::gui {
+
+struct LaunchOptions {
+  std::string trace;
+  std::vector<std::string> policies;
+  std::string at;          // "peak" or an event index
+  std::string view = "blockmap";
+  std::string color = "size";
+  std::string capacity;    // device capacity, e.g. 80GiB; empty = unlimited
+  std::string screenshot;  // write the window to this PNG once everything is shown, then exit
+  int width = 1600, height = 1000;
+  double screenshot_timeout_s = 300;
+};
+
+// Runs the app; returns the process exit status (0, or 2 for bad input in screenshot mode).
+int run_window(const LaunchOptions& options);
+
+}  // namespace fraglab::gui

@@ -1,0 +1,83 @@
+#include "report/compare_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace fraglab {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Competition ranking ("1224") of one trace's row: by (ran out of memory, peak reserved).
+void rank_trace(const std::vector<const CompareRow*>& cells, size_t t, size_t P, Eigen::ArrayXXd& rank) {
+  for (size_t p = 0; p < P; ++p) {
+    const CompareRow* a = cells[t * P + p];
+    if (!a) continue;
+    int better = 0;
+    for (size_t q = 0; q < P; ++q) {
+      const CompareRow* b = cells[t * P + q];
+      if (b && std::pair(b->ooms > 0, b->peak_reserved) < std::pair(a->ooms > 0, a->peak_reserved)) ++better;
+    }
+    rank(static_cast<Eigen::Index>(t), static_cast<Eigen::Index>(p)) = better + 1;
+  }
+}
+
+}  // namespace
+
+CompareSummary summarize(const CompareResults& results) {
+  const auto T = static_cast<Eigen::Index>(results.traces.size());
+  const auto P = static_cast<Eigen::Index>(results.policies.size());
+  auto cells = results.cell_table();
+  CompareSummary s;
+  s.ratio = Eigen::ArrayXXd::Constant(T, P, kNaN);
+  s.rank = Eigen::ArrayXXd::Constant(T, P, kNaN);
+  Eigen::ArrayXXd ooms = Eigen::ArrayXXd::Zero(T, P), seconds = Eigen::ArrayXXd::Zero(T, P);
+  Eigen::ArrayXXd present = Eigen::ArrayXXd::Zero(T, P);
+  for (Eigen::Index t = 0; t < T; ++t) {
+    for (Eigen::Index p = 0; p < P; ++p) {
+      const CompareRow* row = cells[static_cast<size_t>(t * P + p)];
+      if (!row) continue;
+      present(t, p) = 1;
+      if (row->live_bytes_bound) s.ratio(t, p) = row->reserved_over_bound();
+      ooms(t, p) = static_cast<double>(row->ooms);
+      seconds(t, p) = row->replay_seconds;
+    }
+    rank_trace(cells, static_cast<size_t>(t), static_cast<size_t>(P), s.rank);
+  }
+
+  const Eigen::ArrayXXd has_ratio = s.ratio.isFinite().cast<double>();
+  const Eigen::ArrayXXd log_ratio = s.ratio.isFinite().select(s.ratio.log(), 0.0);
+  const Eigen::ArrayXXd ranked = s.rank.isFinite().select(s.rank, 0.0);
+  const Eigen::ArrayXd ratio_count = has_ratio.colwise().sum().transpose();
+  const Eigen::ArrayXd geomean = (log_ratio.colwise().sum().transpose() / ratio_count).exp();
+  const Eigen::ArrayXd worst = s.ratio.isFinite().select(s.ratio, 0.0).colwise().maxCoeff().transpose();
+  const Eigen::ArrayXd trace_count = present.colwise().sum().transpose();
+  const Eigen::ArrayXd mean_rank = ranked.colwise().sum().transpose() / trace_count;
+  const Eigen::ArrayXd wins = (s.rank == 1.0).cast<double>().colwise().sum().transpose();
+  const Eigen::ArrayXd oom_sum = ooms.colwise().sum().transpose();
+  const Eigen::ArrayXd seconds_sum = seconds.colwise().sum().transpose();
+
+  for (Eigen::Index p = 0; p < P; ++p) {
+    PolicySummary ps;
+    ps.policy = static_cast<size_t>(p);
+    ps.geomean_ratio = ratio_count(p) > 0 ? geomean(p) : kNaN;
+    ps.worst_ratio = worst(p);
+    ps.mean_rank = trace_count(p) > 0 ? mean_rank(p) : kNaN;
+    ps.wins = static_cast<size_t>(wins(p));
+    ps.traces = static_cast<size_t>(trace_count(p));
+    ps.ooms = static_cast<uint64_t>(oom_sum(p));
+    ps.replay_seconds = seconds_sum(p);
+    s.ranking.push_back(ps);
+  }
+  auto key = [](const PolicySummary& a) {
+    // NaN sorts last.
+    return std::tuple(a.ooms > 0, std::isnan(a.geomean_ratio), std::isnan(a.geomean_ratio) ? 0.0 : a.geomean_ratio,
+                      std::isnan(a.mean_rank) ? 1e300 : a.mean_rank, a.policy);
+  };
+  std::sort(s.ranking.begin(), s.ranking.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  return s;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,107 @@
+#include "report/corpus.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace fraglab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kTraceExtensions[] = {".pickle.gz", ".pickle", ".pkl.gz", ".pkl", ".fltrace", ".jsonl.gz", ".jsonl"};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A directory may hold JSON Lines files that are not traces (a corpus's stats.jsonl):
+// a trace's first line is its header or an event (jsonl_format.h).
+bool jsonl_looks_like_trace(const std::string& path) {
+  if (ends_with(path, ".gz")) return true;  // compressed: let the reader decide
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && (j.contains("fraglab_trace") || j.contains("op"));
+}
+
+bool is_glob(const std::string& p) { return p.find_first_of("*?[") != std::string::npos; }
+
+void add_directory(const std::string& dir, std::vector<std::string>& out) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
+    if (!entry.is_regular_file()) continue;
+    std::string path = entry.path().string();
+    if (!has_trace_extension(path)) continue;
+    if (ends_with(path, ".jsonl") && !jsonl_looks_like_trace(path)) continue;
+    out.push_back(path);
+  }
+}
+
+void add_path(const std::string& path, std::vector<std::string>& out) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    size_t before = out.size();
+    add_directory(path, out);
+    if (out.size() == before) throw std::invalid_argument("no trace files in directory " + path);
+  } else if (fs::exists(path, ec)) {
+    out.push_back(path);
+  } else {
+    throw std::invalid_argument("no such trace file or directory: " + path);
+  }
+}
+
+std::vector<std::string> glob_matches(const std::string& pattern) {
+  glob_t g{};
+  int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> matches;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  if (rc == GLOB_NOMATCH || matches.empty()) throw std::invalid_argument("pattern matches no file: " + pattern);
+  if (rc != 0) throw std::invalid_argument("cannot expand pattern " + pattern);
+  return matches;
+}
+
+}  // namespace
+
+bool has_trace_extension(const std::string& path) {
+  for (const char* ext : kTraceExtensions)
+    if (ends_with(path, ext)) return true;
+  return false;
+}
+
+std::string trace_display_name(const std::string& path) {
+  std::string name = fs::path(path).filename().string();
+  for (const char* ext : kTraceExtensions)
+    if (ends_with(name, ext) && name.size() > std::char_traits<char>::length(ext))
+      return name.substr(0, name.size() - std::char_traits<char>::length(ext));
+  return name;
+}
+
+std::vector<std::string> expand_corpus(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    if (!fs::exists(p) && is_glob(p)) {
+      for (const auto& m : glob_matches(p)) {
+        if (fs::is_directory(m)) add_directory(m, out);
+        else if (has_trace_extension(m)) out.push_back(m);
+      }
+    } else {
+      add_path(p, out);
+    }
+  }
+  for (auto& p : out) p = fs::path(p).lexically_normal().string();
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (out.empty()) throw std::invalid_argument("no trace files to compare");
+  return out;
+}
+
+}  // namespace fraglab
