@@ -11,7 +11,15 @@ namespace fraglab {
   X(worstfit)               \
   X(buddy)                  \
   X(tlsf)                   \
-  X(slab)
+  X(slab)                   \
+  X(pytorch)                \
+  X(bfc)                    \
+  X(oracle)                 \
+  X(rmm_pool)               \
+  X(cupy)                   \
+  X(cuda_async)             \
+  X(gmlake)                 \
+  X(rmm_arena)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)
