@@ -11,7 +11,8 @@ namespace fraglab {
   X(worstfit)               \
   X(buddy)                  \
   X(tlsf)                   \
-  X(slab)
+  X(slab)                   \
+  X(pytorch)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

@@ -7,9 +7,10 @@
 //    power of two, so rounding wastes at most 20% (25% of the group's base) of a request;
 //  - every small class is served from slabs (jemalloc's slabs, mimalloc's pages,
 //    src/page.c): one device segment of `slab` bytes carved into equal slots of that
-//    class; the slot of lowest address in the lowest-address slab that has room is taken
-//    (jemalloc's first-fit over slabs and bitmap_sfu, "set first unset", in a slab), which
-//    keeps the low slabs full and lets high ones drain;
+//    class; the lowest free slot of the lowest-address slab that has room is taken
+//    (jemalloc keeps a bin's non-full slabs in a heap ordered by age, then address,
+//    bin.h slabs_nonfull, and takes a slab's first free region with bitmap_sfu), which
+//    keeps the low slabs full and lets the high ones drain;
 //  - requests above `large_threshold` fall through to a coalescing best-fit pool
 //    (as jemalloc's large extents do; detail/coalescing_pool.h with detail/size_bins.h).
 // Slots never split or merge: internal fragmentation (class rounding, slab tails) is
@@ -196,7 +197,7 @@ PolicyInfo policy_info_slab() {
   options.push_back({"large_threshold", "1MiB", "requests above this go to the best-fit pool, the rest to slabs"});
   return {"slab",
           "jemalloc-style size classes (4 per doubling) in slabs; large requests from a coalescing best-fit pool",
-          "jemalloc include/jemalloc/internal/sc.h (size classes), src/slab, bitmap_sfu; mimalloc src/page.c; "
+          "jemalloc include/jemalloc/internal/sc.h, src/sc.c (size classes), bin.h, bitmap.h; mimalloc src/page.c; "
           "Wilson et al. 1995 3.6 (segregated storage)",
           options,
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {

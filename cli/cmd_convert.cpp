@@ -1,24 +1,31 @@
 // fraglab convert IN OUT [--to FORMAT]: between snapshot (read only), native and JSON Lines.
 #include <fmt/core.h>
 
+#include <chrono>
+#include <filesystem>
+
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
+#include "cli/device_arg.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::cli {
 
 void add_convert(CLI::App& app, CommandFn& run) {
   static std::string in, out, to;
-  static int device = 0;
+  static DeviceOptions device;
   auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (by extension or --to)");
   cmd->add_option("input", in, "Input trace")->required();
   cmd->add_option("output", out, "Output trace (.fltrace or .jsonl)")->required();
-  cmd->add_option("--to", to, "Output format: native or jsonl (default: from the extension)");
-  cmd->add_option("--device", device, "Device index in a PyTorch snapshot");
+  cmd->add_option("--to", to,
+                  "Output format: native or jsonl (default: from the extension); a snapshot needs a policy's "
+                  "placement, see `fraglab export`");
+  add_device_options(cmd, device);
   cmd->callback([&run] {
     run = [] {
       TraceFormat format = to.empty() ? format_for_path(out) : parse_format_name(to);
-      auto source = open_trace(in, {device});
+      auto start = std::chrono::steady_clock::now();
+      auto source = open_trace(in, {device.resolve().trace_device});
       auto writer = create_writer(out, format, source->meta());
       std::vector<Event> buf(1 << 16);
       uint64_t n = 0;
@@ -27,7 +34,9 @@ void add_convert(CLI::App& app, CommandFn& run) {
         n += got;
       }
       writer->finish();
-      fmt::print("wrote {} events to {} ({})\n", n, out, format_name(format));
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      fmt::print("wrote {} events to {} ({}, {} bytes) in {:.3f} s ({:.1f} M events/s)\n", n, out, format_name(format),
+                 std::filesystem::file_size(out), seconds, seconds > 0 ? static_cast<double>(n) / seconds / 1e6 : 0.0);
       return 0;
     };
   });

@@ -5,6 +5,7 @@
 
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
+#include "cli/device_arg.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 
@@ -27,14 +28,14 @@ nlohmann::json dist_json(const Distribution& d) {
 void add_info(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand("info", "Summarize a trace: events, streams, peak live bytes, size and lifetime distributions");
   static std::string path;
-  static int device = 0;
+  static DeviceOptions device;
   static bool as_json = false;
   cmd->add_option("trace", path, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
-  cmd->add_option("--device", device, "Device index in a PyTorch snapshot")->default_val(0);
+  add_device_options(cmd, device);
   cmd->add_flag("--json", as_json, "Print JSON");
   cmd->callback([&run] {
     run = [] {
-      auto source = open_trace(path, {device});
+      auto source = open_trace(path, {device.resolve().trace_device});
       TraceStats s = compute_stats(*source);
       const TraceMeta& m = source->meta();
       if (as_json) {

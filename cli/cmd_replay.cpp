@@ -6,7 +6,8 @@
 
 #include "allocators/registry.h"
 #include "cli/commands.h"
-#include "cli/device_selection.h"
+#include "cli/device_arg.h"
+#include "cli/replay_cuda.h"
 #include "sim/result_json.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
@@ -23,7 +24,7 @@ struct ReplayArgs {
   std::string timeline;
   uint64_t timeline_every = 1;
   std::string on_oom = "stop";
-  std::vector<std::string> devices;  // see cli/device_selection.h
+  DeviceOptions device;
   bool touch = false;
   bool json = false;
   bool check = false;
@@ -84,9 +85,10 @@ void print_one(const ReplayResult& r, uint64_t bound) {
 
 int run_replay(const ReplayArgs& a) {
   auto specs = expand_policies(a.policies);
-  DeviceSelection device = parse_device_selection(a.devices);
-  if (device.cuda) return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device, a.touch, a.json});
-  Trace trace = load_trace(a.path, {device.snapshot_device});
+  DeviceArg device = a.device.resolve();
+  if (!device.exec_device.empty() && device.exec_device != "sim")
+    return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device.trace_device, device.exec_device, a.touch, a.json});
+  Trace trace = load_trace(a.path, {device.trace_device});
   MemorySource stats_source(trace);
   uint64_t bound = compute_stats(stats_source).peak_live_requested;
   SimDeviceConfig config = sim_config(a.capacity);
@@ -149,9 +151,7 @@ void add_replay(CLI::App& app, CommandFn& run) {
   cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited)");
   cmd->add_option("--on-oom", a.on_oom, "On out of memory: stop (exit 1) or skip the allocation")
       ->check(CLI::IsMember({"stop", "skip"}));
-  cmd->add_option("--device", a.devices,
-                  "Device index in a PyTorch snapshot (0, 1, ...), and/or where to replay: sim (default) or "
-                  "cuda[:N], a real GPU (policies plus cuda_malloc, cuda_malloc_async[:release_threshold=N])");
+  add_device_options(cmd, a.device);
   cmd->add_flag("--touch", a.touch, "With --device cuda: write every block (cudaMemsetAsync) on its stream");
   cmd->add_option("--timeline", a.timeline, "Write requested/allocated/reserved bytes per event to this CSV");
   cmd->add_option("--timeline-every", a.timeline_every, "Write every Nth event to the timeline")

@@ -20,8 +20,11 @@ void add_info(CLI::App& app, CommandFn& run);
 void add_replay(CLI::App& app, CommandFn& run);
 void add_convert(CLI::App& app, CommandFn& run);
 void add_policies(CLI::App& app, CommandFn& run);
+void add_gen(CLI::App& app, CommandFn& run);
 void add_compare(CLI::App& app, CommandFn& run);
 void add_merge(CLI::App& app, CommandFn& run);
+void add_export(CLI::App& app, CommandFn& run);
+void add_fidelity(CLI::App& app, CommandFn& run);
 void add_ops(CLI::App& app, CommandFn& run);
 
 // --capacity text ("80GiB", "" = unlimited) -> device config.

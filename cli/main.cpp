@@ -26,8 +26,11 @@ int main(int argc, char** argv) {
   cli::add_replay(app, run);
   cli::add_convert(app, run);
   cli::add_policies(app, run);
+  cli::add_gen(app, run);
   cli::add_compare(app, run);
   cli::add_merge(app, run);
+  cli::add_export(app, run);
+  cli::add_fidelity(app, run);
   cli::add_ops(app, run);
   try {
     app.parse(argc, argv);

@@ -104,7 +104,7 @@ Trace varied_trace(size_t allocs, uint32_t seed) {
 }
 
 void save_native(const Trace& t, const std::string& path, uint32_t block_events) {
-  auto w = create_native_writer(path, t.meta, {block_events, 3});
+  auto w = create_native_writer(path, t.meta, {block_events, 1});
   w->write(t.events.data(), t.events.size());
   w->finish();
 }
@@ -300,7 +300,7 @@ TEST_CASE("native: corrupt varint", "[native]") {
   std::vector<Event> ev(20, Event{});
   for (size_t i = 0; i < ev.size(); ++i) ev[i].id = static_cast<AllocId>(i), ev[i].size = 512;
   auto raw = raw_block(ev);
-  std::fill_n(raw.begin() + nd::kColumnTableBytes + 20, 11, 0xff);  // the id column: 11 continuation bytes
+  std::fill_n(raw.begin() + nd::kColumnTableBytes + 40, 11, 0xff);  // the id column: 11 continuation bytes
   write_bytes(path, with_block0(path, raw, 20));
   expect_rejected(path, 32, "corrupt varint");
 }
@@ -338,7 +338,7 @@ TEST_CASE("native: unknown event kind", "[native]") {
   auto raw = raw_block(ev);
   raw[nd::kColumnTableBytes + 5] = static_cast<uint8_t>((raw[nd::kColumnTableBytes + 5] & 0xf0) | 12);
   write_bytes(path, with_block0(path, raw, 20));
-  expect_rejected(path, 32, "unknown kind 12");
+  expect_rejected(path, 32, "unknown kind or flags 12");
 }
 
 TEST_CASE("native: a missing file and an empty file", "[native]") {

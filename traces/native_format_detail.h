@@ -28,7 +28,7 @@ inline constexpr uint64_t kMaxMetaBytes = 1ull << 32;   // stacks of huge traces
 enum Column { kId, kTime, kSize, kAddr, kStream, kStack, kColumns };
 inline constexpr uint32_t kColumnTableBytes = 4 * kColumns;
 inline constexpr uint8_t kKindMask = 0x0f;
-inline constexpr uint8_t kHasSize = 0x10, kHasAddr = 0x20, kHasStream = 0x40, kHasStack = 0x80;
+inline constexpr uint8_t kHasStream = 0x10, kHasStack = 0x20, kReservedFlags = 0xc0;
 
 void put_u32(uint8_t* p, uint32_t v);
 void put_u64(uint8_t* p, uint64_t v);
@@ -45,11 +45,6 @@ void encode_block(const Event* events, size_t count, std::vector<uint8_t>& raw, 
 struct BlockLimits {
   size_t streams = 1, stacks = 1;  // sizes of the meta's tables
 };
-// Called with the offset inside the raw block and what is wrong; must throw.
-using BlockErrorFn = std::function<void(uint64_t raw_offset, const std::string& what)>;
-void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t count, const BlockLimits& limits,
-                  const BlockErrorFn& on_error);
-
 // Allocation ids must follow the dense-slot rule of trace.h: an alloc takes an id that is
 // not live and at most one past the highest seen; frees name live ids. Checking this keeps a
 // corrupt file from making the replay engine size its vectors by a garbage id.
@@ -60,6 +55,40 @@ class LiveIds {
  private:
   std::vector<uint8_t> live_;
 };
+
+__attribute__((always_inline)) inline const char* LiveIds::apply(const Event& e) {
+  switch (e.kind) {
+    case EventKind::Alloc:
+      if (e.id < live_.size()) {
+        if (live_[e.id]) return "alloc of an id that is already live";
+        live_[e.id] = 1;
+      } else if (e.id == live_.size()) {
+        live_.push_back(1);
+      } else {
+        return "alloc id skips past the dense id range";
+      }
+      return nullptr;
+    case EventKind::Free:
+      if (e.id >= live_.size() || !live_[e.id]) return "free of an id that is not live";
+      live_[e.id] = 0;
+      return nullptr;
+    case EventKind::FreeRequested:
+      if (e.id >= live_.size() || !live_[e.id]) return "free_requested of an id that is not live";
+      return nullptr;
+    default:
+      return nullptr;
+  }
+}
+
+// Readable bytes decode_block needs after raw[raw_size - 1] (varints and fixed-width fields
+// are read unchecked and the cursor tested after).
+inline constexpr size_t kDecodePadding = 16;
+// Called with the offset inside the raw block and what is wrong; must throw.
+using BlockErrorFn = std::function<void(uint64_t raw_offset, const std::string& what)>;
+// Decodes `count` events, checking streams and stacks against `limits` and, when `live` is
+// given, ids against the live set.
+void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t count, const BlockLimits& limits,
+                  LiveIds* live, const BlockErrorFn& on_error);
 
 nlohmann::json meta_to_json(const TraceMeta& meta);
 TraceMeta meta_from_json(const nlohmann::json& j);

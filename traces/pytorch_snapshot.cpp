@@ -1,15 +1,456 @@
-// Placeholder until the pickle reader lands (issue 2, in progress on a branch).
+// PyTorch memory snapshot -> trace model. The layout read here is what
+// torch/csrc/cuda/memory_snapshot.cpp (_memory_snapshot) builds from the caching
+// allocator's TraceEntry records (c10/cuda/CUDACachingAllocator.h) and what
+// torch/cuda/_memory_viz.py consumes:
+//
+//   {'segments': [{'device', 'address', 'total_size', 'allocated_size', 'active_size',
+//                  'requested_size', 'stream', 'segment_type', 'is_expandable',
+//                  'blocks': [{'address', 'size', 'requested_size', 'state', 'frames'}]}],
+//    'device_traces': [[{'action', 'addr', 'size', 'stream', 'time_us', 'frames', ...}]],
+//    'allocator_settings': {...}}
+//
+// Entry semantics (TraceEntry::Action): alloc/free_requested/free_completed carry the
+// block address and its requested size; segment_* carry the segment (or mapped range)
+// address and size; oom carries the requested size in `size` and the device's free
+// bytes under the key `device_free` instead of `addr` (memory_snapshot.cpp).
 #include "traces/pytorch_snapshot.h"
 
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "traces/atomic_file.h"
 #include "traces/format_error.h"
+#include "traces/gzip.h"
+#include "traces/pickle_reader.h"
 
 namespace fraglab {
 
-Trace parse_pytorch_snapshot(const std::string&, const std::string& name, const ReadOptions&) {
-  throw FormatError::in_file(name, "PyTorch snapshot reading is not built yet");
+namespace {
+
+using pickle::Document;
+using pickle::Kind;
+using pickle::Value;
+
+// Sizes above this are taken for corrupt input rather than a real request (1 PiB).
+constexpr int64_t kAbsurdSize = int64_t{1} << 50;
+
+enum class Action : uint8_t {
+  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
+  Snapshot, UserDefined, Unknown
+};
+
+Action parse_action(std::string_view s) {
+  if (s == "alloc") return Action::Alloc;
+  if (s == "free_requested") return Action::FreeRequested;
+  if (s == "free_completed") return Action::FreeCompleted;
+  if (s == "segment_alloc") return Action::SegmentAlloc;
+  if (s == "segment_free") return Action::SegmentFree;
+  if (s == "segment_map") return Action::SegmentMap;
+  if (s == "segment_unmap") return Action::SegmentUnmap;
+  if (s == "oom") return Action::Oom;
+  if (s == "snapshot") return Action::Snapshot;
+  if (s == "user_defined") return Action::UserDefined;
+  return Action::Unknown;
 }
+
+// Maps str Values to small codes. Pickle memoizes repeated strings, so after the first
+// sighting a key is recognised by identity (8-byte compare) instead of by its text.
+template <class Code>
+class StrCache {
+ public:
+  template <class Parse>
+  Code get(const Document& doc, Value v, Parse parse) {
+    for (const auto& [seen, code] : seen_)
+      if (seen.same_object(v)) return code;
+    Code code = parse(doc.as_str(v, "key"));
+    if (seen_.size() < 64) seen_.emplace_back(v, code);
+    return code;
+  }
+
+ private:
+  std::vector<std::pair<Value, Code>> seen_;
+};
+
+enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, Other };
+
+Field parse_field(std::string_view s) {
+  if (s == "action") return Field::Action;
+  if (s == "addr") return Field::Addr;
+  if (s == "device_free") return Field::DeviceFree;
+  if (s == "size") return Field::Size;
+  if (s == "stream") return Field::Stream;
+  if (s == "time_us") return Field::TimeUs;
+  if (s == "frames") return Field::Frames;
+  return Field::Other;
+}
+
+class Importer {
+ public:
+  Importer(const Document& doc, const ReadOptions& options) : doc_(doc), options_(options) {}
+
+  Trace run() {
+    Value root = doc_.root();
+    if (root.kind() == Kind::List)
+      throw FormatError::in_file(doc_.name(),
+                                 "this snapshot holds segments only (no device_traces): record it with "
+                                 "torch.cuda.memory._record_memory_history() enabled");
+    doc_.expect(root, Kind::Dict, "the snapshot");
+    trace_.meta.format = "pytorch-snapshot";
+    trace_.meta.source = doc_.name();
+    trace_.meta.device = options_.device;
+    const Value* traces = doc_.find(root, "device_traces");
+    if (!traces)
+      doc_.fail(root, "the snapshot has no device_traces: record it with "
+                      "torch.cuda.memory._record_memory_history() enabled");
+    doc_.expect(*traces, Kind::List, "device_traces");
+    read_entries(select_device(*traces));
+    if (const Value* settings = doc_.find(root, "allocator_settings")) read_settings(*settings, "");
+    if (const Value* segments = doc_.find(root, "segments")) read_segments(*segments);
+    return std::move(trace_);
+  }
+
+ private:
+  const Document& doc_;
+  const ReadOptions& options_;
+  Trace trace_;
+  IdSlots slots_;
+  std::unordered_map<Addr, AllocId> live_;      // block address -> id, while allocated
+  std::vector<uint8_t> free_requested_;        // by id: free_requested seen, completion pending
+  std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks from before recording
+  std::vector<uint64_t> empty_cache_before_;   // event indices where an EmptyCache goes
+  size_t release_run_start_ = SIZE_MAX;        // first event of the current run of segment releases
+  std::unordered_map<uint32_t, StackId> stack_of_list_;    // frames list (by identity) -> stack
+  std::unordered_map<std::string, StackId> stack_of_text_;  // frames content -> stack
+  StrCache<Field> fields_;
+  StrCache<Action> actions_;
+  uint64_t entry_offset_ = 0;
+
+  [[noreturn]] void fail(const std::string& what) const { doc_.fail_at(entry_offset_, what); }
+
+  Value select_device(Value traces) {
+    int device = options_.device;
+    size_t n = doc_.size(traces);
+    if (device >= 0 && static_cast<size_t>(device) < n) {
+      Value found;
+      size_t i = 0;
+      doc_.for_each(traces, [&](Value v) {
+        if (i++ == static_cast<size_t>(device)) found = v;
+      });
+      doc_.expect(found, Kind::List, "device_traces[device]");
+      return found;
+    }
+    std::string available;
+    size_t i = 0;
+    doc_.for_each(traces, [&](Value v) {
+      if (!available.empty()) available += ", ";
+      available += fmt::format("{} ({} entries)", i++, v.kind() == Kind::List ? doc_.size(v) : 0);
+    });
+    doc_.fail(traces, fmt::format("the snapshot has no trace for device {}; devices: {}", device,
+                                  available.empty() ? "none" : available));
+  }
+
+  int64_t int_field(Value v, const char* what) const {
+    if (v.kind() == Kind::HugeInt) fail(fmt::format("'{}' does not fit in 64 bits", what));
+    if (!v.is_int()) fail(fmt::format("'{}' must be an int, not {}", what, pickle::kind_name(v.kind())));
+    return doc_.as_int(v, what);
+  }
+  uint64_t size_field(Value v, const char* what) const {
+    int64_t s = int_field(v, what);
+    if (s < 0) fail(fmt::format("'{}' is negative ({})", what, s));
+    if (s > kAbsurdSize) fail(fmt::format("'{}' is absurdly large ({} bytes)", what, s));
+    return static_cast<uint64_t>(s);
+  }
+  uint64_t addr_field(Value v, const char* what) const {
+    int64_t a = int_field(v, what);
+    if (a < 0) fail(fmt::format("'{}' is negative ({})", what, a));
+    return static_cast<uint64_t>(a);
+  }
+
+  void read_entries(Value entries) {
+    trace_.events.reserve(doc_.size(entries));
+    doc_.for_each(entries, [&](Value entry) { read_entry(entry); });
+    if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back(release_run_start_);
+    insert_empty_caches();
+    // Requested but never completed frees of blocks from before recording: dropped too.
+    trace_.meta.dropped_unknown_frees += unknown_requested_.size();
+  }
+
+  void read_entry(Value entry) {
+    if (entry.kind() != Kind::Dict)
+      throw FormatError::in_file(doc_.name(), fmt::format("a device_traces entry must be a dict, not {}",
+                                                          pickle::kind_name(entry.kind())));
+    entry_offset_ = doc_.offset(entry);
+    Value action_v, addr_v, size_v, stream_v, time_v, frames_v;
+    bool has_action = false, has_addr = false, has_size = false;
+    doc_.for_each_pair(entry, [&](Value k, Value v) {
+      if (!k.is_str()) return;
+      switch (fields_.get(doc_, k, parse_field)) {
+        case Field::Action: action_v = v, has_action = true; break;
+        case Field::Addr:
+        case Field::DeviceFree: addr_v = v, has_addr = true; break;
+        case Field::Size: size_v = v, has_size = true; break;
+        case Field::Stream: stream_v = v; break;
+        case Field::TimeUs: time_v = v; break;
+        case Field::Frames: frames_v = v; break;
+        case Field::Other: break;
+      }
+    });
+    if (!has_action || !action_v.is_str()) fail("trace entry has no 'action' string");
+    Action action = actions_.get(doc_, action_v, parse_action);
+    if (action == Action::Snapshot || action == Action::UserDefined) return;  // markers, no memory change
+    if (action == Action::Unknown)
+      fail(fmt::format("unknown trace action '{}'", doc_.as_str(action_v, "action")));
+    if (!has_size) fail("trace entry has no 'size'");
+    if (!has_addr && action != Action::Oom) fail("trace entry has no 'addr'");
+
+    Event e;
+    e.size = size_field(size_v, "size");
+    // Oom: addr holds the device's free bytes (0 when not recorded).
+    e.addr = action != Action::Oom ? addr_field(addr_v, "addr") : has_addr ? size_field(addr_v, "device_free") : 0;
+    e.time_us = time_v.kind() == Kind::None ? 0 : int_field(time_v, "time_us");
+    e.stream = stream_v.kind() == Kind::None ? 0 : trace_.meta.intern_stream(static_cast<uint64_t>(int_field(stream_v, "stream")));
+    e.stack = stack_of(frames_v);
+    switch (action) {
+      case Action::Alloc: return on_alloc(e);
+      case Action::FreeRequested: return on_free_requested(e);
+      case Action::FreeCompleted: return on_free_completed(e);
+      case Action::SegmentAlloc: e.kind = EventKind::SegmentAlloc; break;
+      case Action::SegmentFree: e.kind = EventKind::SegmentFree; break;
+      case Action::SegmentMap: e.kind = EventKind::SegmentMap; break;
+      case Action::SegmentUnmap: e.kind = EventKind::SegmentUnmap; break;
+      case Action::Oom: e.kind = EventKind::Oom; break;
+      default: return;
+    }
+    push(e);
+  }
+
+  // Segment releases that the allocator's malloc path makes (garbage collection, the
+  // release-and-retry after a failed cudaMalloc) are always followed by that malloc's
+  // segment_alloc / segment_map or its oom. A run of releases followed by anything else
+  // is torch.cuda.empty_cache(): it becomes an EmptyCache event before the run.
+  void push(const Event& e) {
+    bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
+    if (release) {
+      if (release_run_start_ == SIZE_MAX) release_run_start_ = trace_.events.size();
+    } else if (release_run_start_ != SIZE_MAX) {
+      bool malloc_path = e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap || e.kind == EventKind::Oom;
+      if (!malloc_path) empty_cache_before_.push_back(release_run_start_);
+      release_run_start_ = SIZE_MAX;
+    }
+    trace_.events.push_back(e);
+  }
+
+  void insert_empty_caches() {
+    if (empty_cache_before_.empty()) return;
+    std::vector<Event> out;
+    out.reserve(trace_.events.size() + empty_cache_before_.size());
+    size_t next = 0;
+    for (size_t i = 0; i < trace_.events.size(); ++i) {
+      if (next < empty_cache_before_.size() && empty_cache_before_[next] == i) {
+        Event ec;
+        ec.kind = EventKind::EmptyCache;
+        ec.time_us = trace_.events[i].time_us;
+        out.push_back(ec);
+        ++next;
+      }
+      out.push_back(trace_.events[i]);
+    }
+    trace_.events = std::move(out);
+  }
+
+  void on_alloc(Event& e) {
+    e.kind = EventKind::Alloc;
+    auto [it, inserted] = live_.try_emplace(e.addr, 0);
+    if (!inserted)
+      fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
+    e.id = it->second = slots_.acquire();
+    if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
+    free_requested_[e.id] = 0;
+    push(e);
+  }
+
+  void on_free_requested(Event& e) {
+    auto it = live_.find(e.addr);
+    if (it == live_.end()) {
+      unknown_requested_.insert(e.addr);  // allocated before recording began
+      return;
+    }
+    if (free_requested_[it->second]) return;  // requested twice: the first request counts
+    free_requested_[it->second] = 1;
+    e.kind = EventKind::FreeRequested;
+    e.id = it->second;
+    push(e);
+  }
+
+  void on_free_completed(Event& e) {
+    auto it = live_.find(e.addr);
+    if (it == live_.end()) {
+      // A block allocated before recording began: counted once, whether or not its
+      // free_requested was recorded too.
+      unknown_requested_.erase(e.addr);
+      ++trace_.meta.dropped_unknown_frees;
+      return;
+    }
+    e.kind = EventKind::Free;
+    e.id = it->second;
+    live_.erase(it);
+    slots_.release(e.id);
+    push(e);
+  }
+
+  // Interns a frames list. The same list object (a memo GET) maps to the same stack at
+  // once; different objects with equal frames meet in the by-content table.
+  StackId stack_of(Value frames) {
+    if (frames.kind() != Kind::List || doc_.empty(frames)) return 0;
+    uint32_t list = doc_.container_index(frames);
+    if (auto it = stack_of_list_.find(list); it != stack_of_list_.end()) return it->second;
+    std::vector<StackFrame> stack;
+    std::string key;
+    doc_.for_each(frames, [&](Value f) {
+      if (f.kind() != Kind::Dict) return;
+      StackFrame frame;
+      if (const Value* v = doc_.find(f, "name"); v && v->is_str()) frame.name = doc_.as_str(*v, "name");
+      if (const Value* v = doc_.find(f, "filename"); v && v->is_str()) frame.filename = doc_.as_str(*v, "filename");
+      if (const Value* v = doc_.find(f, "line"); v && v->is_int()) frame.line = doc_.as_int(*v, "line");
+      key += frame.name;
+      key += '\0';
+      key += frame.filename;
+      key += '\0';
+      key += std::to_string(frame.line);
+      key += '\n';
+      stack.push_back(std::move(frame));
+    });
+    auto [it, inserted] = stack_of_text_.try_emplace(std::move(key), 0);
+    if (inserted) {
+      it->second = static_cast<StackId>(trace_.meta.stacks.size());
+      trace_.meta.stacks.push_back(std::move(stack));
+    }
+    stack_of_list_.emplace(list, it->second);
+    return it->second;
+  }
+
+  // Nested settings (roundup_power2_divisions is a dict of intervals) flatten to dotted
+  // keys: "roundup_power2_divisions.1024" -> "4". Scalars use Python's spelling.
+  void read_settings(Value settings, const std::string& prefix) {
+    if (settings.kind() != Kind::Dict) return;
+    doc_.for_each_pair(settings, [&](Value k, Value v) {
+      std::string key = prefix + doc_.to_text(k);
+      if (v.kind() == Kind::Dict)
+        read_settings(v, key + ".");
+      else if (!v.is_container())
+        trace_.meta.allocator_settings[key] = doc_.to_text(v);
+    });
+  }
+
+  static RecordedBlock::State parse_state(std::string_view s) {
+    if (s == "active_allocated") return RecordedBlock::State::ActiveAllocated;
+    if (s == "active_pending_free") return RecordedBlock::State::ActivePendingFree;
+    return RecordedBlock::State::Inactive;
+  }
+
+  void read_segments(Value segments) {
+    if (segments.kind() != Kind::List) doc_.fail(doc_.root(), "'segments' must be a list");
+    doc_.for_each(segments, [&](Value s) {
+      if (s.kind() != Kind::Dict) doc_.fail(segments, "each segment must be a dict");
+      entry_offset_ = doc_.offset(s);
+      if (const Value* d = doc_.find(s, "device"); d && int_field(*d, "device") != options_.device) return;
+      RecordedSegment seg;
+      auto size_of = [&](Value dict, const char* key) {
+        const Value* v = doc_.find(dict, key);
+        return v ? size_field(*v, key) : 0;
+      };
+      const Value* addr = doc_.find(s, "address");
+      if (!addr) fail("segment has no 'address'");
+      seg.address = addr_field(*addr, "address");
+      seg.total_size = size_of(s, "total_size");
+      seg.allocated_size = size_of(s, "allocated_size");
+      seg.active_size = size_of(s, "active_size");
+      seg.requested_size = size_of(s, "requested_size");
+      if (const Value* v = doc_.find(s, "stream"); v && v->is_int())
+        seg.stream = trace_.meta.intern_stream(static_cast<uint64_t>(int_field(*v, "stream")));
+      if (const Value* v = doc_.find(s, "segment_type"); v && v->is_str())
+        seg.small_pool = doc_.as_str(*v, "segment_type") == "small";
+      if (const Value* v = doc_.find(s, "is_expandable"); v && !v->is_container())
+        seg.is_expandable = doc_.as_bool(*v, "is_expandable");
+      if (const Value* blocks = doc_.find(s, "blocks"); blocks && blocks->kind() == Kind::List) {
+        doc_.for_each(*blocks, [&](Value b) {
+          if (b.kind() != Kind::Dict) fail("each block must be a dict");
+          entry_offset_ = doc_.offset(b);
+          RecordedBlock block;
+          const Value* baddr = doc_.find(b, "address");
+          if (!baddr) fail("block has no 'address'");
+          block.address = addr_field(*baddr, "address");
+          block.size = size_of(b, "size");
+          block.requested_size = size_of(b, "requested_size");
+          if (const Value* v = doc_.find(b, "state"); v && v->is_str()) block.state = parse_state(doc_.as_str(*v, "state"));
+          if (const Value* v = doc_.find(b, "frames")) block.stack = stack_of(*v);
+          seg.blocks.push_back(block);
+        });
+      }
+      trace_.meta.segments.push_back(std::move(seg));
+    });
+  }
+};
+
+// A read-only mapping of a whole file: the pickle is parsed in place, without copying
+// 160 MB into a string first (strings in the parsed document point into it).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      throw FormatError::in_file(path, "not a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p == MAP_FAILED) {
+        close(fd);
+        throw FormatError::in_file(path, std::string("cannot map: ") + std::strerror(errno));
+      }
+      data_ = static_cast<const char*>(p);
+    }
+    close(fd);
+  }
+  ~MappedFile() {
+    if (data_) munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {data_ ? data_ : "", size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
+  Document doc = Document::parse(bytes, name);
+  return Importer(doc, options).run();
+}
+
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options) {
-  return parse_pytorch_snapshot("", path, options);
+  MappedFile file(path);
+  std::string_view bytes = file.bytes();
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    std::string raw = gunzip(std::string(bytes), path);
+    return parse_pytorch_snapshot(raw, path, options);
+  }
+  return parse_pytorch_snapshot(bytes, path, options);
 }
 
 }  // namespace fraglab

@@ -1,22 +1,30 @@
 // PyTorch memory snapshots (torch.cuda.memory._dump_snapshot / _snapshot()), read by
-// fraglab's own pickle reader (traces/pickle.h) into the trace model.
+// fraglab's own data-only pickle reader (traces/pickle_reader.h) into the trace model.
 //
 // The snapshot's device_traces[device] becomes the event stream: alloc, free_requested,
 // free_completed (-> Free), segment_alloc/free/map/unmap and oom as reference events.
 // Frees of blocks allocated before recording began are dropped and counted; frees
 // requested but never completed leave the block live; runs of segment releases that no
 // allocation explains become EmptyCache events (torch.cuda.empty_cache()).
+// Frames (when recorded) are interned into TraceMeta::stacks for every event; the
+// snapshot's `segments` go to TraceMeta::segments and `allocator_settings` to
+// TraceMeta::allocator_settings, nested dicts flattened to dotted keys
+// ("roundup_power2_divisions.1024" -> "4") and scalars in Python's spelling ("True", "-1",
+// "0.0"). Errors (FormatError, with the byte offset of the offending opcode or trace
+// entry): any non-data opcode, truncation, a negative or absurd (> 1 PiB) size, an alloc
+// at an address still allocated, an unknown action, a device the snapshot has no trace for.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "traces/trace_io.h"
 
 namespace fraglab {
 
 // `bytes` is the (already decompressed) pickle; `name` names it in errors.
-Trace parse_pytorch_snapshot(const std::string& bytes, const std::string& name, const ReadOptions& options);
-// Reads .pickle or .pickle.gz.
+Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options);
+// Reads .pickle (memory-mapped, not copied) or .pickle.gz.
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options);
 
 }  // namespace fraglab

@@ -65,6 +65,28 @@ struct StackFrame {
   bool operator==(const StackFrame&) const = default;
 };
 
+// A block of a recorded segment, as a PyTorch snapshot's `segments` lists it at the
+// moment the snapshot was taken (the end of the trace).
+struct RecordedBlock {
+  enum class State : uint8_t { Inactive, ActiveAllocated, ActivePendingFree };
+  Addr address = 0;
+  uint64_t size = 0, requested_size = 0;
+  State state = State::Inactive;
+  StackId stack = 0;
+  bool operator==(const RecordedBlock&) const = default;
+};
+
+// A device segment of the recording allocator at the end of the trace (snapshot `segments`).
+struct RecordedSegment {
+  Addr address = 0;
+  uint64_t total_size = 0, allocated_size = 0, active_size = 0, requested_size = 0;
+  StreamIndex stream = 0;
+  bool small_pool = false;     // segment_type "small" (PyTorch's small pool)
+  bool is_expandable = false;  // an expandable (virtual-memory) segment
+  std::vector<RecordedBlock> blocks;
+  bool operator==(const RecordedSegment&) const = default;
+};
+
 // Everything about a trace that is not an event.
 struct TraceMeta {
   std::string source;  // where the trace came from (file name, generator command)
@@ -79,6 +101,8 @@ struct TraceMeta {
   std::vector<std::vector<StackFrame>> stacks{{}};
   // Frees of blocks allocated before recording started (their allocs are not in the trace).
   uint64_t dropped_unknown_frees = 0;
+  // The recording allocator's segments when the trace ended (PyTorch snapshots only).
+  std::vector<RecordedSegment> segments;
 
   StreamIndex intern_stream(uint64_t handle);
   bool operator==(const TraceMeta&) const = default;

@@ -12,6 +12,8 @@
 //     void erase(uint32_t node, const BlockNode& b);   // b is no longer a free block
 //     uint32_t find(uint64_t size);                     // a free node of >= size, or kNoNode
 //     void allocated(Addr addr, uint64_t size);         // optional: a block was handed out
+//     // Optional, for indexes in address order: new_node (now b) takes old_node's place.
+//     void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b);
 //   };
 //
 // A request that finds nothing grows the pool by one segment; when the device is full,
@@ -57,6 +59,14 @@ class CoalescingPool {
     uint64_t size = config_.block_size(request);
     uint32_t node = index_.find(size);
     if (node != kNoNode) {
+      if constexpr (kAddressOrdered) {
+        if (blocks_[node].size - size >= config_.min_split) {  // the remainder keeps the block's place
+          uint32_t rest = blocks_.split(node, size);
+          index_.replace(node, rest, blocks_[rest]);
+          blocks_[node].free = false;
+          return handed_out(node);
+        }
+      }
       take(node);
     } else {
       node = grow(size, stream);
@@ -67,12 +77,14 @@ class CoalescingPool {
       }
     }
     if (blocks_[node].size - size >= config_.min_split) put(blocks_.split(node, size));
-    const BlockNode& b = blocks_[node];
-    if constexpr (requires { index_.allocated(b.addr, b.size); }) index_.allocated(b.addr, b.size);
-    return Block{b.addr, b.size, node};
+    return handed_out(node);
   }
 
   void deallocate(uint32_t node) {
+    if constexpr (kAddressOrdered) {
+      deallocate_in_place(node);
+      return;
+    }
     uint32_t next = blocks_[node].next;
     if (next != kNoNode && blocks_[next].free) {
       take(next);
@@ -108,6 +120,38 @@ class CoalescingPool {
   size_t segment_count() const { return segments_.size(); }
 
  private:
+  static constexpr bool kAddressOrdered =
+      requires(FitIndex& index, const BlockNode& b) { index.replace(uint32_t{}, uint32_t{}, b); };
+
+  Block handed_out(uint32_t node) {
+    const BlockNode& b = blocks_[node];
+    if constexpr (requires { index_.allocated(b.addr, b.size); }) index_.allocated(b.addr, b.size);
+    return Block{b.addr, b.size, node};
+  }
+
+  // Merging in an address-ordered index: a free block that grows keeps its place, and a
+  // block absorbed by its free predecessor or taking over its free successor's place
+  // needs no insert.
+  void deallocate_in_place(uint32_t node) {
+    uint32_t next = blocks_[node].next, prev = blocks_[node].prev;
+    bool next_free = next != kNoNode && blocks_[next].free;
+    bool prev_free = prev != kNoNode && blocks_[prev].free;
+    if (prev_free) {
+      if (next_free) {
+        take(next);
+        blocks_.absorb_next(node);
+      }
+      blocks_.absorb_next(prev);
+      index_.replace(prev, prev, blocks_[prev]);
+    } else if (next_free) {
+      blocks_.absorb_next(node);  // `next` is gone from the block list, still in the index
+      blocks_[node].free = true;
+      index_.replace(next, node, blocks_[node]);
+    } else {
+      put(node);
+    }
+  }
+
   // A new segment for a block of `size` bytes; its one node is free but not indexed.
   uint32_t grow(uint64_t size, StreamIndex stream) {
     uint64_t seg = config_.segment_size(size);

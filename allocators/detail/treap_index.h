@@ -48,6 +48,21 @@ class TreapIndex {
     --count_;
   }
 
+  // `new_node` takes `old_node`'s place (they may be the same node) with a new key and
+  // size. The new key must sort where the old one did: an address-ordered index uses this
+  // when a free block is split (the remainder keeps its place) or grows by merging, with
+  // one descent instead of an erase and an insert.
+  void replace(uint32_t old_node, uint32_t new_node, Key key, uint64_t size) {
+    Key old_key = items_[old_node].key;
+    if (new_node >= items_.size()) items_.resize(new_node + 1);
+    Item moved = items_[old_node];
+    moved.key = key;
+    moved.size = size;
+    items_[new_node] = moved;
+    pull(new_node);
+    root_ = replace_at(root_, old_key, new_node);
+  }
+
   // The first node whose key is >= `key`, or kNil.
   uint32_t lower_bound(Key key) const {
     uint32_t x = root_, best = kNil;
@@ -147,6 +162,17 @@ class TreapIndex {
       items_[x].left = erase_at(items_[x].left, k);
     else
       items_[x].right = erase_at(items_[x].right, k);
+    pull(x);
+    return x;
+  }
+
+  uint32_t replace_at(uint32_t x, Key old_key, uint32_t new_node) {
+    assert(x != kNil);
+    if (items_[x].key == old_key) return new_node;
+    if (old_key < items_[x].key)
+      items_[x].left = replace_at(items_[x].left, old_key, new_node);
+    else
+      items_[x].right = replace_at(items_[x].right, old_key, new_node);
     pull(x);
     return x;
   }

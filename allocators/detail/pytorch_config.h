@@ -1,0 +1,49 @@
+// PytorchAllocatorConfig: the settings of PyTorch's CUDA caching allocator, parsed from
+// PYTORCH_CUDA_ALLOC_CONF text exactly as PyTorch 2.11 parses it.
+//
+// Source: c10/core/AllocatorConfig.{h,cpp} (AllocatorConfig::parseArgs, lexArgs,
+// parseMaxSplitSize, parseRoundUpPower2Divisions, roundup_power2_divisions(size)) and
+// c10/cuda/CUDAAllocatorConfig.{h,cpp}, which forwards to it. The same tokenizer and the
+// same rules are used, quirks included: e.g. in `roundup_power2_divisions:[256:1,512:2,>:4]`
+// the `>` entry overwrites the interval of the entry before it, as in PyTorch.
+// Only the settings that change where memory goes are kept; the pinned-memory and
+// locking options are accepted and ignored (they don't change placement).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace fraglab::detail {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+// The 16 power-of-two intervals roundup_power2_divisions applies to: [1 MiB, 2 MiB) is
+// interval 0 (sizes below it use interval 0 too), [32 GiB, 64 GiB) and above use 15.
+constexpr size_t kRoundUpPowerOfTwoIntervals = 16;
+
+struct PytorchAllocatorConfig {
+  uint64_t max_split_size = UINT64_MAX;          // max_split_size_mb; unset = SIZE_MAX
+  uint64_t max_non_split_rounding_size = 20 * kMiB;  // max_non_split_rounding_mb (kLargeBuffer)
+  double garbage_collection_threshold = 0.0;     // 0 = off
+  bool expandable_segments = false;
+  std::array<uint64_t, kRoundUpPowerOfTwoIntervals> roundup_power2_divisions{};  // 0 = off
+
+  // PyTorch's parseArgs: resets max_split_size, roundup_power2_divisions and
+  // garbage_collection_threshold to their defaults, then applies `conf`.
+  static PytorchAllocatorConfig parse(const std::string& conf);
+  // Applies `conf` on top of the current values (command-line overrides).
+  // Throws PolicyConfigError with PyTorch's message on text PyTorch rejects.
+  void apply(const std::string& conf);
+  // Applies a snapshot's `allocator_settings` (the recorded PYTORCH_CUDA_ALLOC_CONF, then the
+  // parsed values the allocator reported: max_split_size, garbage_collection_threshold,
+  // expandable_segments, roundup_power2_divisions).
+  void apply_recorded(const std::map<std::string, std::string>& settings);
+
+  // AllocatorConfig::roundup_power2_divisions(size): the divisions for size's interval.
+  uint64_t divisions_for(uint64_t size) const;
+  // The settings as PYTORCH_CUDA_ALLOC_CONF text (only what differs from the defaults).
+  std::string to_conf() const;
+};
+
+}  // namespace fraglab::detail

@@ -1,0 +1,530 @@
+#include "allocators/detail/pytorch_pool.h"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+#include <string>
+
+namespace fraglab::detail {
+
+namespace {
+
+constexpr int kSizeBits = 48;  // (stream rank, size) share one 64-bit key
+constexpr uint64_t kSizeMask = (1ull << kSizeBits) - 1;
+
+[[noreturn]] void internal_assert(const std::string& what) {
+  // Where PyTorch has TORCH_INTERNAL_ASSERT: the model reached a state PyTorch treats as a bug.
+  throw std::logic_error("pytorch model: " + what);
+}
+
+bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+constexpr int kAddressUnitBits = 9;  // blocks are 512-byte aligned
+constexpr uint64_t kMaxAddress = 1ull << (64 - 25 + kAddressUnitBits);  // 2^48
+
+uint64_t pack_address(Addr addr, uint32_t node) { return (addr >> kAddressUnitBits) << 25 | node; }
+
+}  // namespace
+
+uint64_t pytorch_roundup_power2_next_division(uint64_t size, uint64_t divisions) {
+  if (is_pow2(size)) return size;
+  uint64_t power2_floor = std::bit_floor(size);
+  uint64_t power2_division = power2_floor >> (63 - std::countl_zero(divisions));
+  if (power2_division == 0) return power2_floor << 1;
+  uint64_t round_size_floor = size & ~(power2_division - 1);
+  return round_size_floor == size ? size : round_size_floor + power2_division;
+}
+
+uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  uint64_t divisions = config.divisions_for(size);
+  if (divisions > 1 && size > kMinBlockSize * divisions) return pytorch_roundup_power2_next_division(size, divisions);
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+uint64_t pytorch_allocation_size(uint64_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config,
+                                                 std::vector<uint64_t> streams, uint64_t total_memory)
+    : device_(device), config_(config), total_memory_(total_memory) {
+  // Pools order blocks by the cudaStream_t value first: rank the recorded handles.
+  std::vector<uint64_t> sorted = streams;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t h : streams)
+    stream_rank_.push_back(static_cast<uint64_t>(std::lower_bound(sorted.begin(), sorted.end(), h) - sorted.begin()));
+  if (stream_rank_.empty()) stream_rank_.push_back(0);
+  if (auto cap = device_.capacity()) {
+    set_fraction_ = true;
+    allowed_memory_maximum_ = *cap;
+  }
+}
+
+// ---- blocks and pools ------------------------------------------------------------------
+
+uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamIndex stream, bool small) {
+  uint32_t i;
+  if (!unused_.empty()) {
+    i = unused_.back();
+    unused_.pop_back();
+  } else {
+    i = static_cast<uint32_t>(blocks_.size());
+    if (i >> kNodeBits) internal_assert("more than 2^25 blocks at once");
+    blocks_.emplace_back();
+  }
+  if (addr % kMinBlockSize || addr + size > kMaxAddress)
+    internal_assert("the device gave an address PyTorch's blocks cannot have (not 512-aligned or past 2^48)");
+  PytorchBlock& b = blocks_[i];
+  b = PytorchBlock{};
+  b.addr = addr;
+  b.size = size;
+  b.stream = stream;
+  b.small = small;
+  return i;
+}
+
+PytorchCachingAllocator::Key PytorchCachingAllocator::size_key(uint32_t b) const {
+  const PytorchBlock& blk = blocks_[b];
+  if (blk.size > kSizeMask) internal_assert("block size beyond 2^48 bytes");
+  return Key{(stream_rank_[blk.stream] << kSizeBits) | blk.size, pack_address(blk.addr, b)};
+}
+
+PytorchCachingAllocator::Key PytorchCachingAllocator::address_key(uint32_t b) const {
+  return Key{stream_rank_[blocks_[b].stream], pack_address(blocks_[b].addr, b)};
+}
+
+void PytorchCachingAllocator::insert_into_blocks(uint32_t b) {
+  Pool& pool = pool_of(b);
+  blocks_[b].gc_count_base = pool.get_free_blocks_call_count;
+  if (!pool.blocks.insert(size_key(b))) internal_assert("block inserted twice");
+}
+
+void PytorchCachingAllocator::replace_in_blocks(const Key& old, uint32_t b) {
+  Pool& pool = pool_of(b);
+  blocks_[b].gc_count_base = pool.get_free_blocks_call_count;
+  pool.blocks.replace(old, size_key(b));
+}
+
+void PytorchCachingAllocator::erase_from_blocks(uint32_t b) {
+  if (pool_of(b).blocks.erase(size_key(b)) != 1) internal_assert("erasing a block not in its pool");
+}
+
+uint64_t PytorchCachingAllocator::gc_count(uint32_t b) {
+  // Block::gc_count(): the int cast, then size_t, as in the source.
+  return static_cast<uint64_t>(static_cast<int>(pool_of(b).get_free_blocks_call_count - blocks_[b].gc_count_base));
+}
+
+void PytorchCachingAllocator::grow_reserved(uint64_t bytes) {
+  total_allocated_memory_ += bytes;
+  stats_.reserved += bytes;
+  stats_.reserved_peak = std::max(stats_.reserved_peak, stats_.reserved);
+  ++stats_.num_device_alloc;
+}
+
+void PytorchCachingAllocator::shrink_reserved(uint64_t bytes) {
+  total_allocated_memory_ -= bytes;
+  stats_.reserved -= bytes;
+  ++stats_.num_device_free;
+}
+
+// ---- malloc --------------------------------------------------------------------------
+
+std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, StreamIndex stream) {
+  if (stream >= stream_rank_.size()) internal_assert("stream index " + std::to_string(stream) + " unknown");
+  uint64_t size = pytorch_round_size(orig_size, config_);
+  Params p{size, stream, size <= kSmallSize ? &small_ : &large_, pytorch_allocation_size(size)};
+
+  // No free-memory callbacks are registered in a plain process, so one search.
+  bool found = get_free_block(p);
+  if (!found) {
+    if (set_fraction_ && config_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
+    found = alloc_block(p, false) || (release_available_cached_blocks(p) && alloc_block(p, false)) ||
+            (release_cached_blocks() && alloc_block(p, true));
+  }
+  if (!found) {
+    ++stats_.num_ooms;
+    return std::nullopt;
+  }
+  bool split_remainder = should_split(p.block, size);
+  return alloc_found_block(p, split_remainder);
+}
+
+bool PytorchCachingAllocator::get_free_block(Params& p) {
+  Pool& pool = *p.pool;
+  if (set_fraction_ && config_.garbage_collection_threshold > 0.0) ++pool.get_free_blocks_call_count;
+  const uint64_t rank = stream_rank_[p.stream];
+  auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(p.size, kSizeMask), 0});
+  auto same_stream = [&](auto i) { return i != pool.blocks.end() && (i->hi >> kSizeBits) == rank; };
+  if (!same_stream(it)) return false;
+
+  if (blocks_[it->node()].segment != kNone) {
+    if (config_.expandable_segments) {
+      // A block followed by unmapped space counts as the size it can grow to: look for a
+      // block whose reach is smaller (the source's expandable_size loop).
+      auto expandable_size = [&](uint32_t b) {
+        uint32_t n = blocks_[b].next;
+        return blocks_[b].size + (n != kNone && !blocks_[n].mapped ? blocks_[n].size : 0);
+      };
+      auto next = std::next(it);
+      while (blocks_[it->node()].segment != kNone && same_stream(next) &&
+             expandable_size(next->node()) < expandable_size(it->node()))
+        it = next++;
+    } else {
+      // Expandable segments were turned off later: only ordinary blocks qualify.
+      do {
+        ++it;
+      } while (it != pool.blocks.end() && blocks_[it->node()].segment != kNone && same_stream(it));
+      if (!same_stream(it)) return false;
+    }
+  }
+  const uint64_t found_size = blocks_[it->node()].size;
+  // Do not return an oversized block for a request below max_split_size.
+  if (p.size < config_.max_split_size && found_size >= config_.max_split_size) return false;
+  // An oversized block may serve a large request only when it wastes less than this.
+  if (p.size >= config_.max_split_size && found_size >= p.size + config_.max_non_split_rounding_size) return false;
+  // The block leaves the pool in alloc_found_block: one move if its remainder goes back.
+  p.block = it->node();
+  p.block_in_pool = true;
+  p.position = static_cast<size_t>(it - pool.blocks.begin());
+  return true;
+}
+
+bool PytorchCachingAllocator::should_split(uint32_t b, uint64_t size) const {
+  uint64_t remaining = blocks_[b].size - size;
+  if (blocks_[b].small || config_.expandable_segments) return remaining >= kMinBlockSize;
+  return size < config_.max_split_size && remaining > kSmallSize;
+}
+
+uint32_t PytorchCachingAllocator::alloc_found_block(const Params& p, bool split_remainder) {
+  uint32_t block = p.block;
+  if (split_remainder) {
+    uint32_t remaining = block;
+    block = new_block(blocks_[remaining].addr, p.size, p.stream, p.pool->small);
+    PytorchBlock& r = blocks_[remaining];
+    PytorchBlock& b = blocks_[block];
+    b.segment = r.segment;
+    b.prev = r.prev;
+    if (b.prev != kNone) blocks_[b.prev].next = block;
+    b.next = remaining;
+    r.prev = block;
+    r.addr += p.size;
+    r.size -= p.size;
+    if (p.block_in_pool) {
+      r.gc_count_base = p.pool->get_free_blocks_call_count;
+      p.pool->blocks.replace_at(p.position, size_key(remaining));
+    } else {
+      insert_into_blocks(remaining);
+    }
+  } else if (p.block_in_pool) {
+    p.pool->blocks.erase(p.pool->blocks.begin() + static_cast<ptrdiff_t>(p.position));
+  }
+  blocks_[block].allocated = true;
+  stats_.allocated += blocks_[block].size;
+  stats_.allocated_peak = std::max(stats_.allocated_peak, stats_.allocated);
+  return block;
+}
+
+bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
+  if (is_retry) ++stats_.num_alloc_retries;
+  // set_per_process_memory_fraction: checked against the cudaMalloc size even when
+  // expandable segments will map less.
+  if (set_fraction_ && total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
+  if (config_.expandable_segments) {
+    p.block = try_allocate_expandable_block(p.stream, *p.pool, p.size);
+    return p.block != kNone;
+  }
+  auto addr = device_.allocate_segment(p.alloc_size, p.stream);
+  if (!addr) return false;
+  p.block = new_block(*addr, p.alloc_size, p.stream, p.pool->small);
+  grow_reserved(p.alloc_size);
+  stats_.segments_peak = std::max(stats_.segments_peak, ++stats_.segments);
+  return true;
+}
+
+// ---- freeing ---------------------------------------------------------------------------
+
+void PytorchCachingAllocator::free(uint32_t b) {
+  if (b >= blocks_.size() || !blocks_[b].allocated) internal_assert("free of a block that is not allocated");
+  blocks_[b].allocated = false;
+  stats_.allocated -= blocks_[b].size;
+  // free_block: merge with free neighbours (try_merge_blocks), then back into the pool. The
+  // last merged neighbour's place in the pool is handed to the merged block (one move).
+  std::optional<Key> vacated;
+  for (uint32_t src : {blocks_[b].prev, blocks_[b].next}) {
+    if (src == kNone || blocks_[src].allocated || !blocks_[src].mapped) continue;
+    if (vacated) pool_of(b).blocks.erase(*vacated);
+    vacated = size_key(src);
+    absorb(b, src);
+  }
+  if (vacated) replace_in_blocks(*vacated, b);
+  else insert_into_blocks(b);
+}
+
+size_t PytorchCachingAllocator::try_merge_blocks(uint32_t dst, uint32_t src) {
+  if (src == kNone || blocks_[src].allocated || blocks_[src].mapped != blocks_[dst].mapped) return 0;
+  // The neighbour leaves its set before anything about it changes.
+  if (blocks_[src].mapped) erase_from_blocks(src);
+  else pool_of(src).unmapped.erase(address_key(src));
+  return absorb(dst, src);
+}
+
+uint64_t PytorchCachingAllocator::absorb(uint32_t dst, uint32_t src) {
+  PytorchBlock& d = blocks_[dst];
+  const PytorchBlock s = blocks_[src];
+  if (d.prev == src) {  // [src dst]
+    d.addr = s.addr;
+    d.prev = s.prev;
+    if (d.prev != kNone) blocks_[d.prev].next = dst;
+  } else {  // [dst src]
+    d.next = s.next;
+    if (d.next != kNone) blocks_[d.next].prev = dst;
+  }
+  d.size += s.size;
+  delete_block(src);
+  return s.size;
+}
+
+void PytorchCachingAllocator::empty_cache() { release_cached_blocks(); }
+
+bool PytorchCachingAllocator::release_cached_blocks() {
+  // synchronize_and_free_events() has nothing to do here: pending frees arrive from the
+  // trace when they completed.
+  release_blocks(large_);
+  release_blocks(small_);
+  return true;
+}
+
+void PytorchCachingAllocator::release_blocks(Pool& pool) {
+  std::vector<uint32_t> to_unmap;
+  // In pool order; releasing a block removes only that block from the pool.
+  std::vector<uint32_t> order;
+  for (const Key& k : pool.blocks) order.push_back(k.node());
+  for (uint32_t b : order) {
+    if (blocks_[b].segment != kNone) to_unmap.push_back(b);  // unmapping mutates the pool: later
+    else if (!blocks_[b].is_split()) release_block(b);
+  }
+  for (uint32_t b : to_unmap) {
+    unmap_block(b);
+    if (!blocks_[b].is_split()) release_expandable_segment(b);
+  }
+}
+
+void PytorchCachingAllocator::release_block(uint32_t b) {
+  if (blocks_[b].segment != kNone) internal_assert("release_block of an expandable segment's block");
+  device_.free_segment(blocks_[b].addr, blocks_[b].size);
+  shrink_reserved(blocks_[b].size);
+  --stats_.segments;
+  erase_from_blocks(b);
+  delete_block(b);
+}
+
+bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
+  if (config_.max_split_size == UINT64_MAX) return false;
+  Pool& pool = *p.pool;
+  const uint64_t rank = stream_rank_[p.stream];
+  const uint64_t key_size = p.size < config_.max_split_size ? config_.max_split_size : p.size;
+  auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(key_size, kSizeMask), 0});
+  if (it == pool.blocks.end() || (it->hi >> kSizeBits) != rank) {
+    // No single block is large enough: free oversize blocks, the largest first.
+    if (it == pool.blocks.begin()) return false;
+    uint64_t total_released = 0;
+    --it;
+    while (total_released < key_size && blocks_[it->node()].size >= config_.max_split_size &&
+           (it->hi >> kSizeBits) == rank) {
+      uint32_t cur = it->node();
+      total_released += blocks_[cur].size;
+      if (it != pool.blocks.begin()) {
+        --it;
+        release_block(cur);
+      } else {
+        release_block(cur);
+        break;
+      }
+    }
+    if (total_released < key_size) return false;
+  } else {
+    release_block(it->node());
+  }
+  return true;
+}
+
+void PytorchCachingAllocator::garbage_collect_cached_blocks() {
+  const auto gc_threshold =
+      static_cast<uint64_t>(config_.garbage_collection_threshold * static_cast<double>(allowed_memory_maximum_));
+  if (total_allocated_memory_ <= gc_threshold) return;
+  const uint64_t target_size = total_allocated_memory_ - gc_threshold;
+  uint64_t gc_reclaimed = 0;
+
+  // The average age (get_free_block calls since a block was cached) of whole free segments.
+  uint64_t total_age = 0;
+  int freeable_block_count = 0;
+  for (const Key& k : large_.blocks) {
+    if (!blocks_[k.node()].is_split()) {
+      total_age += gc_count(k.node());
+      ++freeable_block_count;
+    }
+  }
+  if (freeable_block_count == 0) return;
+
+  bool block_freed = true;
+  while (gc_reclaimed < target_size && block_freed && freeable_block_count > 0) {
+    double age_threshold = static_cast<double>(total_age) / freeable_block_count;
+    block_freed = false;
+    // Free every block at least as old as the average; don't stop at the target.
+    std::vector<uint32_t> order;
+    for (const Key& k : large_.blocks) order.push_back(k.node());
+    for (uint32_t b : order) {
+      if (!blocks_[b].is_split() && static_cast<double>(gc_count(b)) >= age_threshold) {
+        block_freed = true;
+        gc_reclaimed += blocks_[b].size;
+        total_age -= gc_count(b);
+        --freeable_block_count;
+        release_block(b);
+      }
+    }
+  }
+}
+
+// ---- expandable segments -------------------------------------------------------------------
+
+uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool& pool, uint64_t size) {
+  auto allocatable = [&](uint32_t b) { return b != kNone && !blocks_[b].allocated; };
+  auto has_available_address_space = [&](uint32_t b) {
+    uint64_t bytes = 0;
+    while (bytes < size && allocatable(b)) {
+      bytes += blocks_[b].size;
+      b = blocks_[b].next;
+    }
+    return bytes >= size;
+  };
+  const uint64_t rank = stream_rank_[stream];
+  for (auto it = pool.unmapped.lower_bound(Key{rank, 0}); it != pool.unmapped.end() && it->hi == rank; ++it) {
+    uint32_t c = it->node();
+    // The lowest unmapped address; a free block right before it can be used too.
+    if (allocatable(blocks_[c].prev)) c = blocks_[c].prev;
+    if (has_available_address_space(c)) return c;
+  }
+  // A new segment: address space for 1 1/8 of the GPU's memory, in pages of 2 MiB (small
+  // pool) or 20 MiB (large pool).
+  ExpandableSegment es;
+  es.segment_size = pool.small ? kSmallBuffer : kLargeBuffer;
+  const uint64_t address_space = total_memory_ + total_memory_ / 8;
+  es.max_handles = (address_space + es.segment_size - 1) / es.segment_size;
+  es.stream = stream;
+  es.live = true;
+  auto base = device_.reserve_range(es.size());
+  if (!base) return kNone;
+  es.base = *base;
+  segments_.push_back(es);
+  uint32_t c = new_block(es.base, es.size(), stream, pool.small);
+  blocks_[c].mapped = false;
+  blocks_[c].segment = static_cast<uint32_t>(segments_.size() - 1);
+  pool.unmapped.insert(address_key(c));
+  return c;
+}
+
+bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
+  if (blocks_[to_map].mapped || size > blocks_[to_map].size) internal_assert("map_block of a mapped block");
+  const ExpandableSegment& es = segments_[blocks_[to_map].segment];
+  const uint64_t offset = blocks_[to_map].addr - es.base;
+  const uint64_t begin = offset / es.segment_size;
+  const uint64_t end = (offset + size + es.segment_size - 1) / es.segment_size;
+  if (begin == end) return false;
+  if (begin * es.segment_size != offset) internal_assert("map_block of an unaligned block");
+  const uint64_t mapped_size = (end - begin) * es.segment_size;
+  if (!device_.map_pages(blocks_[to_map].addr, mapped_size, blocks_[to_map].stream)) return false;
+
+  Pool& pool = pool_of(to_map);
+  pool.unmapped.erase(address_key(to_map));
+  blocks_[to_map].mapped = true;
+  if (mapped_size < blocks_[to_map].size) {
+    // to_map -> remaining (still unmapped) -> to_map's old next
+    uint32_t remaining = new_block(blocks_[to_map].addr + mapped_size, blocks_[to_map].size - mapped_size,
+                                   blocks_[to_map].stream, blocks_[to_map].small);
+    PytorchBlock& r = blocks_[remaining];
+    r.mapped = false;
+    r.segment = blocks_[to_map].segment;
+    r.prev = to_map;
+    r.next = blocks_[to_map].next;
+    if (r.next != kNone) blocks_[r.next].prev = remaining;
+    blocks_[to_map].next = remaining;
+    pool.unmapped.insert(address_key(remaining));
+    blocks_[to_map].size = mapped_size;
+  }
+  try_merge_blocks(to_map, blocks_[to_map].prev);
+  try_merge_blocks(to_map, blocks_[to_map].next);
+  insert_into_blocks(to_map);
+  grow_reserved(mapped_size);
+  return true;
+}
+
+uint32_t PytorchCachingAllocator::try_allocate_expandable_block(StreamIndex stream, Pool& pool, uint64_t size) {
+  uint32_t candidate = find_expandable_block(stream, pool, size);
+  if (candidate == kNone) return kNone;
+  // candidate: unmapped -> null, unmapped -> free -> *, or free -> unmapped -> *
+  if (!blocks_[candidate].mapped && !map_block(candidate, std::min(blocks_[candidate].size, size))) return kNone;
+  while (blocks_[candidate].size < size) {
+    // free -> unmapped: map some of the unmapped part, which merges into the free block
+    uint64_t remaining = size - blocks_[candidate].size;
+    uint32_t next = blocks_[candidate].next;
+    if (!map_block(next, std::min(remaining, blocks_[next].size))) return kNone;
+    candidate = next;
+  }
+  erase_from_blocks(candidate);
+  return candidate;
+}
+
+void PytorchCachingAllocator::unmap_block(uint32_t b) {
+  const ExpandableSegment& es = segments_[blocks_[b].segment];
+  const uint64_t offset = blocks_[b].addr - es.base;
+  // Only pages wholly inside the block.
+  const uint64_t begin = (offset + es.segment_size - 1) / es.segment_size;
+  const uint64_t end = (offset + blocks_[b].size) / es.segment_size;
+  if (begin >= end) return;
+  erase_from_blocks(b);
+  const Addr unmapped_addr = es.base + begin * es.segment_size;
+  const uint64_t unmapped_size = (end - begin) * es.segment_size;
+  device_.unmap_pages(unmapped_addr, unmapped_size);
+
+  const uint64_t before_size = unmapped_addr - blocks_[b].addr;
+  if (before_size > 0) {  // prev? -> before_free -> block
+    uint32_t f = new_block(blocks_[b].addr, before_size, blocks_[b].stream, blocks_[b].small);
+    blocks_[f].segment = blocks_[b].segment;
+    blocks_[f].prev = blocks_[b].prev;
+    if (blocks_[f].prev != kNone) blocks_[blocks_[f].prev].next = f;
+    blocks_[f].next = b;
+    blocks_[b].prev = f;
+    insert_into_blocks(f);
+  }
+  const uint64_t after_size = blocks_[b].size - (before_size + unmapped_size);
+  if (after_size > 0) {  // block -> after_free -> next?
+    uint32_t f = new_block(unmapped_addr + unmapped_size, after_size, blocks_[b].stream, blocks_[b].small);
+    blocks_[f].segment = blocks_[b].segment;
+    blocks_[f].next = blocks_[b].next;
+    if (blocks_[f].next != kNone) blocks_[blocks_[f].next].prev = f;
+    blocks_[f].prev = b;
+    blocks_[b].next = f;
+    insert_into_blocks(f);
+  }
+  blocks_[b].addr = unmapped_addr;
+  blocks_[b].size = unmapped_size;
+  blocks_[b].mapped = false;
+  try_merge_blocks(b, blocks_[b].prev);
+  try_merge_blocks(b, blocks_[b].next);
+  pool_of(b).unmapped.insert(address_key(b));
+  shrink_reserved(unmapped_size);
+}
+
+void PytorchCachingAllocator::release_expandable_segment(uint32_t b) {
+  ExpandableSegment& es = segments_[blocks_[b].segment];
+  if (blocks_[b].size != es.size() || blocks_[b].mapped) internal_assert("block disagrees with segment");
+  device_.release_range(es.base, es.size());
+  es.live = false;
+  pool_of(b).unmapped.erase(address_key(b));
+  delete_block(b);
+}
+
+}  // namespace fraglab::detail

@@ -1,0 +1,219 @@
+// PytorchCachingAllocator: a model of one device's DeviceCachingAllocator from PyTorch
+// 2.11's c10/cuda/CUDACachingAllocator.cpp, on fraglab's Device interface.
+//
+// Modelled (function names are the source's): round_size with roundup_power2_divisions;
+// get_pool (small <= 1 MiB, large), get_allocation_size (2 MiB / 20 MiB / 2 MiB-rounded
+// segments); get_free_block (best fit in (stream, size, address) order, the
+// max_split_size oversize rules, the expandable-size look-ahead); should_split and
+// alloc_found_block; free_block with try_merge_blocks; alloc_block with the
+// set_per_process_memory_fraction limit; malloc's recovery sequence
+// (garbage_collect_cached_blocks, release_available_cached_blocks, release_cached_blocks,
+// retry, out of memory); release_blocks / emptyCache; expandable segments
+// (find_expandable_block, map_block, try_allocate_expandable_block, unmap_block,
+// release_expandable_segment) over the device's reserve_range / map_pages / unmap_pages.
+//
+// Not modelled: CUDA graph private pools and mempools, IPC sharing, free-memory callbacks
+// (none are registered in a plain process), and the cross-stream events themselves: the
+// trace's free_completed tells when a block with record_stream uses becomes reusable, so
+// the caller hands the free in at that point. A consequence: frees that PyTorch completes
+// inside release_cached_blocks (synchronize_and_free_events) arrive at their recorded
+// position, which is where the trace has them anyway.
+//
+// Blocks live in a vector and are named by index (the handle the replay engine gives
+// back); the free sets hold (stream rank, size, address, index) keys, so comparisons
+// touch no block memory.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <algorithm>
+#include <vector>
+
+#include "allocators/detail/pytorch_config.h"
+#include "sim/device.h"
+
+namespace fraglab::detail {
+
+// The source's constants (CUDACachingAllocator.cpp / CachingDeviceAllocator.h).
+constexpr uint64_t kMinBlockSize = 512;        // every size rounds to a multiple, at least 512
+constexpr uint64_t kSmallSize = 1 * kMiB;      // largest "small" request
+constexpr uint64_t kSmallBuffer = 2 * kMiB;    // small-pool segment size
+constexpr uint64_t kMinLargeAlloc = 10 * kMiB; // requests 1..10 MiB share 20 MiB segments
+constexpr uint64_t kLargeBuffer = 20 * kMiB;
+constexpr uint64_t kRoundLarge = 2 * kMiB;     // larger segments round to this
+constexpr uint32_t kNone = UINT32_MAX;
+
+// round_size(): what a request of `size` bytes occupies.
+uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config);
+// roundup_power2_next_division()
+uint64_t pytorch_roundup_power2_next_division(uint64_t size, uint64_t divisions);
+// get_allocation_size(): the segment size cudaMalloc'd for a (rounded) request.
+uint64_t pytorch_allocation_size(uint64_t size);
+
+// The counters of torch.cuda.memory_stats() the model keeps.
+struct PytorchStats {
+  uint64_t reserved = 0, reserved_peak = 0;    // reserved_bytes.all
+  uint64_t allocated = 0, allocated_peak = 0;  // allocated_bytes.all
+  uint64_t num_alloc_retries = 0, num_ooms = 0;
+  uint64_t num_device_alloc = 0, num_device_free = 0;  // cudaMalloc + map, cudaFree + unmap
+  uint64_t segments = 0, segments_peak = 0;            // segment.all (cudaMalloc'd segments)
+};
+
+struct PytorchBlock {
+  Addr addr = 0;
+  uint64_t size = 0;
+  uint32_t prev = kNone, next = kNone;  // neighbours within the segment
+  uint32_t segment = kNone;             // expandable segment index; kNone = a cudaMalloc segment
+  StreamIndex stream = 0;
+  bool small = false;  // owning pool
+  bool allocated = false;
+  bool mapped = true;  // false: unmapped address space of an expandable segment
+  int64_t gc_count_base = 0;
+  bool is_split() const { return prev != kNone || next != kNone; }
+};
+
+class PytorchCachingAllocator {
+ public:
+  // `streams`: the stream handles (cudaStream_t values) by StreamIndex; pools order blocks
+  // by them as PyTorch does. `total_memory`: the GPU's memory (cudaDeviceProp totalGlobalMem),
+  // which sizes expandable segments' address ranges. A device capacity models
+  // set_per_process_memory_fraction: allowed_memory_maximum = capacity.
+  PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config, std::vector<uint64_t> streams,
+                          uint64_t total_memory);
+
+  // DeviceCachingAllocator::malloc; nullopt = out of memory (after recovery). Returns the block index.
+  std::optional<uint32_t> malloc(uint64_t orig_size, StreamIndex stream);
+  // free() of a block without pending stream uses (free_block).
+  void free(uint32_t block);
+  // emptyCache()
+  void empty_cache();
+
+  const PytorchBlock& block(uint32_t i) const { return blocks_[i]; }
+  const PytorchStats& stats() const { return stats_; }
+  const PytorchAllocatorConfig& config() const { return config_; }
+  // Free blocks cached in the pools (mapped ones), for tests.
+  size_t cached_blocks() const { return large_.blocks.size() + small_.blocks.size(); }
+
+ private:
+  // BlockComparatorSize's (stream, size, address) in 16 bytes: hi = stream rank << 48 | size
+  // (the unmapped set, ordered by (stream, address), uses hi = stream rank); lo = the address
+  // in 512-byte units << 25 | block index, which orders as the address does (addresses are
+  // unique and 512-aligned) and carries the block along.
+  static constexpr int kNodeBits = 25;
+  struct Key {
+    uint64_t hi;
+    uint64_t lo;
+    uint32_t node() const { return static_cast<uint32_t>(lo & ((1u << kNodeBits) - 1)); }
+    bool operator<(const Key& o) const { return hi != o.hi ? hi < o.hi : lo < o.lo; }
+  };
+  // An ordered set as a sorted vector. A pool holds tens to hundreds of free blocks (about
+  // 100 on average in the corpus's BERT run), where binary search plus a short memmove beats
+  // a node-based tree (no allocation, one cache-friendly array) several times over. Like a
+  // vector, erasing invalidates iterators at and after the erased element.
+  class SortedKeys {
+   public:
+    using const_iterator = std::vector<Key>::const_iterator;
+    const_iterator begin() const { return keys_.begin(); }
+    const_iterator end() const { return keys_.end(); }
+    size_t size() const { return keys_.size(); }
+    const_iterator lower_bound(const Key& k) const { return std::lower_bound(keys_.begin(), keys_.end(), k); }
+    bool insert(const Key& k) {
+      auto it = lower_bound(k);
+      if (it != keys_.end() && !(k < *it)) return false;
+      keys_.insert(it, k);
+      return true;
+    }
+    size_t erase(const Key& k) {
+      auto it = lower_bound(k);
+      if (it == keys_.end() || k < *it) return 0;
+      keys_.erase(it);
+      return 1;
+    }
+    void erase(const_iterator it) { keys_.erase(it); }
+    // erase(old) + insert(now) with one short move: the elements between the two places
+    // shift by one (malloc's split and free's merge turn one key into another nearby).
+    void replace(const Key& old, const Key& now) { replace_at(static_cast<size_t>(lower_bound(old) - begin()), now); }
+    // The same for the key at position `at` (known from an earlier search).
+    void replace_at(size_t at, const Key& now) {
+      auto from = keys_.begin() + static_cast<ptrdiff_t>(at);
+      auto to = keys_.begin() + (lower_bound(now) - keys_.begin());
+      if (to > from) std::move(from + 1, to, from), *(to - 1) = now;
+      else std::move_backward(to, from, from + 1), *to = now;
+    }
+
+   private:
+    std::vector<Key> keys_;
+  };
+  struct Pool {
+    bool small;
+    SortedKeys blocks;    // free mapped blocks: (stream, size, address)
+    SortedKeys unmapped;  // unmapped expandable ranges: (stream, address)
+    int64_t get_free_blocks_call_count = 0;
+  };
+  struct ExpandableSegment {
+    Addr base = 0;
+    uint64_t segment_size = 0;  // page size: 2 MiB small pool, 20 MiB large pool
+    uint64_t max_handles = 0;
+    StreamIndex stream = 0;
+    bool live = false;
+    uint64_t size() const { return segment_size * max_handles; }
+  };
+  struct Params {
+    uint64_t size;  // rounded
+    StreamIndex stream;
+    Pool* pool;
+    uint64_t alloc_size;
+    uint32_t block = kNone;
+    bool block_in_pool = false;  // found by get_free_block, still in the pool's set
+    size_t position = 0;         // its place there
+  };
+
+  // blocks
+  uint32_t new_block(Addr addr, uint64_t size, StreamIndex stream, bool small);
+  void delete_block(uint32_t b) { unused_.push_back(b); }
+  Pool& pool_of(uint32_t b) { return blocks_[b].small ? small_ : large_; }
+  Key size_key(uint32_t b) const;
+  Key address_key(uint32_t b) const;
+  void insert_into_blocks(uint32_t b);
+  void replace_in_blocks(const Key& old, uint32_t b);
+  void erase_from_blocks(uint32_t b);
+  uint64_t gc_count(uint32_t b);
+
+  // malloc steps
+  bool get_free_block(Params& p);
+  bool should_split(uint32_t b, uint64_t size) const;
+  uint32_t alloc_found_block(const Params& p, bool split_remainder);
+  bool alloc_block(Params& p, bool is_retry);
+  void garbage_collect_cached_blocks();
+  bool release_available_cached_blocks(const Params& p);
+  bool release_cached_blocks();
+  void release_blocks(Pool& pool);
+  void release_block(uint32_t b);
+  size_t try_merge_blocks(uint32_t dst, uint32_t src);
+  uint64_t absorb(uint32_t dst, uint32_t src);  // the merge itself; src must be out of its set
+
+  // expandable segments
+  uint32_t find_expandable_block(StreamIndex stream, Pool& pool, uint64_t size);
+  bool map_block(uint32_t to_map, uint64_t size);
+  uint32_t try_allocate_expandable_block(StreamIndex stream, Pool& pool, uint64_t size);
+  void unmap_block(uint32_t b);
+  void release_expandable_segment(uint32_t b);
+
+  void grow_reserved(uint64_t bytes);
+  void shrink_reserved(uint64_t bytes);
+
+  Device& device_;
+  PytorchAllocatorConfig config_;
+  std::vector<uint64_t> stream_rank_;  // by StreamIndex: rank of its handle among all handles
+  uint64_t total_memory_;
+  bool set_fraction_ = false;
+  uint64_t allowed_memory_maximum_ = 0;
+  uint64_t total_allocated_memory_ = 0;
+  Pool large_{false, {}, {}, 0}, small_{true, {}, {}, 0};
+  std::vector<PytorchBlock> blocks_;
+  std::vector<uint32_t> unused_;
+  std::vector<ExpandableSegment> segments_;
+  PytorchStats stats_;
+};
+
+}  // namespace fraglab::detail

@@ -1,0 +1,85 @@
+// pytorch: PyTorch's CUDA caching allocator (DeviceCachingAllocator), modelled exactly.
+//
+// Design source: PyTorch 2.11, c10/cuda/CUDACachingAllocator.cpp (the algorithm) and
+// c10/core/AllocatorConfig.cpp / c10/cuda/CUDAAllocatorConfig.cpp (the settings). The model
+// itself is allocators/detail/pytorch_pool.h; the settings parser
+// allocators/detail/pytorch_config.h. Options are PYTORCH_CUDA_ALLOC_CONF, verbatim:
+//   --policy 'pytorch:expandable_segments:True,max_split_size_mb:128'
+// Plain `pytorch` on a PyTorch snapshot starts from the settings the recording process used
+// (its allocator_settings); options given here override them. A device capacity
+// (--capacity) models torch.cuda.set_per_process_memory_fraction. docs/pytorch-model.md
+// says what is modelled and how exactly it matches real recordings.
+#include "allocators/detail/pytorch_pool.h"
+#include "allocators/registry.h"
+
+namespace fraglab {
+namespace {
+
+// cudaDeviceProp::totalGlobalMem of the GPU the corpus was recorded on (NVIDIA H100 80GB
+// HBM3); it only sizes the address space an expandable segment reserves.
+constexpr uint64_t kDefaultTotalMemory = 85017493504ull;
+
+class PytorchPolicy final : public Policy {
+ public:
+  PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory)
+      : allocator_(device, config, meta.streams, total_memory) {}
+
+  std::optional<Block> allocate(const AllocRequest& req) override {
+    auto b = allocator_.malloc(req.size, req.stream);
+    if (!b) return std::nullopt;
+    const auto& blk = allocator_.block(*b);
+    return Block{blk.addr, blk.size, *b};
+  }
+  void deallocate(const Block& block) override { allocator_.free(static_cast<uint32_t>(block.handle)); }
+  void empty_cache() override { allocator_.empty_cache(); }
+
+ private:
+  detail::PytorchCachingAllocator allocator_;
+};
+
+// The PYTORCH_CUDA_ALLOC_CONF keys PyTorch 2.11 accepts (AllocatorConfig::parseArgs).
+const char* const kConfKeys[] = {"max_split_size_mb",         "max_non_split_rounding_mb",
+                                 "garbage_collection_threshold", "roundup_power2_divisions",
+                                 "expandable_segments",       "backend",
+                                 "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
+                                 "pinned_num_register_threads", "pinned_use_background_threads"};
+
+detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
+  detail::PytorchAllocatorConfig config;
+  if (ctx.options.get_bool("recorded_settings", true)) config.apply_recorded(ctx.meta.allocator_settings);
+  std::string conf;
+  for (const char* key : kConfKeys)
+    if (ctx.options.has(key)) conf += (conf.empty() ? "" : ",") + std::string(key) + ":" + ctx.options.get_string(key, "");
+  config.apply(conf);
+  return config;
+}
+
+}  // namespace
+
+PolicyInfo policy_info_pytorch() {
+  std::vector<OptionSpec> options = {
+      {"max_split_size_mb", "unset", "blocks this large (MiB) are never split"},
+      {"max_non_split_rounding_mb", "20", "an oversize block serves a request only if it wastes less (MiB)"},
+      {"garbage_collection_threshold", "0", "with a capacity: reclaim old cached segments above this fraction"},
+      {"roundup_power2_divisions", "0", "round sizes to N divisions per power of two; N or [MiB:N,...,>:N]"},
+      {"expandable_segments", "False", "one growing virtual segment per stream and pool (True/False)"},
+      {"backend", "native", "native only (cudaMallocAsync is not modelled)"},
+      {"release_lock_on_cudamalloc", "False", "accepted; no effect on placement"},
+      {"pinned_use_cuda_host_register", "False", "accepted; host memory only"},
+      {"pinned_num_register_threads", "1", "accepted; host memory only"},
+      {"pinned_use_background_threads", "False", "accepted; host memory only"},
+      {"recorded_settings", "true", "start from the trace's recorded allocator_settings"},
+      {"total_memory", "85017493504", "the GPU's memory (totalGlobalMem); sizes expandable address ranges"},
+  };
+  return {"pytorch",
+          "PyTorch's CUDA caching allocator, exact (PYTORCH_CUDA_ALLOC_CONF options)",
+          "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
+          options,
+          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            uint64_t total = ctx.options.get_size("total_memory", kDefaultTotalMemory);
+            if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
+            return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total);
+          }};
+}
+
+}  // namespace fraglab

@@ -1,0 +1,157 @@
+#include "sim/fidelity.h"
+
+#include <fmt/core.h>
+
+#include <memory>
+
+#include "allocators/registry.h"
+#include "sim/hinted_device.h"
+#include "sim/replay.h"
+#include "sim/tracking_device.h"
+
+namespace fraglab {
+
+namespace {
+
+bool is_step(EventKind k) { return is_replay_event(k) || k == EventKind::Oom; }
+bool is_release(EventKind k) { return k == EventKind::SegmentFree || k == EventKind::SegmentUnmap; }
+
+std::string describe(const Event& e, uint64_t index) {
+  std::string s = fmt::format("#{} {}", index, event_kind_name(e.kind));
+  if (e.kind == EventKind::Alloc || e.kind == EventKind::Free || e.kind == EventKind::FreeRequested)
+    s += fmt::format(" id={}", e.id);
+  if (e.size || e.kind == EventKind::Alloc) s += fmt::format(" size={}", e.size);
+  if (e.addr) s += fmt::format(" addr=0x{:x}", e.addr);
+  if (e.stream) s += fmt::format(" stream#{}", e.stream);
+  return s;
+}
+
+std::string describe(const DeviceCall& c) {
+  return fmt::format("{} size={} addr=0x{:x}", event_kind_name(c.kind), c.size, c.addr);
+}
+
+class Checker {
+ public:
+  Checker(const Trace& trace, const FidelityOptions& options) : trace_(trace), options_(options) {}
+
+  FidelityResult run() {
+    SimDeviceConfig config;
+    config.capacity = options_.capacity;
+    std::unique_ptr<Device> base;
+    if (options_.hint_addresses) base = std::make_unique<HintedDevice>(trace_.events, config);
+    else base = std::make_unique<SimDevice>(config);
+    TrackingDevice device(*base);
+    auto policy = make_policy(PolicySpec::parse(options_.policy), device, trace_.meta, &trace_.events);
+    ReplayOptions ro;
+    ro.log_device_calls = true;
+    ro.on_oom = OnOom::Skip;
+    ReplayEngine engine(*policy, device, ro);
+
+    uint64_t recorded_reserved = 0;
+    std::vector<uint64_t> pending;  // recorded device events since the last step
+    const auto& events = trace_.events;
+    uint64_t consumed_until = 0;  // device events already taken by an empty_cache step
+    for (uint64_t i = 0; i < events.size() && !diverged_; ++i) {
+      const Event& e = events[i];
+      if (i < consumed_until) continue;
+      if (e.kind == EventKind::EmptyCache) {
+        // The releases that follow an empty_cache are its own (the reader puts the event
+        // before them); calls before it belong to it too if the reader put it after them.
+        uint64_t j = i + 1;
+        for (; j < events.size() && is_release(events[j].kind); ++j) {
+          pending.push_back(j);
+          recorded_reserved -= events[j].size;
+        }
+        consumed_until = j;
+      }
+      if (is_device_event(e.kind)) {
+        pending.push_back(i);
+        bool grows = e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap;
+        recorded_reserved = grows ? recorded_reserved + e.size : recorded_reserved - e.size;
+        result_.recorded_peak = std::max(result_.recorded_peak, recorded_reserved);
+        continue;
+      }
+      if (!is_step(e.kind)) continue;
+      size_t calls_before = device.call_log().size();
+      size_t ooms_before = engine.result().ooms.size();
+      if (e.kind == EventKind::Oom) {
+        device.set_event_index(i);
+        auto block = policy->allocate(AllocRequest{UINT32_MAX, e.size, e.stream, i});
+        if (block) diverge(i, "the recording ran out of memory here; the model found a block");
+        else ++result_.ooms;
+      } else {
+        engine.apply(e, i);
+        ++result_.replay_events;
+        if (engine.result().ooms.size() != ooms_before)
+          diverge(i, fmt::format("the model ran out of memory serving {}; the recording did not", describe(e, i)));
+      }
+      if (!diverged_) compare_calls(device.call_log(), calls_before, pending, i);
+      if (!diverged_) {
+        ++result_.reserved_checks;
+        if (device.reserved_bytes() != recorded_reserved)
+          diverge(i, fmt::format("reserved bytes after the event: model {}, recording {}", device.reserved_bytes(),
+                                 recorded_reserved));
+      }
+      pending.clear();
+    }
+    if (!diverged_ && !pending.empty())
+      diverge(pending.front(), "the recording made device calls after its last request, which nothing replays");
+    result_.simulated_peak = device.peak_reserved();
+    result_.exact = !diverged_;
+    return std::move(result_);
+  }
+
+ private:
+  void compare_calls(const std::vector<DeviceCall>& log, size_t from, const std::vector<uint64_t>& recorded,
+                     uint64_t step) {
+    size_t simulated = log.size() - from;
+    for (size_t k = 0; k < std::max(simulated, recorded.size()); ++k) {
+      if (k >= recorded.size()) {
+        diverge(step, fmt::format("the model made a device call the recording did not: {}", describe(log[from + k])));
+        break;
+      }
+      const Event& r = trace_.events[recorded[k]];
+      if (k >= simulated) {
+        diverge(recorded[k], fmt::format("the recording made a device call the model did not: {}",
+                                         describe(r, recorded[k])));
+        break;
+      }
+      const DeviceCall& c = log[from + k];
+      if (c.kind != r.kind || c.size != r.size) {
+        diverge(recorded[k], fmt::format("device call differs: recording {}, model {}", describe(r, recorded[k]),
+                                         describe(c)));
+        break;
+      }
+      ++result_.device_calls;
+    }
+    if (diverged_) {
+      result_.context.push_back(fmt::format("model's device calls for #{}:", step));
+      for (size_t k = from; k < log.size(); ++k) result_.context.push_back("  " + describe(log[k]));
+    }
+  }
+
+  void diverge(uint64_t index, const std::string& what) {
+    if (diverged_) return;
+    diverged_ = true;
+    result_.event_index = index;
+    result_.what = what;
+    uint64_t lo = index > options_.context ? index - options_.context : 0;
+    uint64_t hi = std::min<uint64_t>(trace_.events.size(), index + options_.context + 1);
+    result_.context.push_back("recording:");
+    for (uint64_t j = lo; j < hi; ++j)
+      result_.context.push_back((j == index ? "> " : "  ") + describe(trace_.events[j], j));
+  }
+
+  const Trace& trace_;
+  const FidelityOptions& options_;
+  FidelityResult result_;
+  bool diverged_ = false;
+};
+
+}  // namespace
+
+FidelityResult check_fidelity(const Trace& trace, const FidelityOptions& options) {
+  return Checker(trace, options).run();
+}
+
+}  // namespace fraglab

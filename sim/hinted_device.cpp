@@ -1,0 +1,103 @@
+#include "sim/hinted_device.h"
+
+#include <stdexcept>
+
+namespace fraglab {
+
+namespace {
+SimDeviceConfig unlimited(SimDeviceConfig c) {
+  c.capacity.reset();
+  return c;
+}
+}  // namespace
+
+HintedDevice::HintedDevice(const std::vector<Event>& events, SimDeviceConfig config)
+    : upstream_(unlimited(config)), capacity_(config.capacity) {
+  for (const Event& e : events) {
+    if (e.kind == EventKind::SegmentAlloc) segment_hints_.emplace_back(e.addr, e.size);
+    if (e.kind == EventKind::SegmentMap) map_hints_.push_back(e.addr);
+  }
+}
+
+bool HintedDevice::overlaps_local(Addr addr, uint64_t size) const {
+  for (const auto* m : {&local_segments_, &local_ranges_}) {
+    auto it = m->lower_bound(addr);
+    if (it != m->end() && it->first < addr + size) return true;
+    if (it != m->begin() && std::prev(it)->first + std::prev(it)->second > addr) return true;
+  }
+  return false;
+}
+
+bool HintedDevice::in_local_range(Addr addr) const {
+  auto it = local_ranges_.upper_bound(addr);
+  return it != local_ranges_.begin() && addr < std::prev(it)->first + std::prev(it)->second;
+}
+
+std::optional<Addr> HintedDevice::allocate_segment(uint64_t size, StreamIndex stream) {
+  if (!fits(size)) return std::nullopt;
+  if (!segment_hints_.empty() && segment_hints_.front().second == size) {
+    Addr addr = segment_hints_.front().first;
+    segment_hints_.pop_front();
+    if (addr != 0 && !overlaps_local(addr, size)) {
+      local_segments_.emplace(addr, size);
+      local_reserved_ += size;
+      ++hints_used_;
+      return addr;
+    }
+  } else if (!segment_hints_.empty()) {
+    segment_hints_.pop_front();  // the replay diverged here; keep the hints in step
+  }
+  return upstream_.allocate_segment(size, stream);
+}
+
+void HintedDevice::free_segment(Addr addr, uint64_t size) {
+  auto it = local_segments_.find(addr);
+  if (it == local_segments_.end()) return upstream_.free_segment(addr, size);
+  if (it->second != size) throw std::logic_error("device misuse: free_segment of an unknown segment");
+  local_reserved_ -= size;
+  local_segments_.erase(it);
+}
+
+std::optional<Addr> HintedDevice::reserve_range(uint64_t size) {
+  // The next recorded map outside every range known so far starts the new range.
+  while (!map_hints_.empty() && in_local_range(map_hints_.front())) map_hints_.pop_front();
+  if (!map_hints_.empty() && size % granularity() == 0) {
+    Addr addr = map_hints_.front();
+    map_hints_.pop_front();
+    if (addr % granularity() == 0 && !overlaps_local(addr, size)) {
+      local_ranges_.emplace(addr, size);
+      ++hints_used_;
+      return addr;
+    }
+  }
+  return upstream_.reserve_range(size);
+}
+
+bool HintedDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
+  if (!fits(size)) return false;
+  if (!in_local_range(addr)) return upstream_.map_pages(addr, size, stream);
+  if (size == 0 || addr % granularity() || size % granularity() || !in_local_range(addr + size - 1))
+    throw std::logic_error("device misuse: map_pages outside a reserved range or unaligned");
+  local_reserved_ += size;
+  return true;
+}
+
+void HintedDevice::unmap_pages(Addr addr, uint64_t size) {
+  if (!in_local_range(addr)) return upstream_.unmap_pages(addr, size);
+  if (size > local_reserved_) throw std::logic_error("device misuse: unmap_pages of more than is mapped");
+  local_reserved_ -= size;
+}
+
+void HintedDevice::release_range(Addr addr, uint64_t size) {
+  auto it = local_ranges_.find(addr);
+  if (it == local_ranges_.end()) return upstream_.release_range(addr, size);
+  if (it->second != size) throw std::logic_error("device misuse: release_range of an unknown range");
+  local_ranges_.erase(it);
+}
+
+bool HintedDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
+  if (in_local_range(dst) || in_local_range(src)) return false;
+  return upstream_.alias_pages(dst, src, size);
+}
+
+}  // namespace fraglab

@@ -1,0 +1,180 @@
+#include "sim/placed_replay.h"
+
+#include <algorithm>
+
+#include "allocators/registry.h"
+
+namespace fraglab {
+
+namespace {
+
+constexpr uint64_t kSmallSegment = 2ull << 20;  // PyTorch's small-pool segment size (kSmallBuffer)
+
+// The blocks of [begin, end): live blocks as active, the gaps between them inactive.
+RecordedSegment tile(Addr begin, uint64_t size, bool expandable, const std::vector<const LiveBlock*>& live,
+                     size_t& cursor, const std::vector<uint8_t>& pending_free,
+                     const std::vector<AllocId>& id_of, const std::vector<StackId>& stack_of_id) {
+  RecordedSegment seg;
+  seg.address = begin;
+  seg.total_size = size;
+  seg.is_expandable = expandable;
+  seg.small_pool = !expandable && size <= kSmallSegment;
+  Addr at = begin, end = begin + size;
+  bool stream_set = false;
+  auto gap = [&](Addr to) {
+    if (to > at) seg.blocks.push_back({at, to - at, 0, RecordedBlock::State::Inactive, 0});
+  };
+  while (cursor < live.size() && live[cursor]->addr < end) {
+    const LiveBlock& b = *live[cursor];
+    AllocId id = id_of[cursor];
+    ++cursor;
+    if (b.addr < at) continue;  // cannot happen for a valid policy (checked by --check)
+    gap(b.addr);
+    auto state = pending_free[id] ? RecordedBlock::State::ActivePendingFree : RecordedBlock::State::ActiveAllocated;
+    seg.blocks.push_back({b.addr, b.size, b.requested, state, stack_of_id[id]});
+    seg.allocated_size += b.size;
+    seg.active_size += b.size;
+    seg.requested_size += b.requested;
+    if (!stream_set) seg.stream = b.stream, stream_set = true;
+    at = b.addr + b.size;
+  }
+  gap(end);
+  return seg;
+}
+
+}  // namespace
+
+PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const SimDeviceConfig& config,
+                           const std::function<void(const PlacedEvent&)>& sink) {
+  SimDevice sim(config);
+  TrackingDevice device(sim);
+  auto policy = make_policy(spec, device, trace.meta, &trace.events);
+  ReplayOptions options;
+  options.on_oom = OnOom::Skip;
+  options.log_device_calls = true;
+  ReplayEngine engine(*policy, device, options);
+
+  std::vector<uint8_t> pending_free;  // by id: free requested, not completed
+  std::vector<StackId> stack_of_id;
+  size_t calls_seen = 0;
+  auto emit_calls = [&](uint64_t index) {
+    const auto& log = device.call_log();
+    for (; calls_seen < log.size(); ++calls_seen) {
+      PlacedEvent p;
+      p.event.kind = log[calls_seen].kind;
+      p.event.addr = log[calls_seen].addr;
+      p.event.size = log[calls_seen].size;
+      p.event.time_us = trace.events[index].time_us;
+      p.event_index = index;
+      p.requested = engine.requested_live();
+      p.allocated = engine.allocated_live();
+      p.reserved = device.reserved_bytes();
+      sink(p);
+    }
+  };
+  auto placed = [&](const Event& e, uint64_t index, const LiveBlock& b) {
+    PlacedEvent p;
+    p.event = e;
+    p.event.addr = b.addr;
+    p.block_size = b.size;
+    p.alloc_index = b.alloc_index;
+    p.event_index = index;
+    p.requested = engine.requested_live();
+    p.allocated = engine.allocated_live();
+    p.reserved = device.reserved_bytes();
+    return p;
+  };
+
+  for (uint64_t i = 0; i < trace.events.size(); ++i) {
+    const Event& e = trace.events[i];
+    switch (e.kind) {
+      case EventKind::Alloc: {
+        size_t ooms = engine.result().ooms.size();
+        engine.apply(e, i);
+        emit_calls(i);  // the segment calls this allocation made come first, as in PyTorch
+        if (e.id >= pending_free.size()) pending_free.resize(e.id + 1u), stack_of_id.resize(e.id + 1u);
+        pending_free[e.id] = 0;
+        stack_of_id[e.id] = e.stack;
+        if (engine.result().ooms.size() != ooms) {
+          PlacedEvent p;
+          p.event = e;
+          p.event.kind = EventKind::Oom;
+          p.event_index = i;
+          p.requested = engine.requested_live();
+          p.allocated = engine.allocated_live();
+          p.reserved = device.reserved_bytes();
+          if (auto cap = device.capacity()) p.device_free = *cap > p.reserved ? *cap - p.reserved : 0;
+          p.event.addr = p.device_free;
+          sink(p);
+          break;
+        }
+        sink(placed(e, i, engine.blocks()[e.id]));
+        break;
+      }
+      case EventKind::FreeRequested:
+        if (e.id < engine.blocks().size() && engine.blocks()[e.id].live) {
+          pending_free[e.id] = 1;
+          sink(placed(e, i, engine.blocks()[e.id]));
+        }
+        break;
+      case EventKind::Free: {
+        bool live = e.id < engine.blocks().size() && engine.blocks()[e.id].live;
+        LiveBlock b = live ? engine.blocks()[e.id] : LiveBlock{};
+        engine.apply(e, i);
+        if (live) {
+          pending_free[e.id] = 0;
+          sink(placed(e, i, b));
+        }
+        emit_calls(i);
+        break;
+      }
+      case EventKind::EmptyCache: {
+        engine.apply(e, i);
+        PlacedEvent p;
+        p.event = e;
+        p.event_index = i;
+        sink(p);
+        emit_calls(i);
+        break;
+      }
+      default:
+        break;  // the recorder's own device events and OOMs: the policy makes its own
+    }
+  }
+
+  PlacedReplay out;
+  // Final map: live blocks by address, tiled into segments and mapped ranges.
+  std::vector<const LiveBlock*> live;
+  std::vector<AllocId> ids;
+  {
+    std::vector<std::pair<Addr, AllocId>> order;
+    for (AllocId id = 0; id < engine.blocks().size(); ++id)
+      if (engine.blocks()[id].live) order.emplace_back(engine.blocks()[id].addr, id);
+    std::sort(order.begin(), order.end());
+    for (auto [addr, id] : order) live.push_back(&engine.blocks()[id]), ids.push_back(id);
+  }
+  pending_free.resize(engine.blocks().size());
+  stack_of_id.resize(engine.blocks().size());
+  size_t cursor = 0;
+  const auto& physical = device.physical();
+  for (const DeviceRegion& r : device.regions()) {
+    if (!r.is_vmm) {
+      out.segments.push_back(tile(r.addr, r.size, false, live, cursor, pending_free, ids, stack_of_id));
+      continue;
+    }
+    // A reserved range holds memory only where pages are mapped: one segment per mapped run.
+    auto it = physical.lower_bound(r.addr);
+    if (it != physical.begin() && std::prev(it)->first + std::prev(it)->second > r.addr) --it;
+    for (; it != physical.end() && it->first < r.addr + r.size; ++it) {
+      Addr b = std::max(it->first, r.addr);
+      Addr e = std::min(it->first + it->second, r.addr + r.size);
+      while (cursor < live.size() && live[cursor]->addr < b) ++cursor;
+      out.segments.push_back(tile(b, e - b, true, live, cursor, pending_free, ids, stack_of_id));
+    }
+  }
+  out.result = engine.take_result();
+  out.result.policy = spec.text;
+  return out;
+}
+
+}  // namespace fraglab

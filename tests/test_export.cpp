@@ -1,0 +1,150 @@
+// Export of a replay as a PyTorch memory snapshot and as a Perfetto trace: the snapshot
+// re-imports through fraglab's own reader with the same events and peaks, and its
+// segments describe the policy's final placement exactly.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "allocators/registry.h"
+#include "sim/export.h"
+#include "traces/pytorch_snapshot.h"
+#include "traces/trace_io.h"
+#include "traces/trace_stats.h"
+
+using namespace fraglab;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kCorpus = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/";
+
+std::string out_path(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / "fraglab_test_export";
+  fs::create_directories(dir);
+  return (dir / name).string();
+}
+
+size_t count(const Trace& t, EventKind k) {
+  return static_cast<size_t>(std::count_if(t.events.begin(), t.events.end(), [&](const Event& e) { return e.kind == k; }));
+}
+}  // namespace
+
+TEST_CASE("export snapshot: gpt2_train.default under bestfit re-imports", "[export]") {
+  Trace trace = load_trace(kCorpus + "gpt2_train.default.pickle.gz");
+  for (const char* name : {"gpt2_bestfit.pickle", "gpt2_bestfit.pickle.gz"}) {
+    std::string path = out_path(name);
+    ExportSummary s = export_snapshot(trace, PolicySpec::parse("bestfit"), {}, path);
+    Trace back = read_pytorch_snapshot(path, {});
+    INFO(name);
+    CHECK(count(back, EventKind::Alloc) == count(trace, EventKind::Alloc));
+    CHECK(count(back, EventKind::Free) == count(trace, EventKind::Free));
+    CHECK(count(back, EventKind::FreeRequested) == count(trace, EventKind::FreeRequested));
+    CHECK(count(back, EventKind::SegmentAlloc) == s.result.calls.segment_allocs);
+    CHECK(count(back, EventKind::SegmentFree) == s.result.calls.segment_frees);
+    CHECK(s.records == back.events.size());
+    CHECK(back.meta.dropped_unknown_frees == 0);
+
+    MemorySource a(trace), b(back);
+    TraceStats sa = compute_stats(a), sb = compute_stats(b);
+    CHECK(sb.peak_live_requested == sa.peak_live_requested);
+    CHECK(sb.recorded_peak_reserved == s.result.reserved.bytes);  // the policy's device calls, re-read
+    CHECK(back.meta.allocator_settings == trace.meta.allocator_settings);
+
+    // The same requests in the same order, now at the policy's addresses.
+    std::vector<const Event*> ra, rb;
+    for (const auto& e : trace.events) if (e.kind == EventKind::Alloc) ra.push_back(&e);
+    for (const auto& e : back.events) if (e.kind == EventKind::Alloc) rb.push_back(&e);
+    REQUIRE(ra.size() == rb.size());
+    bool same_sizes = true, same_times = true;
+    for (size_t i = 0; i < ra.size(); ++i) {
+      same_sizes &= ra[i]->size == rb[i]->size;
+      same_times &= ra[i]->time_us == rb[i]->time_us;
+    }
+    CHECK(same_sizes);
+    CHECK(same_times);
+
+    // Final segments: blocks tile each segment; active blocks are exactly the never-freed allocations.
+    uint64_t reserved = 0, active = 0;
+    size_t active_blocks = 0;
+    for (const auto& seg : back.meta.segments) {
+      uint64_t tiled = 0;
+      for (const auto& blk : seg.blocks) {
+        CHECK(blk.address == seg.address + tiled);
+        tiled += blk.size;
+        if (blk.state != RecordedBlock::State::Inactive) active += blk.size, ++active_blocks;
+      }
+      CHECK(tiled == seg.total_size);
+      reserved += seg.total_size;
+    }
+    CHECK(reserved == s.result.final_reserved);
+    CHECK(active == s.result.final_allocated);
+    CHECK(active_blocks == sa.never_freed);
+  }
+}
+
+TEST_CASE("export snapshot: stacks survive the round trip", "[export]") {
+  Trace trace = load_trace(kCorpus + "gpt2_train.default.stacks.pickle.gz");
+  std::string path = out_path("stacks.pickle");
+  export_snapshot(trace, PolicySpec::parse("passthrough"), {}, path);
+  Trace back = read_pytorch_snapshot(path, {});
+  std::vector<const Event*> ra, rb;
+  for (const auto& e : trace.events) if (e.kind == EventKind::Alloc) ra.push_back(&e);
+  for (const auto& e : back.events) if (e.kind == EventKind::Alloc) rb.push_back(&e);
+  REQUIRE(ra.size() == rb.size());
+  size_t equal = 0;
+  for (size_t i = 0; i < ra.size(); ++i) equal += trace.meta.stacks[ra[i]->stack] == back.meta.stacks[rb[i]->stack];
+  CHECK(equal == ra.size());
+}
+
+TEST_CASE("export snapshot: out of memory becomes oom entries", "[export]") {
+  Trace trace = load_trace(kCorpus + "gpt2_train.default.pickle.gz");
+  SimDeviceConfig small;
+  small.capacity = 8ull << 30;
+  std::string path = out_path("oom.pickle");
+  ExportSummary s = export_snapshot(trace, PolicySpec::parse("bestfit"), small, path);
+  REQUIRE_FALSE(s.result.ooms.empty());
+  Trace back = read_pytorch_snapshot(path, {});
+  CHECK(count(back, EventKind::Oom) == s.result.ooms.size());
+  CHECK(count(back, EventKind::Alloc) == count(trace, EventKind::Alloc) - s.result.ooms.size());
+  for (const auto& e : back.events)
+    if (e.kind == EventKind::Oom) CHECK(e.addr <= small.capacity.value_or(0));  // device_free
+}
+
+TEST_CASE("export perfetto: counters and allocation slices", "[export]") {
+  Trace trace = load_trace(kCorpus + "seed_examples.default.pickle.gz");
+  std::string path = out_path("seed.json");
+  ExportSummary s = export_perfetto(trace, PolicySpec::parse("bestfit"), {}, path);
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in);
+  const auto& events = j.at("traceEvents");
+  CHECK(events.size() == s.records);
+  size_t begins = 0, ends = 0, counters = 0;
+  uint64_t max_reserved = 0;
+  for (const auto& e : events) {
+    std::string ph = e.at("ph");
+    begins += ph == "b";
+    ends += ph == "e";
+    if (ph == "C") {
+      ++counters;
+      max_reserved = std::max<uint64_t>(max_reserved, e.at("args").at("reserved").get<uint64_t>());
+    }
+  }
+  CHECK(begins == count(trace, EventKind::Alloc));
+  CHECK(ends == count(trace, EventKind::Free));
+  CHECK(counters > 0);
+  CHECK(max_reserved == s.result.reserved.bytes);
+}
+
+TEST_CASE("export CLI: format from the extension, errors exit 2", "[export]") {
+  std::string out = out_path("cli.pickle.gz");
+  std::string cmd = std::string(FRAGLAB_CLI) + " export " + kCorpus + "seed_examples.default.pickle.gz --policy bestfit --to snapshot " + out;
+  CHECK(std::system(cmd.c_str()) == 0);
+  CHECK(fs::exists(out));
+  std::string bad = std::string(FRAGLAB_CLI) + " export " + kCorpus + "seed_examples.default.pickle.gz " +
+                    out_path("x.txt") + " >/dev/null 2>&1";
+  int rc = std::system(bad.c_str());
+  CHECK(WEXITSTATUS(rc) == 2);
+  CHECK_FALSE(fs::exists(out_path("x.txt")));
+}

@@ -1,0 +1,280 @@
+// The pytorch policy's model of PyTorch's CUDA caching allocator, rule by rule, against
+// what c10/cuda/CUDACachingAllocator.cpp and c10/core/AllocatorConfig.cpp (PyTorch 2.11) do.
+#include <catch2/catch.hpp>
+
+#include "allocators/detail/pytorch_config.h"
+#include "allocators/detail/pytorch_pool.h"
+#include "allocators/registry.h"
+#include "sim/replay.h"
+#include "sim/sim_device.h"
+#include "sim/tracking_device.h"
+
+using namespace fraglab;
+using namespace fraglab::detail;
+
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+
+// A model on a simulated device that logs every device call.
+struct Rig {
+  explicit Rig(const std::string& conf, std::optional<uint64_t> capacity = std::nullopt)
+      : sim(SimDeviceConfig{capacity}), dev(sim), model(dev, PytorchAllocatorConfig::parse(conf), {0}, 80ull << 30) {
+    dev.enable_call_log(true);
+  }
+  uint32_t malloc(uint64_t size) {
+    auto b = model.malloc(size, 0);
+    REQUIRE(b);
+    return *b;
+  }
+  Addr addr(uint32_t b) const { return model.block(b).addr; }
+  uint64_t size(uint32_t b) const { return model.block(b).size; }
+  // The device calls so far as "alloc 20", "free 40", "map 20", "unmap 40" (MiB).
+  std::vector<std::string> calls() const {
+    std::vector<std::string> out;
+    for (const auto& c : dev.call_log()) {
+      const char* k = c.kind == EventKind::SegmentAlloc ? "alloc"
+                      : c.kind == EventKind::SegmentFree ? "free"
+                      : c.kind == EventKind::SegmentMap  ? "map"
+                                                         : "unmap";
+      out.push_back(std::string(k) + " " + std::to_string(c.size / MiB) + (c.size % MiB ? "+" : ""));
+    }
+    return out;
+  }
+  SimDevice sim;
+  TrackingDevice dev;
+  PytorchCachingAllocator model;
+};
+
+using Calls = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("pytorch: PYTORCH_CUDA_ALLOC_CONF is parsed as PyTorch parses it", "[pytorch]") {
+  auto c = PytorchAllocatorConfig::parse("expandable_segments:True, max_split_size_mb:128,garbage_collection_threshold:0.6");
+  CHECK(c.expandable_segments);
+  CHECK(c.max_split_size == 128 * MiB);
+  CHECK(c.garbage_collection_threshold == Approx(0.6));
+  CHECK(PytorchAllocatorConfig::parse("").max_split_size == UINT64_MAX);
+
+  auto scalar = PytorchAllocatorConfig::parse("roundup_power2_divisions:4");
+  for (uint64_t d : scalar.roundup_power2_divisions) CHECK(d == 4);
+
+  // The list form: intervals in MiB; the first entry fills everything below it, and `>`
+  // fills from the last named interval on, overwriting it (PyTorch's std::fill from last_index).
+  auto list = PytorchAllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:4]");
+  for (size_t i = 0; i <= 8; ++i) CHECK(list.roundup_power2_divisions[i] == 1);
+  CHECK(list.roundup_power2_divisions[9] == 4);
+  CHECK(list.roundup_power2_divisions[15] == 4);
+  auto partial = PytorchAllocatorConfig::parse("roundup_power2_divisions:[64:8,128:2]");
+  CHECK(partial.roundup_power2_divisions[0] == 8);
+  CHECK(partial.roundup_power2_divisions[6] == 8);
+  CHECK(partial.roundup_power2_divisions[7] == 2);
+  CHECK(partial.roundup_power2_divisions[8] == 0);
+  CHECK(partial.divisions_for(100 * MiB) == 8);  // [64 MiB, 128 MiB) is interval 6
+  CHECK(partial.divisions_for(200 * MiB) == 2);
+  CHECK(partial.divisions_for(1000) == 8);  // below 1 MiB: interval 0
+
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("max_split_size_mb:10"), PolicyConfigError);  // < 20 MiB
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("expandable_segments:Yes"), PolicyConfigError);
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("roundup_power2_divisions:3"), PolicyConfigError);
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("roundup_power2_divisions:[100:2]"), PolicyConfigError);
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("garbage_collection_threshold:1.5"), PolicyConfigError);
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("max_split_mb:128"), PolicyConfigError);
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("backend:cudaMallocAsync"), PolicyConfigError);
+  CHECK_THROWS_AS(PytorchAllocatorConfig::parse("max_split_size_mb"), PolicyConfigError);
+
+  // to_conf() says the same thing back.
+  for (std::string conf : {"expandable_segments:True,max_split_size_mb:128", "roundup_power2_divisions:4",
+                           "roundup_power2_divisions:[256:1,512:2,>:4]", "garbage_collection_threshold:0.6"}) {
+    auto a = PytorchAllocatorConfig::parse(conf);
+    auto b = PytorchAllocatorConfig::parse(a.to_conf());
+    CHECK(a.to_conf() == b.to_conf());
+    CHECK(a.roundup_power2_divisions == b.roundup_power2_divisions);
+    CHECK(a.max_split_size == b.max_split_size);
+  }
+}
+
+TEST_CASE("pytorch: recorded settings are the start, the command line overrides them", "[pytorch]") {
+  TraceMeta meta;
+  meta.allocator_settings = {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128"},
+                             {"max_split_size", "134217728"},
+                             {"expandable_segments", "False"},
+                             {"garbage_collection_threshold", "0.0"},
+                             {"roundup_power2_divisions", R"({"1": 0, "2": 0, "64": 4, "32768": 0})"}};
+  PytorchAllocatorConfig c;
+  c.apply_recorded(meta.allocator_settings);
+  CHECK(c.max_split_size == 128 * MiB);
+  CHECK(c.roundup_power2_divisions[6] == 4);
+  c.apply("expandable_segments:True,max_split_size_mb:256");
+  CHECK(c.expandable_segments);
+  CHECK(c.max_split_size == 256 * MiB);
+
+  // Through the registry: an unknown option is refused, a PyTorch one accepted.
+  SimDevice sim;
+  CHECK_THROWS_AS(make_policy(PolicySpec::parse("pytorch:max_split:3"), sim, meta), PolicyConfigError);
+  CHECK(make_policy(PolicySpec::parse("pytorch:expandable_segments:True,roundup_power2_divisions:[256:1,>:4]"), sim,
+                    meta) != nullptr);
+  meta.allocator_settings["max_split_size"] = "many";
+  CHECK_THROWS_AS(make_policy(PolicySpec::parse("pytorch"), sim, meta), PolicyConfigError);
+}
+
+TEST_CASE("pytorch: size rounding and segment sizes", "[pytorch]") {
+  PytorchAllocatorConfig plain;
+  CHECK(pytorch_round_size(1, plain) == 512);
+  CHECK(pytorch_round_size(512, plain) == 512);
+  CHECK(pytorch_round_size(513, plain) == 1024);
+  CHECK(pytorch_round_size(5 * MiB + 1, plain) == 5 * MiB + 512);
+  CHECK(pytorch_roundup_power2_next_division(1200, 4) == 1280);  // the source's own example
+  CHECK(pytorch_roundup_power2_next_division(1024, 4) == 1024);
+  auto four = PytorchAllocatorConfig::parse("roundup_power2_divisions:4");
+  CHECK(pytorch_round_size(5 * MiB + 1, four) == 6 * MiB);  // [4, 8) MiB in steps of 1 MiB
+  CHECK(pytorch_round_size(1200, four) == 1536);            // 1200 <= 512 * 4: plain 512 rounding
+  CHECK(pytorch_round_size(3000, four) == 3072);
+  CHECK(pytorch_allocation_size(512) == 2 * MiB);
+  CHECK(pytorch_allocation_size(MiB) == 2 * MiB);
+  CHECK(pytorch_allocation_size(MiB + 512) == 20 * MiB);
+  CHECK(pytorch_allocation_size(10 * MiB - 512) == 20 * MiB);
+  CHECK(pytorch_allocation_size(10 * MiB) == 10 * MiB);
+  CHECK(pytorch_allocation_size(11 * MiB + 512) == 12 * MiB);
+}
+
+TEST_CASE("pytorch: small and large pools, splitting rules, best fit by size then address", "[pytorch]") {
+  Rig r("");
+  uint32_t a = r.malloc(1000);  // small pool: a 2 MiB segment, split (remainder >= 512)
+  uint32_t b = r.malloc(1000);
+  CHECK(r.size(a) == 1024);
+  CHECK(r.addr(b) == r.addr(a) + 1024);
+  uint32_t c = r.malloc(3 * MiB);  // 1..10 MiB: a 20 MiB segment, split (remainder > 1 MiB)
+  CHECK(r.size(c) == 3 * MiB);
+  uint32_t d = r.malloc(19 * MiB + MiB / 2);  // >= 10 MiB: 20 MiB segment, remainder 0.5 MiB kept
+  CHECK(r.size(d) == 20 * MiB);
+  CHECK(r.calls() == Calls{"alloc 2", "alloc 20", "alloc 20"});
+
+  // Two free 4 MiB holes of equal size: the lower address wins.
+  uint32_t e = r.malloc(4 * MiB), f = r.malloc(4 * MiB), g = r.malloc(4 * MiB), h = r.malloc(4 * MiB);
+  (void)f, (void)h;
+  r.model.free(g);
+  r.model.free(e);
+  uint32_t i = r.malloc(4 * MiB);
+  CHECK(r.addr(i) == r.addr(c) + 3 * MiB);  // e's place, below g's
+  (void)a, (void)b;
+}
+
+TEST_CASE("pytorch: freed blocks merge with free neighbours; empty_cache frees whole segments", "[pytorch]") {
+  Rig r("");
+  uint32_t a = r.malloc(4 * MiB), b = r.malloc(4 * MiB), c = r.malloc(4 * MiB);
+  r.model.empty_cache();  // the segment is in use: nothing to release
+  CHECK(r.calls() == Calls{"alloc 20"});
+  r.model.free(a);
+  r.model.free(c);  // merges with the free tail
+  CHECK(r.model.cached_blocks() == 2);
+  r.model.free(b);  // joins both: the whole segment again
+  CHECK(r.model.cached_blocks() == 1);
+  r.model.empty_cache();
+  CHECK(r.calls() == Calls{"alloc 20", "free 20"});
+  CHECK(r.model.stats().reserved == 0);
+}
+
+TEST_CASE("pytorch: max_split_size keeps oversize blocks whole and for large requests only", "[pytorch]") {
+  Rig r("max_split_size_mb:40");
+  uint32_t big = r.malloc(50 * MiB);
+  r.model.free(big);
+  uint32_t small = r.malloc(30 * MiB);  // below max_split_size: may not take the oversize block
+  CHECK(r.calls() == Calls{"alloc 50", "alloc 30"});
+  uint32_t large = r.malloc(45 * MiB);  // >= max_split_size: the 50 MiB block, within 20 MiB
+  CHECK(r.size(large) == 50 * MiB);     // and not split
+  r.model.free(large);
+  r.model.free(small);
+  uint32_t larger = r.malloc(29 * MiB + 1);  // below max_split_size: the best non-oversize fit
+  CHECK(r.size(larger) == 30 * MiB);         // the 30 MiB block, not split (30 < 40, remainder < 1 MiB)
+  auto m = r.model.malloc(25 * MiB, 0);      // 30 MiB is taken, 50 MiB oversize: a new segment
+  REQUIRE(m);
+  CHECK(r.calls() == Calls{"alloc 50", "alloc 30", "alloc 26"});
+}
+
+TEST_CASE("pytorch: out of memory recovery frees cached blocks as PyTorch does, then fails", "[pytorch]") {
+  SECTION("release_available_cached_blocks frees oversize blocks, largest first, until enough") {
+    Rig r("max_split_size_mb:20", 100 * MiB);
+    uint32_t a = r.malloc(40 * MiB), b = r.malloc(30 * MiB);
+    r.model.free(a);
+    r.model.free(b);
+    r.malloc(50 * MiB);  // 70 cached + 50 > 100: free 40, then 30, then retry
+    CHECK(r.calls() == Calls{"alloc 40", "alloc 30", "free 40", "free 30", "alloc 50"});
+    CHECK(r.model.stats().num_alloc_retries == 0);
+    // Nothing cached left to free: release_cached_blocks, a counted retry, then OOM.
+    CHECK_FALSE(r.model.malloc(60 * MiB, 0));
+    CHECK(r.model.stats().num_alloc_retries == 1);
+    CHECK(r.model.stats().num_ooms == 1);
+  }
+  SECTION("without max_split_size: release_cached_blocks frees every whole cached segment, then the retry") {
+    Rig r("", 100 * MiB);
+    uint32_t a = r.malloc(3 * MiB);
+    uint32_t s = r.malloc(1000);
+    uint32_t keep = r.malloc(1000);  // keeps the small segment in use
+    r.model.free(a);
+    r.model.free(s);
+    r.malloc(80 * MiB);  // 22 + 80 > 100
+    CHECK(r.calls() == Calls{"alloc 20", "alloc 2", "free 20", "alloc 80"});
+    CHECK(r.model.stats().num_alloc_retries == 1);
+    (void)keep;
+  }
+  SECTION("the replay engine records the failure as an OOM") {
+    Trace t;
+    t.events.push_back(Event{EventKind::Alloc, 0, 0, 60 * MiB});
+    t.events.push_back(Event{EventKind::Alloc, 0, 1, 60 * MiB});
+    MemorySource src(t);
+    SimDeviceConfig config;
+    config.capacity = 100 * MiB;
+    ReplayResult res = replay_simulated(src, PolicySpec::parse("pytorch"), config, ReplayOptions{});
+    REQUIRE(res.ooms.size() == 1);
+    CHECK(res.ooms[0].event_index == 1);
+    CHECK(res.ooms[0].reserved == 60 * MiB);
+  }
+}
+
+TEST_CASE("pytorch: garbage_collection_threshold reclaims old cached segments under a memory fraction", "[pytorch]") {
+  // Capacity 100 MiB, threshold 0.3: above 30 MiB reserved, segments at least as old as the
+  // average (in get_free_block calls since they were cached) go before a new cudaMalloc.
+  Rig gc("garbage_collection_threshold:0.3", 100 * MiB);
+  gc.model.free(gc.malloc(40 * MiB));
+  gc.malloc(50 * MiB);
+  CHECK(gc.calls() == Calls{"alloc 40", "free 40", "alloc 50"});
+
+  Rig plain("", 100 * MiB);  // no threshold: the cached block stays
+  plain.model.free(plain.malloc(40 * MiB));
+  plain.malloc(50 * MiB);
+  CHECK(plain.calls() == Calls{"alloc 40", "alloc 50"});
+
+  Rig uncapped("garbage_collection_threshold:0.3");  // no fraction set: no GC either
+  uncapped.model.free(uncapped.malloc(40 * MiB));
+  uncapped.malloc(50 * MiB);
+  CHECK(uncapped.calls() == Calls{"alloc 40", "alloc 50"});
+}
+
+TEST_CASE("pytorch: expandable segments grow by pages and unmap on release", "[pytorch]") {
+  Rig r("expandable_segments:True");
+  uint32_t a = r.malloc(3 * MiB);  // large pool: 20 MiB pages
+  uint32_t b = r.malloc(30 * MiB);  // 17 MiB free at the end: one more page, contiguous
+  CHECK(r.addr(b) == r.addr(a) + 3 * MiB);
+  uint32_t s = r.malloc(1000);  // small pool: its own segment, 2 MiB pages
+  CHECK(r.calls() == Calls{"map 20", "map 20", "map 2"});
+  r.model.free(a);
+  r.model.empty_cache();  // only pages wholly free: none yet (a's 3 MiB is inside page 0)
+  CHECK(r.calls().size() == 3);
+  r.model.free(b);
+  r.model.free(s);
+  r.model.empty_cache();
+  CHECK(r.calls() == Calls{"map 20", "map 20", "map 2", "unmap 40", "unmap 2"});
+  CHECK(r.model.stats().reserved == 0);
+  CHECK(r.dev.counts().releases == 2);  // both address ranges given back
+}
+
+TEST_CASE("pytorch: expandable segments split even large blocks and map only what is missing", "[pytorch]") {
+  Rig r("expandable_segments:True");
+  uint32_t a = r.malloc(25 * MiB);  // two 20 MiB pages; the 15 MiB remainder is split off
+  CHECK(r.size(a) == 25 * MiB);
+  uint32_t b = r.malloc(15 * MiB);  // fits the remainder: no new page
+  CHECK(r.addr(b) == r.addr(a) + 25 * MiB);
+  CHECK(r.calls() == Calls{"map 40"});
+}

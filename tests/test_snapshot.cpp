@@ -1,0 +1,363 @@
+// The pickle reader and the PyTorch snapshot importer: real corpus files against
+// PyTorch's own counters, hand-built pickles for each opcode family, and every kind of
+// malformed input through the CLI (exit code 2, file and byte offset in the message).
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "traces/atomic_file.h"
+#include "traces/format_error.h"
+#include "traces/gzip.h"
+#include "traces/pickle_reader.h"
+#include "traces/pytorch_snapshot.h"
+#include "traces/trace_stats.h"
+
+using namespace fraglab;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kCorpus = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/";
+
+// A minimal pickle writer for test inputs (protocol 4 opcodes, no memo unless asked).
+struct P {
+  std::string b = "\x80\x04";
+  P& op(char c) { b += c; return *this; }
+  P& raw(const std::string& s) { b += s; return *this; }
+  P& str(const std::string& s) {
+    b += '\x8c';
+    b += static_cast<char>(s.size());
+    b += s;
+    return *this;
+  }
+  P& i64(int64_t v) {  // LONG1 with 8 bytes: any int64
+    b += '\x8a';
+    b += '\x08';
+    for (int i = 0; i < 8; ++i) b += static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff);
+    return *this;
+  }
+  P& mark() { return op('('); }
+  P& empty_dict() { return op('}'); }
+  P& empty_list() { return op(']'); }
+  P& setitems() { return op('u'); }
+  P& appends() { return op('e'); }
+  std::string stop() { return b + '.'; }
+};
+
+// {'device_traces': [[{'action': a, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t}, ...]]}
+std::string snapshot_of(const std::vector<std::tuple<std::string, int64_t, int64_t>>& entries) {
+  P p;
+  p.empty_dict().mark().str("device_traces").empty_list().empty_list().mark();
+  int64_t t = 100;
+  for (const auto& [action, addr, size] : entries) {
+    p.empty_dict().mark();
+    p.str("action").str(action).str("addr").i64(addr).str("size").i64(size).str("stream").i64(0);
+    p.str("time_us").i64(t++);
+    p.setitems();
+  }
+  p.appends().op('a');  // inner list into device_traces
+  p.setitems();
+  return p.stop();
+}
+
+std::string temp_file(const std::string& name, const std::string& bytes) {
+  fs::path dir = fs::temp_directory_path() / "fraglab_test_snapshot";
+  fs::create_directories(dir);
+  std::string path = (dir / name).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+struct CliResult {
+  int code;
+  std::string output;
+};
+
+CliResult run_cli(const std::string& args) {
+  std::string cmd = std::string(FRAGLAB_CLI) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  REQUIRE(f);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  int status = pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Runs `fraglab info` on the bytes and checks exit code 2 and a message naming the file,
+// the byte offset and `expect`.
+void expect_rejected(const std::string& file_name, const std::string& bytes, const std::string& expect) {
+  std::string path = temp_file(file_name, bytes);
+  CliResult r = run_cli("info " + path);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find(path + ": byte offset ") != std::string::npos);
+  CHECK(r.output.find(expect) != std::string::npos);
+}
+
+Trace parse(const std::string& bytes) { return parse_pytorch_snapshot(bytes, "test.pickle", {}); }
+
+}  // namespace
+
+TEST_CASE("pickle reader: scalars, containers, memo identity", "[snapshot]") {
+  // [None, True, False, -3 (BININT), 255 (BININT1), 65535 (BININT2), -2**40 (LONG1),
+  //  2**63 (LONG1, 9 bytes: wider than int64), 1.5 (BINFLOAT), 'héllo', b'xy', (1, 2), {'k': 7}, memo-shared list twice]
+  std::string b = "\x80\x04]\x94(N\x88\x89J\xfd\xff\xff\xffK\xffM\xff\xff";
+  b += std::string("\x8a\x06\x00\x00\x00\x00\x00\xff", 8);                  // -2**40
+  b += std::string("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00", 11);      // 2**63
+  b += std::string("G\x3f\xf8\x00\x00\x00\x00\x00\x00", 9);                  // 1.5
+  b += "\x8c\x06h\xc3\xa9llo";
+  b += "C\x02xy";
+  b += "K\x01K\x02\x86";
+  b += "}(\x8c\x01kK\x07u";
+  b += "]\x94K\x09" "a";  // a list [9], memoized as key 1
+  b += "h\x01";           // the same list again
+  b += "e.";
+  auto doc = pickle::Document::parse(b, "mem");
+  pickle::Value root = doc.root();
+  REQUIRE(root.kind() == pickle::Kind::List);
+  std::vector<pickle::Value> items;
+  doc.for_each(root, [&](pickle::Value v) { items.push_back(v); });
+  REQUIRE(items.size() == 15);
+  CHECK(items[0].kind() == pickle::Kind::None);
+  CHECK(doc.as_bool(items[1], "t"));
+  CHECK_FALSE(doc.as_bool(items[2], "f"));
+  CHECK(doc.as_int(items[3], "i") == -3);
+  CHECK(doc.as_int(items[4], "i") == 255);
+  CHECK(doc.as_int(items[5], "i") == 65535);
+  CHECK(doc.as_int(items[6], "i") == -(int64_t{1} << 40));
+  CHECK(items[7].kind() == pickle::Kind::HugeInt);
+  CHECK_THROWS_AS(doc.as_int(items[7], "i"), FormatError);
+  CHECK(doc.as_float(items[8], "f") == 1.5);
+  CHECK(doc.as_str(items[9], "s") == "h\xc3\xa9llo");
+  CHECK(doc.as_str(items[10], "s") == "xy");
+  CHECK(items[11].kind() == pickle::Kind::Tuple);
+  CHECK(doc.size(items[11]) == 2);
+  REQUIRE(items[12].kind() == pickle::Kind::Dict);
+  REQUIRE(doc.find(items[12], "k"));
+  CHECK(doc.as_int(*doc.find(items[12], "k"), "k") == 7);
+  CHECK(doc.find(items[12], "missing") == nullptr);
+  CHECK(items[13].kind() == pickle::Kind::List);
+  CHECK(items[13].same_object(items[14]));
+}
+
+TEST_CASE("pickle reader: a memo GET yields the same object", "[snapshot]") {
+  // [[1], <GET of that list>] -> the two items are one object
+  std::string b = std::string("\x80\x04](]\x94K\x01" "ah\x00" "e.", 14);
+  auto doc = pickle::Document::parse(b, "mem");
+  std::vector<pickle::Value> items;
+  doc.for_each(doc.root(), [&](pickle::Value v) { items.push_back(v); });
+  REQUIRE(items.size() == 2);
+  CHECK(items[0].same_object(items[1]));
+  CHECK(doc.size(items[0]) == 1);
+}
+
+TEST_CASE("pickle reader: rejects code, names opcode and offset", "[snapshot]") {
+  auto reject = [](const std::string& bytes, const std::string& what, uint64_t offset) {
+    try {
+      pickle::Document::parse(bytes, "evil.pickle");
+      FAIL("accepted");
+    } catch (const FormatError& e) {
+      INFO(e.what());
+      CHECK(e.position() == offset);
+      CHECK(std::string(e.what()).find(what) != std::string::npos);
+    }
+  };
+  reject("\x80\x02" "cos\nsystem\n" "\x8c\x02id\x85R.", "GLOBAL", 2);
+  reject("\x80\x04\x8c\x02os\x8c\x06system\x93.", "STACK_GLOBAL", 14);
+  reject("\x80\x02N)R.", "REDUCE", 4);
+  reject("\x80\x02}N" "b.", "BUILD", 4);
+  reject("\x80\x04\xff.", "unknown opcode 0xff", 2);
+  reject("\x80\x04h\x05.", "memo key 5 was never stored", 2);
+  reject("\x80\x04]K\x01", "truncated", 5);
+  reject("\x80\x04\x8c\x10short.", "truncated", 2);
+  reject("\x80\x04K\x01" "e.", "no MARK", 4);
+  reject("\x80\x04(K\x01K\x02u.", "no container below the MARK", 7);
+}
+
+TEST_CASE("snapshot import: gpt2_train.default", "[snapshot]") {
+  Trace t = read_pytorch_snapshot(kCorpus + "gpt2_train.default.pickle.gz", {});
+  MemorySource source(t);
+  TraceStats s = compute_stats(source);
+  CHECK(s.by_kind[static_cast<size_t>(EventKind::Alloc)] == 7612);
+  CHECK(s.by_kind[static_cast<size_t>(EventKind::Free)] == 7609);
+  CHECK(s.by_kind[static_cast<size_t>(EventKind::FreeRequested)] == 7609);
+  CHECK(s.by_kind[static_cast<size_t>(EventKind::SegmentAlloc)] == 154);
+  CHECK(s.never_freed == 3);
+  // Cross-checked with a Python replay of the same entries (alloc adds size,
+  // free_completed subtracts): peak 13594206920 bytes after entry 5866.
+  CHECK(s.peak_live_requested == 13594206920ull);
+  CHECK(s.peak_live_index == 5866);
+  CHECK(t.meta.allocator_settings.at("max_split_size") == "-1");
+  CHECK(t.meta.allocator_settings.at("expandable_segments") == "False");
+  CHECK(t.meta.allocator_settings.at("garbage_collection_threshold") == "0.0");
+  CHECK(t.meta.allocator_settings.at("roundup_power2_divisions.1024") == "0");
+  CHECK(t.meta.segments.size() == 154);
+  uint64_t total = 0;
+  for (const auto& seg : t.meta.segments) {
+    total += seg.total_size;
+    uint64_t blocks = 0;
+    for (const auto& b : seg.blocks) blocks += b.size;
+    CHECK(blocks == seg.total_size);
+  }
+  CHECK(total == 15286140928ull);  // reserved_bytes.all.current in stats.jsonl
+  // Ids are slots: bounded by the peak number of live blocks.
+  AllocId max_id = 0;
+  for (const auto& e : t.events) max_id = std::max(max_id, e.id);
+  CHECK(max_id < s.peak_live_count);
+}
+
+TEST_CASE("snapshot import: stacks are interned", "[snapshot]") {
+  Trace t = read_pytorch_snapshot(kCorpus + "gpt2_train.default.stacks.pickle.gz", {});
+  Trace plain = read_pytorch_snapshot(kCorpus + "gpt2_train.default.pickle.gz", {});
+  CHECK(t.meta.stacks.size() > 10);
+  CHECK(t.meta.stacks.size() < t.events.size() / 4);  // shared, not one per event
+  size_t with_stack = 0;
+  for (const auto& e : t.events) with_stack += e.stack != 0;
+  CHECK(with_stack > t.events.size() / 2);
+  for (size_t i = 1; i < t.meta.stacks.size(); ++i) CHECK_FALSE(t.meta.stacks[i].empty());
+  // Same run shape: the frames change nothing else.
+  REQUIRE(t.events.size() == plain.events.size());
+  CHECK(t.meta.stacks[t.events[0].stack].back().filename == "record_torch_traces.py");
+}
+
+TEST_CASE("snapshot import: every corpus file against PyTorch's counters", "[snapshot]") {
+  std::ifstream stats(kCorpus + "stats.jsonl");
+  std::string line;
+  int files = 0;
+  while (std::getline(stats, line)) {
+    auto j = nlohmann::json::parse(line);
+    std::string file = j["file"];
+    INFO(file);
+    Trace t = read_pytorch_snapshot(kCorpus + file, {});
+    MemorySource source(t);
+    TraceStats s = compute_stats(source);
+    auto k = [&](EventKind kind) { return s.by_kind[static_cast<size_t>(kind)]; };
+    // One event per entry, plus the EmptyCache events the importer infers.
+    CHECK(s.events - k(EventKind::EmptyCache) == j["trace_entries"].get<uint64_t>());
+    CHECK(k(EventKind::SegmentAlloc) + k(EventKind::SegmentMap) == j["stats"]["num_device_alloc"].get<uint64_t>());
+    CHECK(k(EventKind::SegmentFree) + k(EventKind::SegmentUnmap) == j["stats"]["num_device_free"].get<uint64_t>());
+    CHECK(s.recorded_peak_reserved == j["stats"]["reserved_bytes.all.peak"].get<uint64_t>());
+    if (j["conf"] == "default") CHECK(k(EventKind::SegmentMap) == 0);
+    ++files;
+  }
+  CHECK(files == 12);  // every file but the .stacks variant, which the next test reads
+}
+
+TEST_CASE("snapshot import: streams, empty_cache, frees in flight", "[snapshot]") {
+  Trace side = read_pytorch_snapshot(kCorpus + "side_stream_prefetch.default.pickle.gz", {});
+  CHECK(side.meta.streams.size() == 2);
+  size_t pending = 0;  // free requested at the end, never completed: the block stays live
+  std::vector<int> state(1024, 0);
+  for (const auto& e : side.events) {
+    if (e.kind == EventKind::Alloc) state.at(e.id) = 1;
+    if (e.kind == EventKind::FreeRequested) state.at(e.id) = 2;
+    if (e.kind == EventKind::Free) state.at(e.id) = 0;
+  }
+  for (int s : state) pending += s == 2;
+  CHECK(pending == 612 - 593);
+
+  // seed_examples runs torch.cuda.empty_cache(): its segment_free is not part of a malloc.
+  Trace seed = read_pytorch_snapshot(kCorpus + "seed_examples.default.pickle.gz", {});
+  size_t ec = 0;
+  for (size_t i = 0; i < seed.events.size(); ++i) {
+    if (seed.events[i].kind != EventKind::EmptyCache) continue;
+    ++ec;
+    REQUIRE(i + 1 < seed.events.size());
+    CHECK(seed.events[i + 1].kind == EventKind::SegmentFree);
+  }
+  CHECK(ec == 1);
+  // The GC + max_split run frees segments inside malloc only: no EmptyCache.
+  Trace gc = read_pytorch_snapshot(
+      kCorpus + "gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-256_cap0.25.pickle.gz", {});
+  for (const auto& e : gc.events) CHECK(e.kind != EventKind::EmptyCache);
+}
+
+TEST_CASE("snapshot import: frees of blocks from before recording are dropped and counted", "[snapshot]") {
+  Trace t = parse(snapshot_of({{"free_requested", 4096, 512},
+                               {"free_completed", 4096, 512},
+                               {"alloc", 8192, 100},
+                               {"free_requested", 12288, 512},  // never completed
+                               {"free_requested", 8192, 100},
+                               {"free_completed", 8192, 100},
+                               {"alloc", 8192, 200}}));
+  CHECK(t.meta.dropped_unknown_frees == 2);
+  REQUIRE(t.events.size() == 4);
+  CHECK(t.events[0].kind == EventKind::Alloc);
+  CHECK(t.events[1].kind == EventKind::FreeRequested);
+  CHECK(t.events[2].kind == EventKind::Free);
+  CHECK(t.events[3].kind == EventKind::Alloc);
+  CHECK(t.events[3].id == 0);  // the slot was released and reused
+  CHECK(t.events[3].size == 200);
+  CHECK(t.events[0].time_us == 102);
+}
+
+TEST_CASE("snapshot import: oom entries carry device_free instead of addr", "[snapshot]") {
+  P p;
+  p.empty_dict().mark().str("device_traces").empty_list().empty_list().empty_dict().mark();
+  p.str("action").str("oom").str("device_free").i64(1 << 20).str("size").i64(3 << 20).str("stream").i64(0);
+  p.setitems().op('a').op('a').setitems();
+  Trace t = parse(p.stop());
+  REQUIRE(t.events.size() == 1);
+  CHECK(t.events[0].kind == EventKind::Oom);
+  CHECK(t.events[0].size == 3u << 20);
+  CHECK(t.events[0].addr == 1u << 20);
+}
+
+TEST_CASE("snapshot import: device selection", "[snapshot]") {
+  // Two devices: device 1 has one alloc.
+  P p;
+  p.empty_dict().mark().str("device_traces").empty_list().mark().empty_list();
+  p.empty_list().empty_dict().mark().str("action").str("alloc").str("addr").i64(512).str("size").i64(8);
+  p.setitems().op('a').appends().setitems();
+  std::string bytes = p.stop();
+  CHECK(parse_pytorch_snapshot(bytes, "two", {0}).events.empty());
+  CHECK(parse_pytorch_snapshot(bytes, "two", {1}).events.size() == 1);
+  try {
+    parse_pytorch_snapshot(bytes, "two", {2});
+    FAIL("accepted");
+  } catch (const FormatError& e) {
+    CHECK(std::string(e.what()).find("no trace for device 2; devices: 0 (0 entries), 1 (1 entries)") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("CLI info: allocations and peak with its event index", "[snapshot]") {
+  CliResult r = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("7612 allocations") != std::string::npos);
+  CHECK(r.output.find("(13594206920 bytes) requested, at event 5866") != std::string::npos);
+  CliResult bad = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device 3");
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("no trace for device 3; devices: 0 (22984 entries)") != std::string::npos);
+  CliResult usage = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device banana");
+  CHECK(usage.code == 2);
+}
+
+TEST_CASE("malformed snapshots: exit code 2 naming file and offset", "[snapshot]") {
+  std::string gz = read_file(kCorpus + "seed_examples.default.pickle.gz");
+  std::string raw = gunzip(gz, "seed");
+  SECTION("truncated pickle") { expect_rejected("trunc.pickle", raw.substr(0, raw.size() / 2), "truncated"); }
+  SECTION("truncated gzip") { expect_rejected("trunc.pickle.gz", gz.substr(0, gz.size() / 2), "truncated"); }
+  SECTION("unknown opcode") { expect_rejected("unknown.pickle", "\x80\x04\xff.", "unknown opcode 0xff"); }
+  SECTION("GLOBAL") { expect_rejected("global.pickle", "\x80\x02" "cos\nsystem\n.", "GLOBAL"); }
+  SECTION("REDUCE") { expect_rejected("reduce.pickle", "\x80\x02N)R.", "REDUCE"); }
+  SECTION("memo GET of a missing key") { expect_rejected("memo.pickle", std::string("\x80\x04]j\x07\x00\x01\x00.", 9), "memo key 65543"); }
+  SECTION("negative size") {
+    expect_rejected("neg.pickle", snapshot_of({{"alloc", 4096, -512}}), "'size' is negative");
+  }
+  SECTION("absurd size") {
+    expect_rejected("absurd.pickle", snapshot_of({{"alloc", 4096, int64_t{1} << 60}}), "'size' is absurdly large");
+  }
+  SECTION("alloc of a live address") {
+    expect_rejected("twice.pickle", snapshot_of({{"alloc", 4096, 512}, {"alloc", 4096, 512}}), "already allocated");
+  }
+  SECTION("unknown action") {
+    expect_rejected("action.pickle", snapshot_of({{"teleport", 4096, 512}}), "unknown trace action 'teleport'");
+  }
+}

@@ -1,0 +1,107 @@
+// `fraglab gen adversarial`: allocation patterns that defeat classes of placement policies.
+//
+// robson: after J. M. Robson, "Worst case fragmentation of first fit and best fit storage
+//   allocation strategies" (Computer Journal 20(3), 1977): at level k blocks of size
+//   min * 2^k fill the live budget, then every other one is freed; the holes (size
+//   min * 2^k, each between two survivors) fit none of the next level's blocks, so any
+//   non-moving policy that places by address (first fit, best fit, bestfit with splitting)
+//   reserves fresh memory at every level while live bytes stay near the budget.
+// buddy: sizes 2^k + align: a binary buddy system rounds each to 2^(k+1), wasting ~50%.
+// growth: a buffer reallocated by copy a little larger each time (torch.cat onto a KV cache),
+//   with a small long-lived block allocated after each copy, pinning the old hole's edge.
+#include <algorithm>
+#include <stdexcept>
+
+#include "traces/generators/generators.h"
+
+namespace fraglab::gen {
+
+namespace {
+
+void robson(const AdversarialOptions& o, Rng& rng, EventSink& sink) {
+  for (int round = 0; round < o.rounds; ++round) {
+    std::vector<AllocId> survivors;
+    const uint64_t parity = rng.next() & 1;  // which half of each level is freed
+    for (uint64_t size = o.min_size; size <= o.max_size; size *= 2) {
+      std::vector<AllocId> level;
+      // Fill the budget; a small jitter (whole alignment units) keeps seeds apart.
+      while (sink.live_bytes() + size <= o.live) {
+        uint64_t jitter = o.align * rng.between(0, 3);
+        level.push_back(sink.alloc(std::max(o.align, size - std::min(size - o.align, jitter))));
+        sink.advance(1);
+      }
+      if (level.size() < 2) break;
+      for (size_t i = 0; i < level.size(); ++i) {
+        if ((i & 1) == parity) {
+          sink.free(level[i]);
+        } else {
+          survivors.push_back(level[i]);
+        }
+      }
+      sink.advance(10);
+    }
+    for (AllocId id : survivors) sink.free(id);
+    sink.advance(100);
+  }
+}
+
+void buddy(const AdversarialOptions& o, Rng& rng, EventSink& sink) {
+  int lo = 0, hi = 0;
+  while ((2ull << lo) <= o.min_size) ++lo;
+  while ((2ull << hi) <= o.max_size) ++hi;
+  std::vector<AllocId> live;
+  for (int round = 0; round < o.rounds; ++round) {
+    // Fill to the budget, then churn: free a random half, refill.
+    for (int phase = 0; phase < 4; ++phase) {
+      for (;;) {
+        uint64_t size = (1ull << rng.between(static_cast<uint64_t>(lo), static_cast<uint64_t>(hi))) + o.align;
+        if (sink.live_bytes() + size > o.live) break;
+        live.push_back(sink.alloc(size));
+        sink.advance(1);
+      }
+      for (size_t i = 0; i < live.size();) {
+        if (rng.next() & 1) {
+          sink.free(live[i]);
+          live[i] = live.back();
+          live.pop_back();
+        } else {
+          ++i;
+        }
+      }
+    }
+  }
+  for (AllocId id : live) sink.free(id);
+}
+
+void growth(const AdversarialOptions& o, Rng& rng, EventSink& sink) {
+  std::vector<AllocId> pins;
+  for (int round = 0; round < o.rounds; ++round) {
+    uint64_t size = o.min_size;
+    AllocId buffer = sink.alloc(size);
+    while (size < o.max_size && sink.live_bytes() + size + o.min_size <= o.live) {
+      size += o.min_size * rng.between(1, 2);
+      AllocId bigger = sink.alloc(size);  // new buffer first, then copy, then free the old
+      sink.free(buffer);
+      buffer = bigger;
+      pins.push_back(sink.alloc(o.align));
+      sink.advance(1);
+    }
+    sink.free(buffer);
+  }
+  for (AllocId id : pins) sink.free(id);
+}
+
+}  // namespace
+
+void generate_adversarial(const AdversarialOptions& o, uint64_t seed, EventSink& sink) {
+  if (o.align == 0 || o.min_size < o.align || o.max_size < o.min_size || o.live < o.max_size || o.rounds < 1)
+    throw std::invalid_argument("adversarial: need align <= min-size <= max-size <= live and rounds >= 1");
+  Rng rng(seed);
+  if (o.pattern == "robson") robson(o, rng, sink);
+  else if (o.pattern == "buddy") buddy(o, rng, sink);
+  else if (o.pattern == "growth") growth(o, rng, sink);
+  else throw std::invalid_argument("adversarial: --pattern is robson, buddy or growth");
+  sink.flush();
+}
+
+}  // namespace fraglab::gen

@@ -1,0 +1,383 @@
+// `fraglab gen train`: transformer training as PyTorch's caching allocator sees it.
+//
+// Modelled on GPT-2 as implemented by Hugging Face transformers (modeling_gpt2.py) trained
+// with torch.autocast(bfloat16) and torch.optim.AdamW(foreach=True):
+//   - parameters (fp32 master weights) allocated once, in module order;
+//   - per step: the batch (token ids, labels); the forward pass records a tape of ops, each
+//     keeping the tensors autograd saves for its backward; tensors nobody saves are freed as
+//     soon as their consumer has its output (refcounting); autocast's bf16 weight copies are
+//     saved by the linear layers that use them;
+//   - backward walks the tape in reverse: each op allocates the gradient of its input and
+//     short temporaries, produces weight gradients (a bf16 temporary accumulated into an
+//     fp32 .grad allocated on first use), then frees what it saved and the incoming gradient;
+//   - with activation checkpointing a layer keeps only its input; its backward first
+//     recomputes its forward (allocating the saved tensors again);
+//   - AdamW allocates exp_avg and exp_avg_sq per parameter at its first step and keeps them;
+//     each step's foreach update allocates one temporary per parameter (sqrt of exp_avg_sq);
+//   - zero_grad(set_to_none=True) frees every .grad.
+#include <algorithm>
+#include <stdexcept>
+
+#include "traces/generators/generators.h"
+
+namespace fraglab::gen {
+
+namespace {
+
+struct Param {
+  uint64_t elems = 0;
+  bool matrix = false;  // linear weights get autocast copies and bf16 gradient temporaries
+  AllocId id = 0, grad = 0;
+  bool has_grad = false;
+};
+
+// One forward op as autograd keeps it.
+struct Op {
+  std::vector<AllocId> saved;       // freed by its backward, last saved first
+  uint64_t grad_in = 0;             // bytes of the gradient of its activation input
+  std::vector<uint64_t> bwd_temps;  // short temporaries of its backward
+  std::vector<int> params;          // parameters whose gradients it produces
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& o, uint64_t seed, EventSink& sink)
+      : o_(o), sink_(sink), rng_(seed), seq_(Dist::parse(o.seq, false)) {
+    if (o.layers < 1 || o.hidden == 0 || o.heads < 1 || o.vocab == 0 || o.batch == 0 || o.steps < 0 || o.ffn_mult < 1)
+      throw std::invalid_argument("train: layers, hidden, heads, vocab, batch and ffn-mult must be positive");
+    if (o.precision != "bf16" && o.precision != "fp32") throw std::invalid_argument("train: --precision is bf16 or fp32");
+    if (o.optimizer != "adamw" && o.optimizer != "sgd") throw std::invalid_argument("train: --optimizer is adamw or sgd");
+    if (o.attention != "eager" && o.attention != "flash") throw std::invalid_argument("train: --attention is eager or flash");
+    mixed_ = o.precision == "bf16";
+    eb_ = mixed_ ? 2 : 4;
+  }
+
+  void run() {
+    create_params();
+    for (int step = 0; step < o_.steps; ++step) train_step();
+  }
+
+ private:
+  // Parameter indices: wte, wpe, then 12 per layer, then ln_f weight and bias.
+  static constexpr int kPerLayer = 12;
+  int layer_param(int layer, int k) const { return 2 + layer * kPerLayer + k; }
+  int lnf() const { return 2 + o_.layers * kPerLayer; }
+
+  AllocId alloc(uint64_t bytes) {
+    sink_.advance(1 + static_cast<int64_t>(bytes >> 17));  // ~128 GB/s of work per byte made
+    return sink_.alloc(bytes);
+  }
+  void release(AllocId id) {
+    sink_.advance(1);
+    sink_.free(id);
+  }
+
+  void create_params() {
+    const uint64_t h = o_.hidden, f = h * static_cast<uint64_t>(o_.ffn_mult);
+    auto add = [&](uint64_t elems, bool matrix) {
+      Param p;
+      p.elems = elems;
+      p.matrix = matrix;
+      p.id = alloc(elems * 4);
+      params_.push_back(p);
+    };
+    add(o_.vocab * h, true);  // wte, tied to the LM head
+    add(max_seq() * h, false);  // wpe
+    for (int l = 0; l < o_.layers; ++l) {
+      add(h, false), add(h, false);              // ln_1
+      add(3 * h * h, true), add(3 * h, false);   // attn.c_attn
+      add(h * h, true), add(h, false);           // attn.c_proj
+      add(h, false), add(h, false);              // ln_2
+      add(f * h, true), add(f, false);           // mlp.c_fc
+      add(h * f, true), add(h, false);           // mlp.c_proj
+    }
+    add(h, false), add(h, false);  // ln_f
+  }
+
+  uint64_t max_seq() const {
+    // Position table size: the largest length the distribution can give, at least 1024 (GPT-2).
+    Rng probe(1);
+    uint64_t m = 1024;
+    for (int i = 0; i < 1000; ++i) m = std::max(m, static_cast<uint64_t>(seq_.sample(probe)));
+    return m;
+  }
+
+  uint64_t draw_seq() {
+    auto s = static_cast<uint64_t>(std::max(1.0, seq_.sample(rng_)));
+    return round_up(s, std::max<uint64_t>(1, o_.seq_multiple));
+  }
+
+  // A linear layer's input as autocast gives it: a bf16 copy of the input and of the weight
+  // (saved for backward); in fp32 the input itself is saved.
+  void linear_inputs(Op& op, int weight, uint64_t in_bytes_fp32, AllocId input, bool input_owned) {
+    if (mixed_) {
+      op.saved.push_back(alloc(params_[weight].elems * 2));
+      op.saved.push_back(alloc(in_bytes_fp32 / 4 * 2));
+      if (input_owned) release(input);
+    } else {
+      op.saved.push_back(input);
+    }
+  }
+
+  // One transformer block; returns its output. `keep`: autograd keeps what ops save (no
+  // checkpointing, or the recomputation in backward); otherwise only the input survives.
+  AllocId block_forward(int l, AllocId x, bool keep, std::vector<Op>& tape) {
+    const uint64_t T = tokens_, s = seq_len_, b = o_.batch, h = o_.hidden, a = static_cast<uint64_t>(o_.heads);
+    const uint64_t f = h * static_cast<uint64_t>(o_.ffn_mult);
+    const size_t first = tape.size();
+    auto op = [&]() -> Op& { return tape.emplace_back(); };
+
+    // ln_1 (fp32 under autocast): saves its input and the per-row mean and rstd.
+    Op& ln1 = op();
+    AllocId ln1_out = alloc(T * h * 4);
+    ln1.saved = {x, alloc(T * 4), alloc(T * 4)};
+    ln1.grad_in = T * h * 4;
+    ln1.params = {layer_param(l, 0), layer_param(l, 1)};
+
+    // c_attn: qkv projection.
+    Op& qkv_op = op();
+    linear_inputs(qkv_op, layer_param(l, 2), T * h * 4, ln1_out, true);
+    AllocId qkv = alloc(T * 3 * h * eb_);
+    qkv_op.grad_in = T * h * 4;
+    qkv_op.params = {layer_param(l, 2), layer_param(l, 3)};
+
+    // Attention core.
+    Op& attn = op();
+    attn.saved.push_back(qkv);
+    attn.grad_in = T * 3 * h * eb_;
+    AllocId ctx;
+    if (o_.attention == "eager") {
+      const uint64_t S = b * a * s * s;
+      AllocId scores = alloc(S * eb_);
+      AllocId scaled = alloc(S * eb_);
+      release(scores);
+      AllocId masked = alloc(S * eb_);
+      release(scaled);
+      AllocId probs = alloc(S * (mixed_ ? 4 : eb_));  // softmax runs in fp32 under autocast
+      release(masked);
+      attn.saved.push_back(probs);
+      AllocId probs_cast = probs;
+      if (mixed_) probs_cast = alloc(S * eb_);
+      if (o_.dropout > 0) {
+        attn.saved.push_back(alloc(S));  // dropout mask (bool)
+        AllocId dropped = alloc(S * eb_);
+        if (mixed_) release(probs_cast);
+        probs_cast = dropped;
+      }
+      if (probs_cast != probs) attn.saved.push_back(probs_cast);
+      ctx = alloc(T * h * eb_);
+      attn.bwd_temps = {S * eb_, S * (mixed_ ? 4 : eb_)};  // grad of probs, softmax backward
+    } else {
+      ctx = alloc(T * h * eb_);
+      attn.saved.push_back(ctx);
+      attn.saved.push_back(alloc(b * a * s * 4));  // logsumexp
+      attn.bwd_temps = {T * h * 4};                 // dq accumulator
+    }
+    AllocId merged = alloc(T * h * eb_);  // merge heads: permute + contiguous
+    if (o_.attention == "eager") release(ctx);
+
+    // c_proj + residual dropout + residual add.
+    Op& proj = op();  // its input is already in the activation dtype: only the weight is cast
+    if (mixed_) proj.saved.push_back(alloc(params_[layer_param(l, 4)].elems * 2));
+    proj.saved.push_back(merged);
+    AllocId po = alloc(T * h * eb_);
+    proj.grad_in = T * h * eb_;
+    proj.params = {layer_param(l, 4), layer_param(l, 5)};
+    AllocId x_mid = residual_dropout(tape, po, x);
+
+    // ln_2 and the MLP.
+    Op& ln2 = op();
+    AllocId ln2_out = alloc(T * h * 4);
+    ln2.saved = {x_mid, alloc(T * 4), alloc(T * 4)};
+    ln2.grad_in = T * h * 4;
+    ln2.params = {layer_param(l, 6), layer_param(l, 7)};
+
+    Op& fc = op();
+    linear_inputs(fc, layer_param(l, 8), T * h * 4, ln2_out, true);
+    AllocId fc_out = alloc(T * f * eb_);
+    fc.grad_in = T * h * 4;
+    fc.params = {layer_param(l, 8), layer_param(l, 9)};
+
+    Op& gelu = op();
+    gelu.saved = {fc_out};
+    AllocId act = alloc(T * f * eb_);
+    gelu.grad_in = T * f * eb_;
+
+    Op& proj2 = op();
+    if (mixed_) proj2.saved.push_back(alloc(params_[layer_param(l, 10)].elems * 2));
+    proj2.saved.push_back(act);
+    AllocId p2 = alloc(T * h * eb_);
+    proj2.grad_in = T * f * eb_;
+    proj2.params = {layer_param(l, 10), layer_param(l, 11)};
+    AllocId out = residual_dropout(tape, p2, x_mid);
+
+    if (!keep) {
+      // Checkpointed: nothing but the block's input outlives the forward.
+      for (size_t i = first; i < tape.size(); ++i)
+        for (AllocId id : tape[i].saved)
+          if (id != x) release(id);
+      tape.resize(first);
+    }
+    return out;
+  }
+
+  // dropout(branch) + residual: the mask is saved; the sum is a new fp32 tensor.
+  AllocId residual_dropout(std::vector<Op>& tape, AllocId branch, AllocId residual) {
+    (void)residual;  // stays alive: the next layer norm saves it
+    const uint64_t T = tokens_, h = o_.hidden;
+    Op& drop = tape.emplace_back();
+    drop.grad_in = T * h * eb_;
+    AllocId dropped = branch;
+    if (o_.dropout > 0) {
+      drop.saved.push_back(alloc(T * h));
+      dropped = alloc(T * h * eb_);
+      release(branch);
+    }
+    AllocId sum = alloc(T * h * 4);
+    release(dropped);
+    Op& add = tape.emplace_back();
+    add.grad_in = T * h * 4;
+    return sum;
+  }
+
+  void grad_of(int p) {
+    Param& param = params_[p];
+    AllocId temp = 0;
+    if (mixed_ && param.matrix) temp = alloc(param.elems * 2);  // bf16 weight gradient
+    if (!param.has_grad) {
+      param.grad = alloc(param.elems * 4);
+      param.has_grad = true;
+    }
+    if (mixed_ && param.matrix) release(temp);
+  }
+
+  // Backward through ops [first, end) of a tape, last op first. `grad` is the incoming
+  // gradient (freed when consumed); returns the gradient of the first op's input.
+  AllocId backward(std::vector<Op>& tape, size_t first, AllocId grad) {
+    for (size_t i = tape.size(); i-- > first;) {
+      Op& op = tape[i];
+      AllocId grad_in = op.grad_in ? alloc(op.grad_in) : 0;
+      std::vector<AllocId> temps;
+      for (uint64_t t : op.bwd_temps) temps.push_back(alloc(t));
+      for (int p : op.params) grad_of(p);
+      for (auto it = temps.rbegin(); it != temps.rend(); ++it) release(*it);
+      for (auto it = op.saved.rbegin(); it != op.saved.rend(); ++it) release(*it);
+      if (grad) release(grad);
+      grad = grad_in;
+    }
+    tape.resize(first);
+    return grad;
+  }
+
+  void train_step() {
+    seq_len_ = draw_seq();
+    tokens_ = o_.batch * seq_len_;
+    const uint64_t T = tokens_, h = o_.hidden, V = o_.vocab, T1 = o_.batch * (seq_len_ - (seq_len_ > 1));
+    AllocId ids = alloc(T * 8), labels = alloc(T * 8);
+
+    // Embedding: token + position, dropout.
+    std::vector<Op> tape;
+    tape.reserve(16 * static_cast<size_t>(o_.layers) + 16);  // ops hold references while the tape grows
+    Op& emb = tape.emplace_back();
+    AllocId tok = alloc(T * h * 4), pos = alloc(seq_len_ * h * 4);
+    AllocId x = alloc(T * h * 4);
+    release(pos);
+    release(tok);
+    emb.params = {0, 1};
+    if (o_.dropout > 0) {
+      emb.saved.push_back(alloc(T * h));
+      AllocId xd = alloc(T * h * 4);
+      release(x);
+      x = xd;
+    }
+    std::vector<AllocId> block_inputs;
+    for (int l = 0; l < o_.layers; ++l) {
+      block_inputs.push_back(x);
+      x = block_forward(l, x, !o_.checkpoint, tape);
+    }
+
+    // ln_f, tied LM head, fp32 loss over the shifted logits.
+    Op& lnf_op = tape.emplace_back();
+    AllocId lnf_out = alloc(T * h * 4);
+    lnf_op.saved = {x, alloc(T * 4), alloc(T * 4)};
+    lnf_op.grad_in = T * h * 4;
+    lnf_op.params = {lnf(), lnf() + 1};
+    Op& head = tape.emplace_back();
+    linear_inputs(head, 0, T * h * 4, lnf_out, true);
+    head.grad_in = T * h * 4;
+    head.params = {0};
+    AllocId logits = alloc(T * V * eb_);
+    AllocId logits32 = logits;
+    if (mixed_) {
+      Op& cast = tape.emplace_back();  // .float() before the loss; the model returns it
+      cast.grad_in = T * V * 2;
+      logits32 = alloc(T * V * 4);
+      release(logits);
+    }
+    Op& loss_op = tape.emplace_back();
+    AllocId shifted = alloc(T1 * V * 4);  // logits[..., :-1, :].contiguous()
+    loss_op.saved.push_back(alloc(T1 * V * 4));  // log_softmax output
+    release(shifted);
+    AllocId loss = alloc(4);
+    loss_op.grad_in = T * V * 4;
+    loss_op.bwd_temps = {T1 * V * 4, T1 * V * 4};
+
+    // Backward: head ops, then blocks last first (recomputing checkpointed ones), then embedding.
+    // Index 0 is the embedding; with checkpointing the blocks are not on the tape.
+    AllocId grad = alloc(4);  // d loss / d loss
+    grad = backward(tape, 1, grad);
+    if (o_.checkpoint) {
+      for (int l = o_.layers - 1; l >= 0; --l) {
+        size_t start = tape.size();
+        AllocId recomputed = block_forward(l, block_inputs[l], true, tape);
+        grad = backward(tape, start, grad);
+        release(recomputed);
+      }
+    }
+    grad = backward(tape, 0, grad);
+    if (grad) release(grad);
+    release(loss);
+    release(logits32);
+    release(labels);
+    release(ids);
+
+    optimizer_step();
+    for (Param& p : params_)  // zero_grad(set_to_none=True)
+      if (p.has_grad) release(p.grad), p.has_grad = false;
+  }
+
+  void optimizer_step() {
+    if (o_.optimizer != "adamw") return;
+    if (!states_allocated_) {
+      for (Param& p : params_) {
+        if (!p.has_grad) continue;
+        states_.push_back(alloc(p.elems * 4));  // exp_avg
+        states_.push_back(alloc(p.elems * 4));  // exp_avg_sq
+      }
+      states_allocated_ = true;
+    }
+    std::vector<AllocId> sqrt;  // torch._foreach_sqrt(exp_avg_sqs)
+    for (Param& p : params_)
+      if (p.has_grad) sqrt.push_back(alloc(p.elems * 4));
+    for (AllocId id : sqrt) release(id);
+  }
+
+  const TrainOptions& o_;
+  EventSink& sink_;
+  Rng rng_;
+  Dist seq_;
+  bool mixed_ = true;
+  uint64_t eb_ = 2, seq_len_ = 0, tokens_ = 0;
+  std::vector<Param> params_;
+  std::vector<AllocId> states_;
+  bool states_allocated_ = false;
+};
+
+}  // namespace
+
+void generate_train(const TrainOptions& options, uint64_t seed, EventSink& sink) {
+  Trainer(options, seed, sink).run();
+  sink.flush();
+}
+
+}  // namespace fraglab::gen

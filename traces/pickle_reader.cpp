@@ -1,0 +1,557 @@
+// The data-only pickle reader: see pickle_reader.h for what it accepts and why it is
+// hand-written. Opcode values and semantics follow CPython's Lib/pickle.py and
+// Modules/_pickle.c (the reference unpickler); names in errors are pickletools' names.
+#include "traces/pickle_reader.h"
+
+#include <fmt/core.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "traces/format_error.h"
+
+namespace fraglab::pickle {
+
+namespace {
+
+// An unused memo slot: all-zero bits (no Kind is 0), what fresh pages hold.
+const Value kAbsent = Value::make(static_cast<Kind>(0), 0);
+
+constexpr int64_t kInlineMin = -(int64_t{1} << 59);
+constexpr int64_t kInlineMax = (int64_t{1} << 59) - 1;
+
+const char* opcode_name(uint8_t op) {
+  switch (op) {
+    case '(': return "MARK";
+    case '.': return "STOP";
+    case '0': return "POP";
+    case '1': return "POP_MARK";
+    case '2': return "DUP";
+    case 'F': return "FLOAT";
+    case 'I': return "INT";
+    case 'J': return "BININT";
+    case 'K': return "BININT1";
+    case 'L': return "LONG";
+    case 'M': return "BININT2";
+    case 'N': return "NONE";
+    case 'P': return "PERSID";
+    case 'Q': return "BINPERSID";
+    case 'R': return "REDUCE";
+    case 'S': return "STRING";
+    case 'T': return "BINSTRING";
+    case 'U': return "SHORT_BINSTRING";
+    case 'V': return "UNICODE";
+    case 'X': return "BINUNICODE";
+    case 'a': return "APPEND";
+    case 'b': return "BUILD";
+    case 'c': return "GLOBAL";
+    case 'd': return "DICT";
+    case '}': return "EMPTY_DICT";
+    case 'e': return "APPENDS";
+    case 'g': return "GET";
+    case 'h': return "BINGET";
+    case 'i': return "INST";
+    case 'j': return "LONG_BINGET";
+    case 'l': return "LIST";
+    case ']': return "EMPTY_LIST";
+    case 'o': return "OBJ";
+    case 'p': return "PUT";
+    case 'q': return "BINPUT";
+    case 'r': return "LONG_BINPUT";
+    case 's': return "SETITEM";
+    case 't': return "TUPLE";
+    case ')': return "EMPTY_TUPLE";
+    case 'u': return "SETITEMS";
+    case 'G': return "BINFLOAT";
+    case 0x80: return "PROTO";
+    case 0x81: return "NEWOBJ";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    case 0x85: return "TUPLE1";
+    case 0x86: return "TUPLE2";
+    case 0x87: return "TUPLE3";
+    case 0x88: return "NEWTRUE";
+    case 0x89: return "NEWFALSE";
+    case 0x8a: return "LONG1";
+    case 0x8b: return "LONG4";
+    case 'B': return "BINBYTES";
+    case 'C': return "SHORT_BINBYTES";
+    case 0x8c: return "SHORT_BINUNICODE";
+    case 0x8d: return "BINUNICODE8";
+    case 0x8e: return "BINBYTES8";
+    case 0x8f: return "EMPTY_SET";
+    case 0x90: return "ADDITEMS";
+    case 0x91: return "FROZENSET";
+    case 0x92: return "NEWOBJ_EX";
+    case 0x93: return "STACK_GLOBAL";
+    case 0x94: return "MEMOIZE";
+    case 0x95: return "FRAME";
+    case 0x96: return "BYTEARRAY8";
+    case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
+    default: return nullptr;
+  }
+}
+
+std::string describe(uint8_t op) {
+  const char* n = opcode_name(op);
+  return n ? fmt::format("opcode {} (0x{:02x})", n, op) : fmt::format("unknown opcode 0x{:02x}", op);
+}
+
+template <class T>
+T load_le(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);  // the hosts fraglab supports are little-endian, as pickle is
+  return v;
+}
+
+}  // namespace
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::None: return "None";
+    case Kind::False:
+    case Kind::True: return "bool";
+    case Kind::Int:
+    case Kind::WideInt:
+    case Kind::HugeInt: return "int";
+    case Kind::Float: return "float";
+    case Kind::Str: return "str";
+    case Kind::Bytes: return "bytes";
+    case Kind::List: return "list";
+    case Kind::Tuple: return "tuple";
+    case Kind::Dict: return "dict";
+    case Kind::Set: return "set";
+  }
+  return "?";
+}
+
+// The stack machine. One pass over the input; every opcode checks its operands' bounds.
+class Parser {
+ public:
+  Parser(Document& doc) : d_(doc) {}
+
+  void run() {
+    const auto* begin = reinterpret_cast<const uint8_t*>(d_.input_.data());
+    p_ = begin;
+    end_ = begin + d_.input_.size();
+    begin_ = begin;
+    // Bounds from the input: every arena item, container, chunk and memo slot is made by
+    // an opcode of at least one byte, every string by one of at least two. Only address
+    // space is reserved; pages are backed as they are written.
+    size_t n = d_.input_.size() + 16;
+    d_.arena_ = BigArray<Value>(n);
+    d_.containers_ = BigArray<Document::Container>(n);
+    d_.chunks_ = BigArray<Document::Chunk>(n);
+    d_.spans_ = BigArray<Document::Span>(n / 2 + 16);
+    memo_ = BigArray<Value>(n + 64);
+    stack_.reserve(4096);
+    for (;;) {
+      if (p_ >= end_) fail(static_cast<uint64_t>(p_ - begin_), "pickle is truncated: it ends before STOP");
+      op_at_ = static_cast<uint64_t>(p_ - begin_);
+      uint8_t op = *p_++;
+      if (step(op)) break;
+    }
+  }
+
+ private:
+  Document& d_;
+  const uint8_t* p_ = nullptr;
+  const uint8_t* end_ = nullptr;
+  const uint8_t* begin_ = nullptr;
+  uint64_t op_at_ = 0;
+  uint8_t op_ = 0;
+  std::vector<Value> stack_;
+  std::vector<size_t> marks_;
+  BigArray<Value> memo_;                         // dense keys (what picklers write)
+  std::unordered_map<uint64_t, Value> far_memo_;  // keys too large to index densely
+  uint64_t memo_count_ = 0;
+
+  [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
+    throw FormatError::at_offset(d_.name_, offset, what);
+  }
+  [[noreturn]] void fail_op(const std::string& what) const { fail(op_at_, describe(op_) + ": " + what); }
+
+  const uint8_t* take(uint64_t n) {
+    if (static_cast<uint64_t>(end_ - p_) < n)
+      fail(op_at_, fmt::format("pickle is truncated: {} needs {} bytes, {} left", describe(op_), n, end_ - p_));
+    const uint8_t* at = p_;
+    p_ += n;
+    return at;
+  }
+  // Text operand of a protocol-0 opcode: up to the newline.
+  std::string_view line() {
+    const void* nl = std::memchr(p_, '\n', static_cast<size_t>(end_ - p_));
+    if (!nl) fail(op_at_, "pickle is truncated: " + describe(op_) + " has no terminating newline");
+    std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(static_cast<const uint8_t*>(nl) - p_));
+    p_ = static_cast<const uint8_t*>(nl) + 1;
+    return s;
+  }
+
+  void push(Value v) { stack_.push_back(v); }
+  Value pop() {
+    if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
+    Value v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  Value& top() {
+    if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
+    return stack_.back();
+  }
+  size_t pop_mark() {
+    if (marks_.empty()) fail_op("no MARK on the stack");
+    size_t m = marks_.back();
+    marks_.pop_back();
+    return m;
+  }
+
+  Value make_int(int64_t v) {
+    if (v >= kInlineMin && v <= kInlineMax) return Value::make(Kind::Int, static_cast<uint64_t>(v) & Value::kPayloadMask);
+    d_.wide_.push_back(v);
+    return Value::make(Kind::WideInt, d_.wide_.size() - 1);
+  }
+  Value make_float(double v) {
+    d_.floats_.push_back(v);
+    return Value::make(Kind::Float, d_.floats_.size() - 1);
+  }
+  Value make_span(Kind kind, const uint8_t* at, uint64_t n) {
+    d_.spans_.push_back({static_cast<uint64_t>(at - begin_), n});
+    return Value::make(kind, d_.spans_.size() - 1);
+  }
+  Value make_container(Kind kind) {
+    d_.containers_.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
+    return Value::make(kind, d_.containers_.size() - 1);
+  }
+  // Moves stack_[from, end) into the arena as a chunk appended to `container`.
+  void append_items(Value container, size_t from) {
+    size_t n = stack_.size() - from;
+    if (n == 0) return;
+    if (n > UINT32_MAX || d_.chunks_.size() >= UINT32_MAX - 1) fail_op("too many items");
+    uint64_t at = d_.arena_.size();
+    d_.arena_.append(stack_.data() + from, n);
+    stack_.resize(from);
+    auto chunk = static_cast<uint32_t>(d_.chunks_.size());
+    d_.chunks_.push_back({at, static_cast<uint32_t>(n), Document::kNoChunk});
+    Document::Container& c = d_.containers_[container.payload()];
+    if (c.last == Document::kNoChunk)
+      c.first = chunk;
+    else
+      d_.chunks_[c.last].next = chunk;
+    c.last = chunk;
+  }
+  Value container_from_mark(Kind kind) {
+    size_t m = pop_mark();
+    Value c = make_container(kind);
+    if (kind == Kind::Dict && (stack_.size() - m) % 2) fail_op("odd number of items for a dict");
+    append_items(c, m);
+    return c;
+  }
+  Value tuple_of(size_t n) {
+    if (stack_.size() < n + (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
+    Value t = make_container(Kind::Tuple);
+    append_items(t, stack_.size() - n);
+    return t;
+  }
+  Value expect_target(Value v, Kind kind) {
+    if (v.kind() != kind)
+      fail_op(fmt::format("expects a {} below its items, found a {}", kind_name(kind), kind_name(v.kind())));
+    return v;
+  }
+
+  void memo_put(uint64_t key) {
+    Value v = top();
+    if (key < memo_.capacity()) {
+      memo_.grow_zeroed(key + 1);
+      if (memo_[key].same_object(kAbsent)) ++memo_count_;
+      memo_[key] = v;
+      return;
+    }
+    if (far_memo_.insert_or_assign(key, v).second) ++memo_count_;
+  }
+  void memo_get(uint64_t key) {
+    if (key < memo_.size() && !memo_[key].same_object(kAbsent)) return push(memo_[key]);
+    auto it = far_memo_.find(key);
+    if (it == far_memo_.end()) fail_op(fmt::format("memo key {} was never stored", key));
+    push(it->second);
+  }
+  uint64_t text_uint(std::string_view s) {
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || ptr != s.data() + s.size()) fail_op("bad decimal operand '" + std::string(s) + "'");
+    return v;
+  }
+  Value text_int(std::string_view s) {
+    if (!s.empty() && s.back() == 'L') s.remove_suffix(1);  // LONG's old suffix
+    if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range) return huge_int();
+    if (ec != std::errc() || ptr != s.data() + s.size()) fail_op("bad integer '" + std::string(s) + "'");
+    return make_int(v);
+  }
+  Value huge_int() {
+    d_.huge_.push_back(op_at_);
+    return Value::make(Kind::HugeInt, d_.huge_.size() - 1);
+  }
+  // LONG1/LONG4: little-endian two's complement of n bytes.
+  Value long_bytes(const uint8_t* b, uint64_t n) {
+    if (n == 0) return make_int(0);
+    bool negative = b[n - 1] & 0x80;
+    uint8_t fill = negative ? 0xff : 0x00;
+    uint64_t used = n;
+    // Bytes beyond the 8th must be pure sign extension for the value to fit in int64.
+    while (used > 8 && b[used - 1] == fill) --used;
+    if (used > 8 || (used == 8 && n > 8 && ((b[7] & 0x80) != 0) != negative)) return huge_int();
+    uint64_t v = negative ? ~uint64_t{0} : 0;
+    std::memcpy(&v, b, std::min<uint64_t>(used, 8));
+    if (used < 8 && negative) v |= ~uint64_t{0} << (8 * used);
+    return make_int(static_cast<int64_t>(v));
+  }
+  Value string_op(Kind kind, uint64_t n) { return make_span(kind, take(n), n); }
+
+  // Executes one opcode; true at STOP.
+  bool step(uint8_t op) {
+    op_ = op;
+    switch (op) {
+      case 0x80: {  // PROTO
+        uint8_t proto = *take(1);
+        if (proto > 5) fail_op(fmt::format("unsupported pickle protocol {}", proto));
+        return false;
+      }
+      case 0x95: {  // FRAME: framing is a hint for buffered readers; the whole input is here
+        uint64_t n = load_le<uint64_t>(take(8));
+        if (n > static_cast<uint64_t>(end_ - p_)) fail_op(fmt::format("pickle is truncated: frame of {} bytes, {} left", n, end_ - p_));
+        return false;
+      }
+      case '.': {  // STOP
+        if (stack_.empty()) fail_op("empty stack at STOP");
+        d_.root_ = stack_.back();
+        return true;
+      }
+      case '(': marks_.push_back(stack_.size()); return false;
+      case '0':  // POP
+        if (!marks_.empty() && stack_.size() == marks_.back()) marks_.pop_back();
+        else pop();
+        return false;
+      case '1': stack_.resize(pop_mark()); return false;  // POP_MARK
+      case '2': push(top()); return false;                // DUP
+
+      case 'N': push(Value::make(Kind::None, 0)); return false;
+      case 0x88: push(Value::make(Kind::True, 0)); return false;
+      case 0x89: push(Value::make(Kind::False, 0)); return false;
+      case 'J': push(make_int(load_le<int32_t>(take(4)))); return false;
+      case 'K': push(make_int(*take(1))); return false;
+      case 'M': push(make_int(load_le<uint16_t>(take(2)))); return false;
+      case 0x8a: {  // LONG1
+        uint8_t n = *take(1);
+        push(long_bytes(take(n), n));
+        return false;
+      }
+      case 0x8b: {  // LONG4
+        int32_t n = load_le<int32_t>(take(4));
+        if (n < 0) fail_op("negative length");
+        push(long_bytes(take(static_cast<uint64_t>(n)), static_cast<uint64_t>(n)));
+        return false;
+      }
+      case 'G': {  // BINFLOAT: big-endian IEEE double
+        const uint8_t* b = take(8);
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | b[i];
+        double v;
+        std::memcpy(&v, &bits, sizeof v);
+        push(make_float(v));
+        return false;
+      }
+      case 'I': {  // INT (protocol 0): also spells bools as 00 / 01
+        std::string_view s = line();
+        if (s == "00") push(Value::make(Kind::False, 0));
+        else if (s == "01") push(Value::make(Kind::True, 0));
+        else push(text_int(s));
+        return false;
+      }
+      case 'L': push(text_int(line())); return false;
+      case 'F': {
+        std::string_view s = line();
+        double v = 0;
+        auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || ptr != s.data() + s.size()) fail_op("bad float '" + std::string(s) + "'");
+        push(make_float(v));
+        return false;
+      }
+
+      case 0x8c: push(string_op(Kind::Str, *take(1))); return false;                      // SHORT_BINUNICODE
+      case 'X': push(string_op(Kind::Str, load_le<uint32_t>(take(4)))); return false;     // BINUNICODE
+      case 0x8d: push(string_op(Kind::Str, load_le<uint64_t>(take(8)))); return false;    // BINUNICODE8
+      case 'U': push(string_op(Kind::Bytes, *take(1))); return false;                     // SHORT_BINSTRING
+      case 'T': {                                                                         // BINSTRING
+        int32_t n = load_le<int32_t>(take(4));
+        if (n < 0) fail_op("negative length");
+        push(string_op(Kind::Bytes, static_cast<uint64_t>(n)));
+        return false;
+      }
+      case 'C': push(string_op(Kind::Bytes, *take(1))); return false;                     // SHORT_BINBYTES
+      case 'B': push(string_op(Kind::Bytes, load_le<uint32_t>(take(4)))); return false;   // BINBYTES
+      case 0x8e:                                                                          // BINBYTES8
+      case 0x96: push(string_op(Kind::Bytes, load_le<uint64_t>(take(8)))); return false;  // BYTEARRAY8
+
+      case ']': push(make_container(Kind::List)); return false;
+      case '}': push(make_container(Kind::Dict)); return false;
+      case ')': push(make_container(Kind::Tuple)); return false;
+      case 0x8f: push(make_container(Kind::Set)); return false;
+      case 'l': push(container_from_mark(Kind::List)); return false;
+      case 'd': push(container_from_mark(Kind::Dict)); return false;
+      case 't': push(container_from_mark(Kind::Tuple)); return false;
+      case 0x91: push(container_from_mark(Kind::Set)); return false;  // FROZENSET
+      case 0x85: push(tuple_of(1)); return false;
+      case 0x86: push(tuple_of(2)); return false;
+      case 0x87: push(tuple_of(3)); return false;
+      case 'a': {  // APPEND
+        if (stack_.size() < 2 + (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
+        append_items(expect_target(stack_[stack_.size() - 2], Kind::List), stack_.size() - 1);
+        return false;
+      }
+      case 's': {  // SETITEM
+        if (stack_.size() < 3 + (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
+        append_items(expect_target(stack_[stack_.size() - 3], Kind::Dict), stack_.size() - 2);
+        return false;
+      }
+      case 'e':     // APPENDS
+      case 'u':     // SETITEMS
+      case 0x90: {  // ADDITEMS
+        size_t m = pop_mark();
+        if (m == 0 || (!marks_.empty() && m <= marks_.back())) fail_op("no container below the MARK");
+        Kind kind = op == 'e' ? Kind::List : op == 'u' ? Kind::Dict : Kind::Set;
+        if (kind == Kind::Dict && (stack_.size() - m) % 2) fail_op("odd number of items for a dict");
+        append_items(expect_target(stack_[m - 1], kind), m);
+        return false;
+      }
+
+      case 0x94: memo_put(memo_count_); return false;                       // MEMOIZE
+      case 'q': memo_put(*take(1)); return false;                           // BINPUT
+      case 'r': memo_put(load_le<uint32_t>(take(4))); return false;         // LONG_BINPUT
+      case 'p': memo_put(text_uint(line())); return false;                  // PUT
+      case 'h': memo_get(*take(1)); return false;                           // BINGET
+      case 'j': memo_get(load_le<uint32_t>(take(4))); return false;         // LONG_BINGET
+      case 'g': memo_get(text_uint(line())); return false;                  // GET
+
+      case 'c':
+      case 0x93:
+        fail_op("references a Python global; fraglab reads pickled data only and never imports or calls anything");
+      case 'R':
+      case 'b':
+      case 'i':
+      case 'o':
+      case 0x81:
+      case 0x92:
+        fail_op("would construct or call a Python object; fraglab reads pickled data only and never executes anything");
+      case 0x82:
+      case 0x83:
+      case 0x84:
+        fail_op("refers to the copyreg extension registry (a Python global); not data");
+      case 'P':
+      case 'Q':
+      case 0x97:
+      case 0x98:
+        fail_op("needs the writer's persistent-id or out-of-band buffer machinery; not plain data");
+      case 'S':
+      case 'V':
+        fail_op("protocol-0 quoted strings are not supported (PyTorch writes protocol 2 or later)");
+      default:
+        fail_op("not a pickle opcode fraglab reads");
+    }
+  }
+};
+
+Document Document::parse(std::string_view bytes, const std::string& name) {
+  Document d;
+  d.input_ = bytes;
+  d.name_ = name;
+  Parser(d).run();
+  return d;
+}
+
+int64_t Document::as_int(Value v, const char* what) const {
+  switch (v.kind()) {
+    case Kind::Int: return static_cast<int64_t>(v.payload() << 4) >> 4;  // sign-extend 60 bits
+    case Kind::WideInt: return wide_[v.payload()];
+    case Kind::False: return 0;
+    case Kind::True: return 1;
+    case Kind::HugeInt: fail_at(huge_[v.payload()], fmt::format("{}: integer does not fit in 64 bits", what));
+    default: throw FormatError::in_file(name_, fmt::format("{} must be an int, not {}", what, kind_name(v.kind())));
+  }
+}
+
+double Document::as_float(Value v, const char* what) const {
+  if (v.kind() == Kind::Float) return floats_[v.payload()];
+  return static_cast<double>(as_int(v, what));
+}
+
+std::string_view Document::as_str(Value v, const char* what) const {
+  if (v.kind() != Kind::Str && v.kind() != Kind::Bytes)
+    throw FormatError::in_file(name_, fmt::format("{} must be a str, not {}", what, kind_name(v.kind())));
+  const Span& s = spans_[v.payload()];
+  return input_.substr(s.offset, s.size);
+}
+
+bool Document::as_bool(Value v, const char* what) const { return as_int(v, what) != 0; }
+
+std::string Document::to_text(Value v) const {
+  switch (v.kind()) {
+    case Kind::None: return "None";
+    case Kind::False: return "False";
+    case Kind::True: return "True";
+    case Kind::Int:
+    case Kind::WideInt: return std::to_string(as_int(v, "value"));
+    case Kind::HugeInt: return "<int wider than 64 bits>";
+    case Kind::Float: {
+      double f = floats_[v.payload()];
+      std::string s = fmt::format("{}", f);
+      if (std::isfinite(f) && s.find_first_of(".e") == std::string::npos) s += ".0";  // Python's repr
+      return s;
+    }
+    case Kind::Str:
+    case Kind::Bytes: return std::string(as_str(v, "value"));
+    default: return std::string("<") + kind_name(v.kind()) + ">";
+  }
+}
+
+size_t Document::size(Value container) const {
+  uint64_t n = 0;
+  for (uint32_t c = containers_[container.payload()].first; c != kNoChunk; c = chunks_[c].next) n += chunks_[c].count;
+  return container.kind() == Kind::Dict ? n / 2 : n;
+}
+
+uint64_t Document::offset(Value container) const { return containers_[container.payload()].offset; }
+
+const Value* Document::find(Value dict, std::string_view key) const {
+  const Value* found = nullptr;
+  for (uint32_t c = containers_[dict.payload()].first; c != kNoChunk; c = chunks_[c].next) {
+    const Value* it = arena_.data() + chunks_[c].begin;
+    for (uint32_t i = 0; i + 1 < chunks_[c].count; i += 2) {
+      if (it[i].kind() != Kind::Str) continue;
+      const Span& s = spans_[it[i].payload()];
+      if (s.size == key.size() && std::memcmp(input_.data() + s.offset, key.data(), key.size()) == 0)
+        found = &it[i + 1];
+    }
+  }
+  return found;
+}
+
+void Document::expect(Value v, Kind kind, const char* what) const {
+  if (v.kind() == kind) return;
+  std::string msg = fmt::format("{} must be a {}, not {}", what, kind_name(kind), kind_name(v.kind()));
+  if (v.is_container()) fail(v, msg);
+  throw FormatError::in_file(name_, msg);
+}
+
+void Document::fail(Value container, const std::string& what) const { fail_at(offset(container), what); }
+
+void Document::fail_at(uint64_t offset, const std::string& what) const {
+  throw FormatError::at_offset(name_, offset, what);
+}
+
+}  // namespace fraglab::pickle
