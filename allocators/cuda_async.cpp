@@ -311,9 +311,7 @@ PolicyInfo policy_info_cuda_async() {
             if (va == 0) va = ctx.device.capacity() ? 4 * *ctx.device.capacity() : 1ull << 40;
             o.va_size = round_up(va, g);
             return std::make_unique<CudaAsyncPool>(ctx.device, o);
-          },
-          false, kAlign, 0,
-          true};  // keeps_address_ranges: the pool's virtual range lives as long as the pool
+          }};
 }
 
 }  // namespace fraglab
