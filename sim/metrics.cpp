@@ -41,7 +41,9 @@ Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, co
       allocated += b.size;
       requested += b.requested;
     }
-  auto blocks = sorted_blocks(live);
+  std::vector<std::pair<Addr, uint64_t>> blocks;  // sorted in measure_from, when there is free space
+  for (const auto& b : live)
+    if (b.live) blocks.emplace_back(b.addr, b.size);
   return measure_fragmentation_unsorted(physical, blocks, allocated, requested, event_index);
 }
 

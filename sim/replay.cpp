@@ -137,17 +137,23 @@ void ReplayEngine::check_all_backed(uint64_t index) const {
 }
 
 void ReplayEngine::remember_peak(uint64_t index) {
-  if (!device_.aliases().empty()) {  // stitched ranges: measure now (rare; gmlake only)
-    peak_.pending = false;
-    result_.at_peak = measure(index);
-    return;
-  }
   peak_.pending = true;
   peak_.event_index = index;
-  peak_.allocated = allocated_;
   peak_.requested = requested_;
-  peak_.blocks.assign(live_blocks_.begin(), live_blocks_.end());
   peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  if (device_.aliases().empty()) {
+    peak_.allocated = allocated_;
+    peak_.blocks.assign(live_blocks_.begin(), live_blocks_.end());
+    return;
+  }
+  // Stitched ranges (gmlake): a block in an alias mapping occupies the physical pages it shows.
+  peak_.allocated = 0;
+  peak_.blocks.clear();
+  for (const auto& [addr, size] : live_blocks_)
+    device_.for_each_physical_piece(addr, size, [&](Addr piece, uint64_t piece_size) {
+      peak_.blocks.emplace_back(piece, piece_size);
+      peak_.allocated += piece_size;
+    });
 }
 
 Fragmentation ReplayEngine::measure(uint64_t event_index) const {
