@@ -5,6 +5,7 @@
 //    which sees every lifetime in advance: near-optimal, what an online policy could approach.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -17,6 +18,27 @@ namespace fraglab {
 struct TraceBounds {
   uint64_t live_bytes = 0;
   std::optional<uint64_t> oracle;  // absent when not computed (streamed traces, --no-oracle-bound)
+};
+
+// The live-bytes bound accumulated one event at a time (a streamed trace's first pass).
+class LiveBytesBound {
+ public:
+  void add(const Event& e) {
+    if (e.kind == EventKind::Alloc) {
+      if (e.id >= size_of_.size()) size_of_.resize(e.id + 1, 0);
+      size_of_[e.id] = e.size;
+      live_ += e.size;
+      peak_ = std::max(peak_, live_);
+    } else if (e.kind == EventKind::Free && e.id < size_of_.size()) {
+      live_ -= size_of_[e.id];
+      size_of_[e.id] = 0;
+    }
+  }
+  uint64_t peak() const { return peak_; }
+
+ private:
+  std::vector<uint64_t> size_of_;  // by allocation id, 0 when not live
+  uint64_t live_ = 0, peak_ = 0;
 };
 
 // Bounds of events [0, limit). The oracle plan costs about a sort plus the live set per

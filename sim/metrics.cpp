@@ -15,9 +15,8 @@ std::vector<std::pair<Addr, uint64_t>> sorted_blocks(const std::vector<LiveBlock
 }
 
 // Walks physical intervals and sorted blocks together; both are address-ordered.
-template <class Visit>
-void walk_free(const std::map<Addr, uint64_t>& physical, const std::vector<std::pair<Addr, uint64_t>>& blocks,
-               Visit&& visit) {
+template <class Physical, class Visit>
+void walk_free(const Physical& physical, const std::vector<std::pair<Addr, uint64_t>>& blocks, Visit&& visit) {
   size_t b = 0;
   for (const auto& [start, size] : physical) {
     Addr end = start + size;
@@ -36,21 +35,48 @@ void walk_free(const std::map<Addr, uint64_t>& physical, const std::vector<std::
 
 Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live,
                                     uint64_t event_index) {
+  uint64_t allocated = 0, requested = 0;
+  for (const auto& b : live)
+    if (b.live) {
+      allocated += b.size;
+      requested += b.requested;
+    }
+  std::vector<std::pair<Addr, uint64_t>> blocks;  // sorted in measure_from, when there is free space
+  for (const auto& b : live)
+    if (b.live) blocks.emplace_back(b.addr, b.size);
+  return measure_fragmentation_unsorted(physical, blocks, allocated, requested, event_index);
+}
+
+namespace {
+template <class Physical>
+Fragmentation measure_from(const Physical& physical, std::vector<std::pair<Addr, uint64_t>>& blocks,
+                           uint64_t allocated, uint64_t requested, uint64_t event_index) {
   Fragmentation f;
   f.event_index = event_index;
   for (const auto& [a, s] : physical) f.reserved += s;
-  for (const auto& b : live)
-    if (b.live) {
-      f.allocated += b.size;
-      f.requested += b.requested;
-    }
+  f.allocated = allocated;
+  f.requested = requested;
   f.free_bytes = f.reserved > f.allocated ? f.reserved - f.allocated : 0;
   if (f.free_bytes == 0) return f;  // no free space: nothing to scan (passthrough always)
-  walk_free(physical, sorted_blocks(live), [&](Addr, uint64_t size) {
+  std::sort(blocks.begin(), blocks.end());
+  walk_free(physical, blocks, [&](Addr, uint64_t size) {
     f.largest_free = std::max(f.largest_free, size);
     ++f.free_ranges;
   });
   return f;
+}
+}  // namespace
+
+Fragmentation measure_fragmentation_unsorted(const std::map<Addr, uint64_t>& physical,
+                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                           uint64_t requested, uint64_t event_index) {
+  return measure_from(physical, blocks, allocated, requested, event_index);
+}
+
+Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, uint64_t>>& physical,
+                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                           uint64_t requested, uint64_t event_index) {
+  return measure_from(physical, blocks, allocated, requested, event_index);
 }
 
 std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live) {

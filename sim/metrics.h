@@ -39,6 +39,16 @@ struct Fragmentation {
 Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live,
                                     uint64_t event_index);
 
+// The same from the live (address, size) blocks in any order (sorted here, in place) and
+// physical intervals in address order, with the block and requested byte sums the caller
+// keeps (the replay engine's fast path).
+Fragmentation measure_fragmentation_unsorted(const std::map<Addr, uint64_t>& physical,
+                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                           uint64_t requested, uint64_t event_index);
+Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, uint64_t>>& physical,
+                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                           uint64_t requested, uint64_t event_index);
+
 // Sizes of the free ranges (for histograms), in address order.
 std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live);
 

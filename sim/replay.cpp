@@ -47,6 +47,7 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
   if (e.id >= blocks_.size()) {
     blocks_.resize(e.id + 1);
     skipped_.resize(e.id + 1);
+    live_pos_.resize(e.id + 1);
   }
   if (blocks_[e.id].live) invariant_broken(index, "alloc of id " + std::to_string(e.id) + " which is live");
   ++result_.allocs;
@@ -68,6 +69,9 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
   b = LiveBlock{block->addr, block->size, e.size, block->handle, index, e.stream, true};
   requested_ += e.size;
   allocated_ += block->size;
+  live_pos_[e.id] = static_cast<uint32_t>(live_ids_.size());
+  live_ids_.push_back(e.id);
+  live_blocks_.emplace_back(b.addr, b.size);
   if (options_.check_invariants) check_new_block(b, e, index);
   return true;
 }
@@ -83,6 +87,13 @@ void ReplayEngine::on_free(const Event& e) {
   }
   LiveBlock& b = blocks_[e.id];
   b.live = false;
+  uint32_t pos = live_pos_[e.id];  // swap-remove from the live list
+  AllocId last = live_ids_.back();
+  live_ids_[pos] = last;
+  live_blocks_[pos] = live_blocks_.back();
+  live_pos_[last] = pos;
+  live_ids_.pop_back();
+  live_blocks_.pop_back();
   trace_live_ -= b.requested;
   requested_ -= b.requested;
   allocated_ -= b.size;
@@ -97,7 +108,7 @@ void ReplayEngine::after_event(const Event& e, uint64_t index, uint64_t reserved
   if (allocated_ > result_.allocated.bytes) result_.allocated = {allocated_, index};
   if (reserved > result_.reserved.bytes) {
     result_.reserved = {reserved, index};
-    result_.at_peak = measure(index);
+    remember_peak(index);
   }
   if (options_.check_invariants && reserved < reserved_before) check_all_backed(index);
   if (options_.sample_every && index % options_.sample_every == 0) result_.samples.push_back(measure(index));
@@ -125,8 +136,31 @@ void ReplayEngine::check_all_backed(uint64_t index) const {
       invariant_broken(index, "live id " + std::to_string(entry.second) + " lost its device memory");
 }
 
+void ReplayEngine::remember_peak(uint64_t index) {
+  peak_.pending = true;
+  peak_.event_index = index;
+  peak_.requested = requested_;
+  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  if (device_.aliases().empty()) {
+    peak_.allocated = allocated_;
+    peak_.blocks.assign(live_blocks_.begin(), live_blocks_.end());
+    return;
+  }
+  // Stitched ranges (gmlake): a block in an alias mapping occupies the physical pages it shows.
+  peak_.allocated = 0;
+  peak_.blocks.clear();
+  for (const auto& [addr, size] : live_blocks_)
+    device_.for_each_physical_piece(addr, size, [&](Addr piece, uint64_t piece_size) {
+      peak_.blocks.emplace_back(piece, piece_size);
+      peak_.allocated += piece_size;
+    });
+}
+
 Fragmentation ReplayEngine::measure(uint64_t event_index) const {
-  if (device_.aliases().empty()) return measure_fragmentation(device_.physical(), blocks_, event_index);
+  if (device_.aliases().empty()) {
+    scratch_.assign(live_blocks_.begin(), live_blocks_.end());
+    return measure_fragmentation_unsorted(device_.physical(), scratch_, allocated_, requested_, event_index);
+  }
   // A block in an alias mapping (a stitched range) occupies the physical pages it shows.
   std::vector<LiveBlock> pieces;
   pieces.reserve(blocks_.size());
@@ -168,6 +202,11 @@ void ReplayEngine::run(EventSource& source) {
 }
 
 ReplayResult ReplayEngine::take_result() {
+  if (peak_.pending) {
+    result_.at_peak = measure_fragmentation_unsorted(peak_.physical, peak_.blocks, peak_.allocated, peak_.requested,
+                                                   peak_.event_index);
+    peak_.pending = false;
+  }
   result_.final_reserved = device_.reserved_bytes();
   result_.final_allocated = allocated_;
   result_.final_requested = requested_;

@@ -96,6 +96,7 @@ class ReplayEngine {
   // Replays a whole source (up to options.stop_before).
   void run(EventSource& source);
 
+  // The result so far; at_peak is settled by take_result().
   const ReplayResult& result() const { return result_; }
   ReplayResult take_result();
 
@@ -119,6 +120,21 @@ class ReplayEngine {
   ReplayResult result_;
   std::vector<LiveBlock> blocks_;
   std::vector<bool> skipped_;  // allocs that failed under --on-oom skip: their frees are skipped too
+  // The live blocks as (address, size), unordered, with their ids and each id's position:
+  // measure() reads only live blocks, and a new reserved peak copies them in one move.
+  std::vector<std::pair<Addr, uint64_t>> live_blocks_;
+  std::vector<AllocId> live_ids_;
+  std::vector<uint32_t> live_pos_;
+  mutable std::vector<std::pair<Addr, uint64_t>> scratch_;  // measure()'s sorted blocks
+  // The state at the latest reserved peak, measured once in take_result(): a trace sets
+  // hundreds of peaks (a run of them while the first step grows the pool), and only the
+  // last one's fragmentation is reported; a copy costs far less than sorting the blocks.
+  struct PeakState {
+    bool pending = false;
+    uint64_t event_index = 0, allocated = 0, requested = 0;
+    std::vector<std::pair<Addr, uint64_t>> blocks, physical;
+  } peak_;
+  void remember_peak(uint64_t index);
   uint64_t requested_ = 0, allocated_ = 0;
   uint64_t trace_live_ = 0;  // live requested bytes of the trace, failed allocations included
   std::map<Addr, std::pair<uint64_t, AllocId>> by_address_;  // only with check_invariants
