@@ -12,7 +12,14 @@ namespace fraglab {
   X(buddy)                  \
   X(tlsf)                   \
   X(slab)                   \
-  X(pytorch)
+  X(pytorch)                \
+  X(bfc)                    \
+  X(oracle)                 \
+  X(rmm_pool)               \
+  X(cupy)                   \
+  X(cuda_async)             \
+  X(gmlake)                 \
+  X(rmm_arena)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

@@ -37,9 +37,9 @@ void legend(const AppState& app) {
     case ColorMode::Site: {
       const auto& sites = app.trace->sites;
       int shown = 0;
-      for (size_t i = 0; i < sites.size() && i < kSiteColors.size() && shown < 4; ++i)
+      for (size_t i = 0; i < sites.size() && shown < 4; ++i)
         if (sites[i].recorded) {
-          swatch(kSiteColors[i], sites[i].label.c_str());
+          swatch(site_color(*app.trace, static_cast<uint32_t>(i)), sites[i].label.c_str());
           ++shown;
         }
       swatch(kNoSiteColor, app.trace->has_stacks ? "other sites" : "no stacks in this trace");

@@ -52,12 +52,16 @@ uint32_t block_color(const AppState& app, const SnapshotBlock& b) {
     }
     case ColorMode::Site: {
       const TraceInfo& info = *app.trace;
-      uint32_t site = b.alloc_index < info.events() ? info.site_of(info.trace.events[b.alloc_index]) : 0;
-      if (site >= kSiteColors.size() || !info.sites[site].recorded) return kNoSiteColor;
-      return kSiteColors[site];
+      uint32_t site = b.alloc_index < info.events() ? info.site_of(info.trace.events[b.alloc_index]) : info.no_stack_site;
+      return site_color(info, site);
     }
   }
   return kNoSiteColor;
+}
+
+uint32_t site_color(const TraceInfo& info, uint32_t site) {
+  int slot = info.color_slot(site);
+  return slot >= 0 && slot < static_cast<int>(kSiteColors.size()) ? kSiteColors[static_cast<size_t>(slot)] : kNoSiteColor;
 }
 
 const BlockStrip& strip_for(AppState& app, const PolicyRun* run, int panel, const std::shared_ptr<const CursorSnapshot>& snap,

@@ -51,7 +51,7 @@ void draw_summary(AppState& app, ImVec2 size) {
               static_cast<unsigned long long>(s.by_kind[static_cast<size_t>(EventKind::Free)]),
               static_cast<unsigned long long>(s.by_kind[static_cast<size_t>(EventKind::EmptyCache)]),
               static_cast<unsigned long long>(s.streams_used));
-  ImGui::Text("peak live requested %s at event %llu (the bound every policy's reserved peak is measured against)",
+  ImGui::Text("peak live requested %s at event %llu (the bound for reserved)",
               bytes_label(s.peak_live_requested).c_str(), static_cast<unsigned long long>(s.peak_live_index));
   ImGui::Text("total requested %s   never freed %llu", bytes_label(s.total_requested).c_str(),
               static_cast<unsigned long long>(s.never_freed));
@@ -77,7 +77,7 @@ void draw_summary(AppState& app, ImVec2 size) {
       const AllocSite& site = info.sites[i];
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      uint32_t color = site.recorded && i < kSiteColors.size() ? kSiteColors[i] : kNoSiteColor;
+      uint32_t color = site_color(info, static_cast<uint32_t>(i));
       ImVec2 p = ImGui::GetCursorScreenPos();
       ImGui::GetWindowDrawList()->AddRectFilled({p.x, p.y + 2}, {p.x + 10, p.y + 12}, color);
       ImGui::Dummy({10, 12});

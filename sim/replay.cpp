@@ -1,5 +1,6 @@
 #include "sim/replay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -49,10 +50,13 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
   }
   if (blocks_[e.id].live) invariant_broken(index, "alloc of id " + std::to_string(e.id) + " which is live");
   ++result_.allocs;
+  trace_live_ += e.size;
+  result_.live_bytes_bound = std::max(result_.live_bytes_bound, trace_live_);
   auto block = policy_.allocate(AllocRequest{e.id, e.size, e.stream, index});
   if (!block) {
     result_.ooms.push_back({index, e.size, e.stream, device_.reserved_bytes(), allocated_});
     skipped_[e.id] = true;
+    blocks_[e.id].requested = e.size;  // not live; remembered so its free leaves the trace's live bytes
     if (options_.on_oom == OnOom::Stop) {
       result_.stopped_on_oom = true;
       return false;
@@ -70,11 +74,16 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
 
 void ReplayEngine::on_free(const Event& e) {
   if (e.id >= blocks_.size() || !blocks_[e.id].live) {
-    if (e.id < skipped_.size() && skipped_[e.id]) return;  // its alloc failed and was skipped
+    if (e.id < skipped_.size() && skipped_[e.id]) {  // its alloc failed and was skipped
+      skipped_[e.id] = false;
+      trace_live_ -= blocks_[e.id].requested;
+      return;
+    }
     throw std::logic_error("free of id " + std::to_string(e.id) + " which is not live");
   }
   LiveBlock& b = blocks_[e.id];
   b.live = false;
+  trace_live_ -= b.requested;
   requested_ -= b.requested;
   allocated_ -= b.size;
   ++result_.frees;
@@ -176,6 +185,13 @@ ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const
   engine.run(source);
   ReplayResult result = engine.take_result();
   result.policy = spec.text;
+  std::optional<TraceBounds> bounds = options.bounds;
+  if (!bounds && events) bounds = compute_bounds(*events, options.oracle_bound, options.stop_before);
+  if (bounds) {
+    // The engine's own count covers a streamed trace too; it stops where the replay stopped.
+    result.live_bytes_bound = std::max(result.live_bytes_bound, bounds->live_bytes);
+    result.oracle_bound = bounds->oracle;
+  }
   return result;
 }
 

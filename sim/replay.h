@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "allocators/policy.h"
+#include "sim/bounds.h"
 #include "sim/metrics.h"
 #include "sim/sim_device.h"
 #include "sim/tracking_device.h"
@@ -41,6 +42,10 @@ struct ReplayOptions {
   std::function<void(const TimelinePoint&)> on_event;
   // Called every 64Ki events with the number done; return false to cancel.
   std::function<bool(uint64_t)> progress;
+  // The trace's bounds when the caller has them (one computation for many policies);
+  // otherwise replay_simulated computes them from the in-memory trace.
+  std::optional<TraceBounds> bounds;
+  bool oracle_bound = true;  // compute the oracle plan when bounds are not given
 };
 
 struct Peak {
@@ -69,6 +74,17 @@ struct ReplayResult {
   std::vector<Fragmentation> samples;
   std::vector<DeviceCall> device_calls;  // when log_device_calls
   double seconds = 0;                    // replay time, excluding trace loading
+  // Bounds of the trace (sim/bounds.h): the peak of live requested bytes over the trace
+  // (counting allocations the policy failed), and the offline oracle's reserved peak.
+  uint64_t live_bytes_bound = 0;
+  std::optional<uint64_t> oracle_bound;
+  int64_t gap_to_live_bound() const {
+    return static_cast<int64_t>(reserved.bytes) - static_cast<int64_t>(live_bytes_bound);
+  }
+  std::optional<int64_t> gap_to_oracle() const {
+    if (!oracle_bound) return std::nullopt;
+    return static_cast<int64_t>(reserved.bytes) - static_cast<int64_t>(*oracle_bound);
+  }
 };
 
 class ReplayEngine {
@@ -104,6 +120,7 @@ class ReplayEngine {
   std::vector<LiveBlock> blocks_;
   std::vector<bool> skipped_;  // allocs that failed under --on-oom skip: their frees are skipped too
   uint64_t requested_ = 0, allocated_ = 0;
+  uint64_t trace_live_ = 0;  // live requested bytes of the trace, failed allocations included
   std::map<Addr, std::pair<uint64_t, AllocId>> by_address_;  // only with check_invariants
 };
 

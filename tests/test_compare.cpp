@@ -16,6 +16,7 @@
 #include "report/compare_stats.h"
 #include "report/corpus.h"
 #include "report/policy_grid.h"
+#include "report/tune.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 
@@ -229,4 +230,49 @@ TEST_CASE("malformed results files are FormatErrors naming the file", "[compare]
   CHECK_THROWS_AS(read_results(path), FormatError);
   std::ofstream(path) << "[1, 2]";
   CHECK_THROWS_AS(read_results(path), FormatError);
+}
+
+TEST_CASE("tune's pruned search finds the grid's optimum and ranks what it tried", "[compare][tune]") {
+  TempDir dir("tune");
+  auto trace = (dir.path / "t.jsonl").string();
+  write_trace(trace, 11, 4000);
+  TuneOptions o;
+  o.policy = "bestfit";
+  o.space = {{"align", {"", "256", "1024", "4096"}}, {"min_segment", {"", "4MiB", "20MiB", "64MiB"}},
+             {"segment_round", {"", "4MiB", "8MiB"}}};
+  o.jobs = 2;
+
+  // The exhaustive answer, from compare over the same grid.
+  CompareOptions c;
+  c.traces = {trace};
+  c.policies = expand_grid("bestfit:align={256,512,1024,4096},min_segment={2MiB,4MiB,20MiB,64MiB},segment_round={2MiB,4MiB,8MiB}");
+  uint64_t optimum = UINT64_MAX;
+  for (const auto& row : run_compare(c).rows) optimum = std::min(optimum, row.peak_reserved);
+
+  for (size_t keep : {size_t{1}, size_t{2}, size_t{4}}) {
+    o.keep_per_dimension = keep;
+    TuneReport r = tune(trace, o);
+    CHECK(r.search_space_size == 48);
+    CHECK(r.ranking.size() <= r.search_space_size);
+    if (keep == 4) CHECK(r.best().peak_reserved == optimum);  // the product stage is the whole grid
+    CHECK(r.best().peak_reserved >= optimum);
+    CHECK(r.best().peak_reserved <= r.recorded.peak_reserved);
+    CHECK(r.recorded.conf.empty());  // a JSONL trace records no settings: every default
+    for (size_t i = 1; i < r.ranking.size(); ++i)
+      CHECK(std::pair(r.ranking[i - 1].ooms > 0, r.ranking[i - 1].peak_reserved) <=
+            std::pair(r.ranking[i].ooms > 0, r.ranking[i].peak_reserved));
+    std::set<std::string> confs;
+    for (const auto& cand : r.ranking) CHECK(confs.insert(cand.conf).second);  // nothing replayed twice
+    CHECK(r.fits());
+  }
+  o.keep_per_dimension = 1;
+  CHECK(tune(trace, o).ranking.size() < 48);  // pruned
+
+  o.capacity = 64ull << 20;  // far too small: every setting fails allocations
+  TuneReport tight = tune(trace, o);
+  CHECK_FALSE(tight.fits());
+  CHECK(tight.best().ooms > 0);
+
+  o.space = {{"nosuchoption", {"", "1"}}};
+  CHECK_THROWS_AS(tune(trace, o), PolicyConfigError);
 }

@@ -121,6 +121,11 @@ TEST_CASE("allocation sites skip PyTorch's own frames", "[gui]") {
   for (const auto& s : info->sites) bytes += s.bytes;
   CHECK(bytes == info->stats.total_requested);
   CHECK(info->sites[0].bytes >= info->sites[1].bytes);
+  // Colors go to recorded sites in order of bytes; the no-stack site has none.
+  CHECK_FALSE(info->sites[info->no_stack_site].recorded);
+  CHECK(info->color_slot(info->no_stack_site) == -1);
+  CHECK(info->color_slot(0) == 0);
+  CHECK(info->color_slot(1) == 1);
   // Every freed allocation knows its free event.
   for (uint64_t i = 0; i < info->events(); ++i) {
     uint64_t f = info->free_index[i];

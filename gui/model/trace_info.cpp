@@ -74,6 +74,7 @@ void assign_sites(TraceInfo& info) {
   for (auto& s : site_of_stack) s = rank[s];
   info.sites.clear();
   for (uint32_t i : order) info.sites.push_back(sites[i]);
+  info.no_stack_site = rank[0];
   info.site_of_stack = std::move(site_of_stack);
   info.has_stacks = stacks.size() > 1;
 }

@@ -38,6 +38,12 @@ struct TraceInfo {
   // The first event at or after time t (times are recorded in order).
   uint64_t index_at_time(int64_t t) const;
   uint32_t site_of(const Event& e) const { return e.stack < site_of_stack.size() ? site_of_stack[e.stack] : 0; }
+  // The site's rank among sites with a recorded stack (its color), -1 for the no-stack site.
+  int color_slot(uint32_t site) const {
+    if (site >= sites.size() || !sites[site].recorded) return -1;
+    return static_cast<int>(site) - (no_stack_site < site ? 1 : 0);
+  }
+  uint32_t no_stack_site = 0;
 };
 
 // Derives everything from a trace already in memory.

@@ -1,0 +1,312 @@
+// cuda_async: a model of CUDA's stream-ordered allocator (cudaMallocAsync / cudaFreeAsync on
+// the device's default cudaMemPool_t), as PyTorch's backend:cudaMallocAsync and RMM's
+// cuda_async_memory_resource use it.
+//
+// The driver's implementation is closed; this models its documented behaviour (CUDA
+// Programming Guide, "Stream Ordered Memory Allocator"; cudaMemPoolSetAttribute,
+// cudaMemPoolTrimTo in the runtime API reference) on the VMM operations it is built on:
+//  - the pool is a reserved virtual range; physical memory is mapped in granules (2 MiB)
+//    under the blocks that need it, and unmapped when no block needs it;
+//  - a block freed on a stream is reused by that stream at once (stream order);
+//  - another stream reuses it only when a reuse policy allows: opportunistically once the
+//    free has completed (cudaMemPoolReuseAllowOpportunistic; modelled with events: the free
+//    records an event on its stream, complete once that stream has issued `event_lag` more
+//    operations), or at once by inserting a dependency on the freeing stream
+//    (cudaMemPoolReuseAllowInternalDependencies); both are on by default, as in CUDA;
+//  - growth only when no reusable block fits (fresh address space at the top of the pool);
+//  - cudaMemPoolAttrReleaseThreshold: memory held above the threshold goes back to the OS at
+//    synchronisation points; modelled after each free. The default threshold is 0, as in
+//    CUDA: every free returns its whole pages;
+//  - empty_cache is cudaDeviceSynchronize + cudaMemPoolTrimTo(pool, 0): every free completes
+//    and every unused granule is unmapped; so is a failed mapping, which is then retried once.
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "allocators/detail/block_list.h"
+#include "allocators/registry.h"
+
+namespace fraglab {
+namespace {
+
+using detail::round_up;
+
+constexpr uint64_t kAlign = 512;
+constexpr uint32_t kCompleted = UINT32_MAX;  // free list of frees every stream may reuse
+
+struct AsyncOptions {
+  uint64_t release_threshold;
+  bool opportunistic;
+  bool internal_dependencies;
+  uint64_t event_lag;
+  uint64_t va_size;
+};
+
+class CudaAsyncPool final : public Policy {
+ public:
+  CudaAsyncPool(Device& device, const AsyncOptions& opts)
+      : device_(device), opts_(opts), page_(device.granularity()) {}
+
+  std::optional<Block> allocate(const AllocRequest& req) override {
+    if (!base_ && !reserve()) return std::nullopt;
+    uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
+    ++ops_[req.stream];
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto addr = place(size, req.stream);
+      if (addr && map_under(*addr, size, req.stream)) return Block{*addr, size, req.stream};
+      if (addr) release_extent_range(*addr, size, req.stream);  // could not back it: give it back
+      synchronize_and_trim();  // the driver syncs and trims before reporting out of memory
+    }
+    return std::nullopt;
+  }
+
+  void deallocate(const Block& block) override {
+    auto stream = static_cast<StreamIndex>(block.handle);
+    uint64_t seq = ++ops_[stream];
+    Addr at = add_free(block.addr, block.size, stream, seq);
+    if (mapped_bytes_ <= opts_.release_threshold) {
+      holding_.insert(at);  // its pages stay mapped for now
+      return;
+    }
+    unmap_free_pages(at);
+    // Older free extents that kept their pages, newest address first, while above the threshold.
+    while (!holding_.empty() && mapped_bytes_ > opts_.release_threshold) {
+      Addr a = *std::prev(holding_.end());
+      holding_.erase(std::prev(holding_.end()));
+      if (extents_.count(a)) unmap_free_pages(a);
+    }
+  }
+
+  void empty_cache() override { synchronize_and_trim(); }
+
+ private:
+  struct Extent {
+    uint64_t size;
+    uint32_t owner;  // the freeing stream, or kCompleted
+    uint64_t seq;    // the freeing stream's operation count at the free
+  };
+  using SizeIndex = std::set<std::pair<uint64_t, Addr>>;
+
+  bool reserve() {
+    auto addr = device_.reserve_range(opts_.va_size);
+    if (!addr) return false;
+    base_ = *addr;
+    top_ = *addr;
+    mapped_.assign(opts_.va_size / page_, 0);
+    return true;
+  }
+
+  // Where a block of `size` bytes goes: own stream's frees, completed frees, other streams'
+  // frees the reuse policies allow, else fresh space at the top.
+  std::optional<Addr> place(uint64_t size, StreamIndex stream) {
+    if (auto a = take_best(stream, size, stream)) return a;
+    if (auto a = take_best(kCompleted, size, stream)) return a;
+    for (auto& [owner, index] : by_owner_) {
+      if (owner == stream || owner == kCompleted) continue;
+      for (auto it = index.lower_bound({size, 0}); it != index.end(); ++it) {
+        const Extent& e = extents_.at(it->second);
+        bool done = opts_.opportunistic && ops_[owner] >= e.seq + opts_.event_lag;
+        if (done || opts_.internal_dependencies) return carve(it->second, size, stream);
+      }
+    }
+    if (top_ + size > *base_ + opts_.va_size) return std::nullopt;
+    Addr a = top_;
+    top_ += size;
+    return a;
+  }
+
+  std::optional<Addr> take_best(uint32_t owner, uint64_t size, StreamIndex stream) {
+    auto found = by_owner_.find(owner);
+    if (found == by_owner_.end()) return std::nullopt;
+    auto it = found->second.lower_bound({size, 0});
+    if (it == found->second.end()) return std::nullopt;
+    return carve(it->second, size, stream);
+  }
+
+  // Takes `size` bytes from the front of the free extent at `addr`; the rest stays free.
+  Addr carve(Addr addr, uint64_t size, StreamIndex) {
+    Extent e = extents_.at(addr);
+    drop_extent(addr);
+    if (e.size > size) {
+      insert_extent(addr + size, Extent{e.size - size, e.owner, e.seq});
+      if (holding_.erase(addr)) holding_.insert(addr + size);
+    }
+    return addr;
+  }
+
+  void insert_extent(Addr addr, const Extent& e) {
+    extents_.emplace(addr, e);
+    by_owner_[e.owner].emplace(e.size, addr);
+  }
+  void drop_extent(Addr addr) {
+    auto it = extents_.find(addr);
+    by_owner_[it->second.owner].erase({it->second.size, addr});
+    extents_.erase(it);
+  }
+
+  // Frees [addr, addr+size) for `stream`, merging with neighbours this stream may use as
+  // its own (its own frees and completed ones). Returns the merged extent's address.
+  Addr add_free(Addr addr, uint64_t size, uint32_t owner, uint64_t seq) {
+    auto mergeable = [&](const Extent& e) { return e.owner == owner || e.owner == kCompleted; };
+    auto next = extents_.find(addr + size);
+    if (next != extents_.end() && mergeable(next->second)) {
+      size += next->second.size;
+      drop_extent(next->first);
+    }
+    auto prev = extents_.lower_bound(addr);
+    if (prev != extents_.begin()) {
+      --prev;
+      if (prev->first + prev->second.size == addr && mergeable(prev->second)) {
+        addr = prev->first;
+        size += prev->second.size;
+        drop_extent(addr);
+      }
+    }
+    insert_extent(addr, Extent{size, owner, seq});
+    return addr;
+  }
+
+  // Maps the unmapped granules under [addr, addr+size); undoes its own maps on failure.
+  bool map_under(Addr addr, uint64_t size, StreamIndex stream) {
+    uint64_t first = (addr - *base_) / page_, last = (addr + size - 1 - *base_) / page_;
+    std::vector<std::pair<uint64_t, uint64_t>> done;
+    for (uint64_t p = first; p <= last;) {
+      if (mapped_[p]) {
+        ++p;
+        continue;
+      }
+      uint64_t q = p;
+      while (q <= last && !mapped_[q]) ++q;
+      if (!device_.map_pages(*base_ + p * page_, (q - p) * page_, stream)) {
+        for (auto [from, to] : done) set_unmapped(from, to);
+        return false;
+      }
+      for (uint64_t i = p; i < q; ++i) mapped_[i] = 1;
+      mapped_bytes_ += (q - p) * page_;
+      done.emplace_back(p, q);
+      p = q;
+    }
+    return true;
+  }
+
+  void set_unmapped(uint64_t from, uint64_t to) {
+    device_.unmap_pages(*base_ + from * page_, (to - from) * page_);
+    for (uint64_t i = from; i < to; ++i) mapped_[i] = 0;
+    mapped_bytes_ -= (to - from) * page_;
+  }
+
+  // Unmaps the granules lying wholly inside the free extent at `addr`.
+  void unmap_free_pages(Addr addr) {
+    const Extent& e = extents_.at(addr);
+    uint64_t from = (round_up(addr - *base_, page_)) / page_;
+    uint64_t end = addr + e.size - *base_;
+    // Nothing lives above the top: a granule the extent shares only with it is unused.
+    uint64_t to = (addr + e.size == top_ ? round_up(end, page_) : end) / page_;
+    for (uint64_t p = from; p < to;) {
+      if (!mapped_[p]) {
+        ++p;
+        continue;
+      }
+      uint64_t q = p;
+      while (q < to && mapped_[q]) ++q;
+      set_unmapped(p, q);
+      p = q;
+    }
+  }
+
+  // A block placed but not backed goes straight back (as a completed free).
+  void release_extent_range(Addr addr, uint64_t size, StreamIndex) {
+    if (addr + size == top_) {
+      top_ = addr;
+      return;
+    }
+    add_free(addr, size, kCompleted, 0);
+  }
+
+  // cudaDeviceSynchronize + cudaMemPoolTrimTo(0): every free completes, free extents merge,
+  // the top comes down over free space, and every granule no block uses is unmapped.
+  void synchronize_and_trim() {
+    std::map<Addr, Extent> old;
+    old.swap(extents_);
+    by_owner_.clear();
+    for (const auto& [addr, e] : old) {
+      if (!extents_.empty()) {
+        auto last = std::prev(extents_.end());
+        if (last->first + last->second.size == addr) {
+          Extent merged{last->second.size + e.size, kCompleted, 0};
+          Addr at = last->first;
+          drop_extent(at);
+          insert_extent(at, merged);
+          continue;
+        }
+      }
+      insert_extent(addr, Extent{e.size, kCompleted, 0});
+    }
+    if (!extents_.empty()) {
+      auto last = std::prev(extents_.end());
+      if (last->first + last->second.size == top_) {
+        top_ = last->first;
+        drop_extent(last->first);
+      }
+    }
+    for (const auto& [addr, e] : extents_) unmap_free_pages(addr);
+    holding_.clear();
+    if (base_) {  // above the top nothing is used
+      uint64_t from = round_up(top_ - *base_, page_) / page_;
+      for (uint64_t p = from; p < mapped_.size();) {
+        if (!mapped_[p]) {
+          ++p;
+          continue;
+        }
+        uint64_t q = p;
+        while (q < mapped_.size() && mapped_[q]) ++q;
+        set_unmapped(p, q);
+        p = q;
+      }
+    }
+  }
+
+  Device& device_;
+  AsyncOptions opts_;
+  uint64_t page_;
+  std::optional<Addr> base_;
+  Addr top_ = 0;
+  std::vector<uint8_t> mapped_;  // per granule of the pool's range
+  uint64_t mapped_bytes_ = 0;
+  std::map<Addr, Extent> extents_;  // free extents below the top
+  std::map<uint32_t, SizeIndex> by_owner_;
+  std::map<uint32_t, uint64_t> ops_;  // operations issued per stream (the event clock)
+  std::set<Addr> holding_;            // free extents that may still hold mapped granules
+};
+
+}  // namespace
+
+PolicyInfo policy_info_cuda_async() {
+  return {"cuda_async",
+          "CUDA stream-ordered pool (cudaMallocAsync): per-stream reuse, event-ordered cross-stream reuse, "
+          "2 MiB granules, release threshold, trim",
+          "CUDA Programming Guide, Stream Ordered Memory Allocator; cudaMemPoolAttrReleaseThreshold, "
+          "cudaMemPoolTrimTo, cudaMemPoolReuse* (runtime API reference)",
+          {{"release_threshold", "0", "bytes the pool keeps mapped when idle (cudaMemPoolAttrReleaseThreshold)"},
+           {"opportunistic", "true", "reuse other streams' frees once their event completed"},
+           {"internal_dependencies", "true", "reuse other streams' frees at once, inserting a stream wait"},
+           {"event_lag", "1", "operations a stream issues after a free before its event counts as complete"},
+           {"va_size", "0", "virtual range reserved for the pool (0 = 4x capacity, or 1 TiB)"}},
+          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            AsyncOptions o;
+            o.release_threshold = ctx.options.get_size("release_threshold", 0);
+            o.opportunistic = ctx.options.get_bool("opportunistic", true);
+            o.internal_dependencies = ctx.options.get_bool("internal_dependencies", true);
+            int64_t lag = ctx.options.get_int("event_lag", 1);
+            if (lag < 0) throw PolicyConfigError("cuda_async: event_lag must be >= 0");
+            o.event_lag = static_cast<uint64_t>(lag);
+            uint64_t g = ctx.device.granularity();
+            uint64_t va = ctx.options.get_size("va_size", 0);
+            if (va == 0) va = ctx.device.capacity() ? 4 * *ctx.device.capacity() : 1ull << 40;
+            o.va_size = round_up(va, g);
+            return std::make_unique<CudaAsyncPool>(ctx.device, o);
+          }};
+}
+
+}  // namespace fraglab

@@ -1,0 +1,147 @@
+// cupy: CuPy's device memory pool (SingleDeviceMemoryPool behind cupy.get_default_memory_pool()).
+//
+// Models cupy/cuda/memory.pyx (SingleDeviceMemoryPool, _Arena, _Chunk):
+//  - sizes round up to the 512 B allocation unit (_round_size); a chunk's bin index is
+//    (size - 1) // 512, so every multiple of 512 B has its own bin;
+//  - one arena of free lists per stream; a request searches its stream's bins from its
+//    own index upwards (lower_bound over the sorted index) and takes a chunk of the first
+//    non-empty bin: best fit by size. CuPy pops an arbitrary chunk from the bin's Python
+//    set; here the lowest address, to be deterministic;
+//  - the chunk is split, the remainder going back to the stream's free lists;
+//  - a freed chunk merges with its next and previous chunks when they are free in the same
+//    stream's arena;
+//  - a miss allocates exactly the rounded size with cudaMalloc (_try_malloc); when that
+//    fails, free_all_blocks() (every stream's wholly free chunks) and retry, then (after
+//    gc.collect(), which frees nothing here) once more;
+//  - set_limit: more than `limit` bytes in the pool fails before cudaMalloc is tried.
+#include <map>
+#include <set>
+#include <utility>
+
+#include "allocators/detail/block_list.h"
+#include "allocators/registry.h"
+
+namespace fraglab {
+namespace {
+
+using detail::BlockList;
+using detail::kNoNode;
+using detail::round_up;
+
+constexpr uint64_t kUnit = 512;
+
+class CupyPool final : public Policy {
+ public:
+  CupyPool(Device& device, uint64_t limit) : device_(device), limit_(limit) {}
+
+  static uint64_t bin_index(uint64_t size) { return (size - 1) / kUnit; }
+
+  std::optional<Block> allocate(const AllocRequest& req) override {
+    uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kUnit);
+    uint32_t node = take_chunk(size, req.stream);
+    if (node == kNoNode) node = try_malloc(size, req.stream);
+    if (node == kNoNode) return std::nullopt;
+    return Block{chunks_[node].addr, chunks_[node].size, node};
+  }
+
+  void deallocate(const Block& block) override {
+    auto node = static_cast<uint32_t>(block.handle);
+    StreamIndex stream = chunks_[node].stream;
+    uint32_t next = chunks_[node].next;
+    if (next != kNoNode && remove_free(next, stream)) chunks_.absorb_next(node);
+    uint32_t prev = chunks_[node].prev;
+    if (prev != kNoNode && remove_free(prev, stream)) {
+      chunks_.absorb_next(prev);
+      node = prev;
+    }
+    add_free(node);
+  }
+
+  void empty_cache() override { free_all_blocks(); }
+
+ private:
+  using Bin = std::set<std::pair<Addr, uint32_t>>;
+  using Arena = std::map<uint64_t, Bin>;  // bin index -> free chunks
+
+  uint32_t take_chunk(uint64_t size, StreamIndex stream) {
+    auto found = arenas_.find(stream);
+    if (found == arenas_.end()) return kNoNode;
+    Arena& arena = found->second;
+    auto bin = arena.lower_bound(bin_index(size));
+    if (bin == arena.end()) return kNoNode;
+    uint32_t node = bin->second.begin()->second;
+    bin->second.erase(bin->second.begin());
+    if (bin->second.empty()) arena.erase(bin);
+    chunks_[node].free = false;
+    if (chunks_[node].size > size) add_free(chunks_.split(node, size));
+    return node;
+  }
+
+  uint32_t try_malloc(uint64_t size, StreamIndex stream) {
+    if (limit_ && total_bytes_ + size > limit_) return kNoNode;
+    auto addr = device_.allocate_segment(size, stream);
+    for (int retry = 0; !addr && retry < 2; ++retry) {  // free_all_blocks; gc.collect + free_all_blocks
+      free_all_blocks();
+      addr = device_.allocate_segment(size, stream);
+    }
+    if (!addr) return kNoNode;
+    total_bytes_ += size;
+    return chunks_.create(*addr, size, 0, stream);
+  }
+
+  void add_free(uint32_t node) {
+    chunks_[node].free = true;
+    arenas_[chunks_[node].stream][bin_index(chunks_[node].size)].emplace(chunks_[node].addr, node);
+  }
+
+  // Removes the chunk from `stream`'s free lists; false when it is not free there.
+  bool remove_free(uint32_t node, StreamIndex stream) {
+    if (!chunks_[node].free || chunks_[node].stream != stream) return false;
+    Arena& arena = arenas_[stream];
+    auto bin = arena.find(bin_index(chunks_[node].size));
+    bin->second.erase({chunks_[node].addr, node});
+    if (bin->second.empty()) arena.erase(bin);
+    chunks_[node].free = false;
+    return true;
+  }
+
+  // Every free chunk that is a whole cudaMalloc allocation goes back (split ones stay).
+  void free_all_blocks() {
+    for (auto& [stream, arena] : arenas_) {
+      for (auto bin = arena.begin(); bin != arena.end();) {
+        for (auto it = bin->second.begin(); it != bin->second.end();) {
+          uint32_t node = it->second;
+          if (!chunks_.is_whole_segment(node)) {
+            ++it;
+            continue;
+          }
+          it = bin->second.erase(it);
+          device_.free_segment(chunks_[node].addr, chunks_[node].size);
+          total_bytes_ -= chunks_[node].size;
+          chunks_.destroy(node);
+        }
+        bin = bin->second.empty() ? arena.erase(bin) : std::next(bin);
+      }
+    }
+  }
+
+  Device& device_;
+  uint64_t limit_;
+  uint64_t total_bytes_ = 0;
+  BlockList chunks_;
+  std::map<StreamIndex, Arena> arenas_;
+};
+
+}  // namespace
+
+PolicyInfo policy_info_cupy() {
+  return {"cupy",
+          "CuPy MemoryPool: 512 B unit, per-stream free lists by bin index, split and merge, free_all_blocks on OOM",
+          "cupy/cuda/memory.pyx (SingleDeviceMemoryPool, _Arena, _Chunk)",
+          {{"limit", "0", "pool size limit, as set_limit / CUPY_GPU_MEMORY_LIMIT (0 = none)"}},
+          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            return std::make_unique<CupyPool>(ctx.device, ctx.options.get_size("limit", 0));
+          }};
+}
+
+}  // namespace fraglab

@@ -1,0 +1,35 @@
+// Offline placement of a whole trace: every allocation's lifetime is known in advance, so
+// addresses can be planned the way static memory planners of inference engines do.
+//
+// Greedy by size (Pisarchyk & Lee, "Efficient Memory Management for Deep Neural Net
+// Inference", 2020, "Greedy by Size for Offset Calculation"; TFLite's
+// GreedyBySizePlanner; XLA's GlobalDecreasingSizeBestFitHeap): allocations are placed in
+// decreasing size order, each at the smallest gap between already-placed allocations whose
+// lifetimes overlap its own, or above them all. The peak of offset + size is the memory one
+// contiguous arena needs: near-optimal in practice, though not a proven lower bound (that
+// problem is NP-hard); the peak of live bytes is the true lower bound.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "traces/trace.h"
+
+namespace fraglab::detail {
+
+constexpr uint64_t kUnplanned = std::numeric_limits<uint64_t>::max();
+
+struct OfflinePlan {
+  // Planned offset of the allocation made at each trace position (kUnplanned elsewhere).
+  std::vector<uint64_t> offset_at;
+  std::vector<uint64_t> size_at;  // its planned (rounded) size
+  uint64_t peak = 0;              // bytes the plan needs
+};
+
+// Plans events [0, limit): lifetimes run from the alloc's position to its free's (or to
+// `limit` when never freed); sizes round up to `align`.
+OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align,
+                                uint64_t limit = std::numeric_limits<uint64_t>::max());
+
+}  // namespace fraglab::detail

@@ -1,0 +1,179 @@
+// StreamOrderedPool: the core of RMM's pool_memory_resource, shared by the rmm_pool and
+// rmm_binning policies (binning's bins and fallback draw from one pool, as in RMM).
+//
+// rapidsai/rmm cpp/include/rmm/mr/pool_memory_resource.hpp, detail/stream_ordered_memory_resource.hpp
+// and detail/coalescing_free_list.hpp:
+//  - sizes align up to 256 B (CUDA_ALLOCATION_ALIGNMENT);
+//  - one address-ordered coalescing free list per stream; a freed block returns to its
+//    stream's list and merges with free neighbours there, never across upstream blocks
+//    (is_head); allocation takes the list's best fit and puts the remainder back;
+//  - a miss on its own stream takes a block from another stream's list (the remainder joins
+//    the allocating stream's list: RMM waits on that stream's event), then merges the other
+//    lists into its own one by one (the "sync and merge" path), then grows the pool;
+//  - growth (size_to_grow / try_to_expand): max(request, pool size) without a maximum,
+//    else max(request, half of what is left to the maximum); a failed upstream allocation is
+//    retried at half the size down to the request.
+// RMM gives memory back only in release() (the destructor); release_free_blocks() does that
+// for wholly free upstream blocks so empty_cache can return them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "allocators/detail/block_list.h"
+#include "sim/device.h"
+
+namespace fraglab::detail {
+
+class StreamOrderedPool {
+ public:
+  static constexpr uint64_t kAlignment = 256;
+
+  struct Piece {
+    Addr addr;
+    uint64_t size;
+    uint32_t node;
+  };
+
+  StreamOrderedPool(Device& device, uint64_t initial_size, std::optional<uint64_t> maximum_size)
+      : device_(device), initial_size_(initial_size), maximum_size_(maximum_size) {}
+
+  std::optional<Piece> allocate(uint64_t bytes, StreamIndex stream) {
+    uint64_t size = round_up(std::max<uint64_t>(bytes, 1), kAlignment);
+    if (!initialized_) {
+      initialized_ = true;
+      if (initial_size_ > 0) {
+        uint32_t head = expand(initial_size_, initial_size_, stream);
+        if (head != kNoNode) put(head);
+      }
+    }
+    uint32_t node = best_fit(stream, size);
+    if (node == kNoNode) node = take_from_other_stream(stream, size);
+    if (node == kNoNode) node = merge_other_streams(stream, size);
+    if (node == kNoNode) node = expand(size_to_grow(size), size, stream);
+    if (node == kNoNode) return std::nullopt;
+    blocks_[node].free = false;
+    blocks_[node].stream = stream;
+    if (blocks_[node].size > size) put(blocks_.split(node, size));
+    return Piece{blocks_[node].addr, blocks_[node].size, node};
+  }
+
+  void deallocate(uint32_t node, StreamIndex stream) {
+    blocks_[node].stream = stream;
+    put(node);
+  }
+
+  // Returns every upstream block that is wholly free to the device. A synchronisation
+  // point: the streams' lists merge first, so blocks split across streams join up.
+  void release_free_blocks() {
+    if (!lists_.empty()) merge_other_streams(lists_.begin()->first, UINT64_MAX);
+    for (auto& [stream, list] : lists_) {
+      for (auto it = list.begin(); it != list.end();) {
+        uint32_t node = std::get<2>(*it);
+        if (!blocks_.is_whole_segment(node)) {
+          ++it;
+          continue;
+        }
+        it = list.erase(it);
+        device_.free_segment(blocks_[node].addr, blocks_[node].size);
+        pool_size_ -= blocks_[node].size;
+        blocks_.destroy(node);
+      }
+    }
+  }
+
+  uint64_t pool_size() const { return pool_size_; }
+
+ private:
+  using FreeKey = std::tuple<uint64_t, Addr, uint32_t>;  // (size, address, node): best fit order
+  using FreeList = std::set<FreeKey>;
+
+  uint32_t best_fit(StreamIndex stream, uint64_t size) {
+    auto found = lists_.find(stream);
+    if (found == lists_.end()) return kNoNode;
+    auto it = found->second.lower_bound(FreeKey{size, 0, 0});
+    if (it == found->second.end()) return kNoNode;
+    uint32_t node = std::get<2>(*it);
+    found->second.erase(it);
+    return node;
+  }
+
+  uint32_t take_from_other_stream(StreamIndex stream, uint64_t size) {
+    for (auto& [other, list] : lists_) {
+      if (other == stream) continue;
+      uint32_t node = best_fit(other, size);
+      if (node != kNoNode) return node;
+    }
+    return kNoNode;
+  }
+
+  uint32_t merge_other_streams(StreamIndex stream, uint64_t size) {
+    for (auto& [other, list] : lists_) {
+      if (other == stream || list.empty()) continue;
+      FreeList moving;
+      moving.swap(list);
+      for (const auto& key : moving) {
+        uint32_t node = std::get<2>(key);
+        blocks_[node].stream = stream;
+        blocks_[node].free = false;  // put() re-inserts and merges it into this stream's list
+        put(node);
+      }
+      uint32_t node = best_fit(stream, size);
+      if (node != kNoNode) return node;
+    }
+    return kNoNode;
+  }
+
+  uint64_t size_to_grow(uint64_t size) const {
+    if (!maximum_size_) return std::max(size, pool_size_);
+    if (pool_size_ >= *maximum_size_) return 0;
+    uint64_t remaining = round_up(*maximum_size_ - pool_size_, kAlignment);
+    return size <= remaining ? std::max(size, remaining / 2) : 0;
+  }
+
+  // A new upstream block of try_size bytes, halving down to min_size on failure.
+  uint32_t expand(uint64_t try_size, uint64_t min_size, StreamIndex stream) {
+    while (try_size >= min_size && try_size > 0) {
+      auto addr = device_.allocate_segment(try_size, stream);
+      if (addr) {
+        pool_size_ += try_size;
+        return blocks_.create(*addr, try_size, 0, stream);
+      }
+      if (try_size == min_size) break;
+      try_size = std::max(min_size, try_size / 2);
+    }
+    return kNoNode;
+  }
+
+  // Inserts a free block into its stream's list, merging with free neighbours there.
+  void put(uint32_t node) {
+    StreamIndex stream = blocks_[node].stream;
+    FreeList& list = lists_[stream];
+    uint32_t next = blocks_[node].next;
+    if (next != kNoNode && blocks_[next].free && blocks_[next].stream == stream) {
+      list.erase(FreeKey{blocks_[next].size, blocks_[next].addr, next});
+      blocks_.absorb_next(node);
+    }
+    uint32_t prev = blocks_[node].prev;
+    if (prev != kNoNode && blocks_[prev].free && blocks_[prev].stream == stream) {
+      list.erase(FreeKey{blocks_[prev].size, blocks_[prev].addr, prev});
+      blocks_.absorb_next(prev);
+      node = prev;
+    }
+    blocks_[node].free = true;
+    list.emplace(blocks_[node].size, blocks_[node].addr, node);
+  }
+
+  Device& device_;
+  uint64_t initial_size_;
+  std::optional<uint64_t> maximum_size_;
+  bool initialized_ = false;
+  uint64_t pool_size_ = 0;
+  BlockList blocks_;
+  std::map<StreamIndex, FreeList> lists_;
+};
+
+}  // namespace fraglab::detail

@@ -1,0 +1,233 @@
+// rmm_arena: RAPIDS RMM's arena_memory_resource: a global arena of superblocks shared by
+// per-stream arenas.
+//
+// Models rapidsai/rmm cpp/include/rmm/mr/arena_memory_resource.hpp and detail/arena.hpp:
+//  - the global arena is one upstream allocation of arena_size (default half the free
+//    device memory), cut into superblocks of at least 1 MiB (superblock::minimum_size);
+//  - sizes align up to 256 B (the size-class variant, RMM_ARENA_USE_SIZE_CLASSES, is not
+//    modelled);
+//  - requests above 1 MiB are "handled by the global arena": the first superblock (address
+//    order) that fits is taken, split when empty to max(1 MiB, size), the block carved
+//    first-fit from it, and the superblock stays global;
+//  - smaller requests go to the stream's arena: first fit over its superblocks (address
+//    order, first-fit inside each); on a miss the arena acquires a superblock from the
+//    global arena the same way;
+//  - freed blocks coalesce within their superblock; a global superblock that becomes empty
+//    coalesces with empty neighbours. Arenas keep their superblocks, empty or not;
+//  - when an allocation fails, defragment(): every arena is cleaned (all its superblocks go
+//    back to the global arena and coalesce) and the allocation retried once.
+// RMM never returns the global arena before destruction; empty_cache here frees it when no
+// block is live (and it is taken again at the next allocation).
+#include <limits>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "allocators/detail/block_list.h"
+#include "allocators/registry.h"
+
+namespace fraglab {
+namespace {
+
+using detail::round_up;
+
+constexpr uint64_t kAlign = 256;
+constexpr uint64_t kSuperblockMin = 1ull << 20;
+constexpr uint32_t kGlobal = UINT32_MAX;
+
+struct Superblock {
+  uint64_t size = 0;
+  uint32_t owner = kGlobal;          // kGlobal or the stream of the arena holding it
+  std::map<Addr, uint64_t> free;     // address-ordered free blocks
+  std::multiset<uint64_t> free_sizes;  // to know the largest quickly
+  bool empty() const { return free.size() == 1 && free.begin()->second == size; }
+  bool fits(uint64_t bytes) const { return !free_sizes.empty() && *free_sizes.rbegin() >= bytes; }
+};
+
+class RmmArena final : public Policy {
+ public:
+  RmmArena(Device& device, uint64_t arena_size) : device_(device), arena_size_(arena_size) {}
+
+  std::optional<Block> allocate(const AllocRequest& req) override {
+    if (!base_) {
+      base_ = device_.allocate_segment(arena_size_, req.stream);
+      if (!base_) return std::nullopt;
+      add_superblock(*base_, arena_size_, kGlobal);
+    }
+    uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
+    auto addr = allocate_in(size, req.stream);
+    if (!addr) {
+      defragment();
+      addr = allocate_in(size, req.stream);
+    }
+    if (!addr) return std::nullopt;
+    ++live_;
+    return Block{*addr, size, 0};
+  }
+
+  void deallocate(const Block& block) override {
+    --live_;
+    auto it = std::prev(sbs_.upper_bound(block.addr));
+    give_back(it->second, block.addr, block.size);
+    if (it->second.owner == kGlobal && it->second.empty()) coalesce_global(it->first);
+  }
+
+  void empty_cache() override {
+    if (live_ || !base_) return;
+    device_.free_segment(*base_, arena_size_);
+    sbs_.clear();
+    owned_.clear();
+    base_.reset();
+  }
+
+ private:
+  std::optional<Addr> allocate_in(uint64_t size, StreamIndex stream) {
+    if (size > kSuperblockMin) {  // global_arena::handles(size)
+      auto sb = global_first_fit(size);
+      if (!sb) return std::nullopt;
+      return first_fit(sbs_.at(*sb), size);
+    }
+    for (Addr a : owned_[stream]) {
+      Superblock& sb = sbs_.at(a);
+      if (sb.fits(size)) return first_fit(sb, size);
+    }
+    auto sb = global_first_fit(size);  // acquire a superblock for this arena
+    if (!sb) return std::nullopt;
+    set_owner(*sb, stream);
+    return first_fit(sbs_.at(*sb), size);
+  }
+
+  // The global arena's first fit, split to max(1 MiB, size) when the superblock is empty.
+  std::optional<Addr> global_first_fit(uint64_t size) {
+    for (Addr a : owned_[kGlobal]) {
+      Superblock& sb = sbs_.at(a);
+      if (!sb.fits(size)) continue;
+      uint64_t head = std::max(kSuperblockMin, size);
+      if (sb.empty() && sb.size >= head + kSuperblockMin) {
+        uint64_t tail = sb.size - head;
+        remove_superblock(a);
+        add_superblock(a, head, kGlobal);
+        add_superblock(a + head, tail, kGlobal);
+      }
+      return a;
+    }
+    return std::nullopt;
+  }
+
+  static Addr first_fit(Superblock& sb, uint64_t size) {
+    for (auto it = sb.free.begin(); it != sb.free.end(); ++it) {
+      if (it->second < size) continue;
+      Addr addr = it->first;
+      uint64_t rest = it->second - size;
+      sb.free_sizes.erase(sb.free_sizes.find(it->second));
+      sb.free.erase(it);
+      if (rest) {
+        sb.free.emplace(addr + size, rest);
+        sb.free_sizes.insert(rest);
+      }
+      return addr;
+    }
+    return 0;  // callers checked fits()
+  }
+
+  static void give_back(Superblock& sb, Addr addr, uint64_t size) {
+    auto next = sb.free.lower_bound(addr);
+    if (next != sb.free.end() && next->first == addr + size) {
+      size += next->second;
+      sb.free_sizes.erase(sb.free_sizes.find(next->second));
+      next = sb.free.erase(next);
+    }
+    if (next != sb.free.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == addr) {
+        addr = prev->first;
+        size += prev->second;
+        sb.free_sizes.erase(sb.free_sizes.find(prev->second));
+        sb.free.erase(prev);
+      }
+    }
+    sb.free.emplace(addr, size);
+    sb.free_sizes.insert(size);
+  }
+
+  // An empty global superblock merges with empty global neighbours (global_arena::coalesce;
+  // as RMM coalesces each superblock on release, runs of empty ones end up as one).
+  void coalesce_global(Addr addr) {
+    auto mergeable = [&](std::map<Addr, Superblock>::iterator it) {
+      return it->second.owner == kGlobal && it->second.empty();
+    };
+    auto it = sbs_.find(addr);
+    while (it != sbs_.begin() && mergeable(std::prev(it)) &&
+           std::prev(it)->first + std::prev(it)->second.size == it->first)
+      --it;
+    Addr start = it->first;
+    uint64_t size = 0;
+    std::vector<Addr> run;
+    for (; it != sbs_.end() && mergeable(it) && it->first == start + size; ++it) {
+      size += it->second.size;
+      run.push_back(it->first);
+    }
+    if (run.size() < 2) return;
+    for (Addr a : run) remove_superblock(a);
+    add_superblock(start, size, kGlobal);
+  }
+
+  // arena_memory_resource::defragment: every arena's clean() releases all its superblocks.
+  void defragment() {
+    std::vector<Addr> moving;
+    for (auto& [owner, addrs] : owned_)
+      if (owner != kGlobal) moving.insert(moving.end(), addrs.begin(), addrs.end());
+    for (Addr a : moving) set_owner(a, kGlobal);
+    for (Addr a : moving)
+      if (sbs_.count(a) && sbs_.at(a).empty()) coalesce_global(a);
+  }
+
+  std::map<Addr, Superblock>::iterator add_superblock(Addr addr, uint64_t size, uint32_t owner) {
+    Superblock sb;
+    sb.size = size;
+    sb.owner = owner;
+    sb.free.emplace(addr, size);
+    sb.free_sizes.insert(size);
+    owned_[owner].insert(addr);
+    return sbs_.emplace(addr, std::move(sb)).first;
+  }
+  void remove_superblock(Addr addr) {
+    owned_[sbs_.at(addr).owner].erase(addr);
+    sbs_.erase(addr);
+  }
+  void set_owner(Addr addr, uint32_t owner) {
+    Superblock& sb = sbs_.at(addr);
+    owned_[sb.owner].erase(addr);
+    sb.owner = owner;
+    owned_[owner].insert(addr);
+  }
+
+  Device& device_;
+  uint64_t arena_size_;
+  std::optional<Addr> base_;
+  uint64_t live_ = 0;
+  std::map<Addr, Superblock> sbs_;             // every superblock, address-ordered
+  std::map<uint32_t, std::set<Addr>> owned_;  // superblocks by holder (global or stream arena)
+};
+
+}  // namespace
+
+PolicyInfo policy_info_rmm_arena() {
+  PolicyInfo info{
+      "rmm_arena",
+      "RAPIDS RMM arena_memory_resource: global arena of superblocks, per-stream arenas, defragment on failure",
+      "rapidsai/rmm cpp/include/rmm/mr/arena_memory_resource.hpp, detail/arena.hpp",
+      {{"arena_size", "0", "the global arena, taken whole at the first allocation "
+                           "(0 = half the device capacity; 40 GiB on an unlimited device)"}},
+      [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+        uint64_t size = ctx.options.get_size("arena_size", 0);
+        if (size == 0) size = ctx.device.capacity() ? *ctx.device.capacity() / 2 : 40ull << 30;
+        size = size / kAlign * kAlign;
+        if (size < kSuperblockMin) throw PolicyConfigError("rmm_arena: arena_size below the 1 MiB superblock");
+        return std::make_unique<RmmArena>(ctx.device, size);
+      }};
+  info.alignment = kAlign;
+  return info;
+}
+
+}  // namespace fraglab

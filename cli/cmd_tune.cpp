@@ -1,0 +1,142 @@
+// fraglab tune TRACE [--capacity C] [--jobs N] [--json]: searches PyTorch's allocator
+// settings on a trace and prints the PYTORCH_CUDA_ALLOC_CONF with the lowest predicted
+// peak reserved memory, the saving against the recorded settings, the ranking of what it
+// tried and whether it fits the capacity (report/tune.h has the search).
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/policy_options.h"
+#include "cli/commands.h"
+#include "report/policy_grid.h"
+#include "report/tune.h"
+
+namespace fraglab::cli {
+
+namespace {
+
+struct TuneArgs {
+  std::string path;
+  std::string capacity;
+  std::string policy = "pytorch";
+  std::vector<std::string> space;
+  unsigned jobs = 0;
+  size_t keep = 3;
+  size_t top = 20;
+  bool json = false;
+};
+
+// "max_split_size_mb:{unset,64,128}" -> a search dimension ("unset" = the default).
+TuneDimension parse_dimension(const std::string& text) {
+  size_t sep = text.find_first_of(":=");
+  if (sep == std::string::npos || sep == 0 || sep + 1 == text.size())
+    throw std::invalid_argument("--space '" + text + "' is not KEY:{VALUE,...}");
+  TuneDimension d{text.substr(0, sep), {}};
+  for (auto& v : expand_grid(text.substr(sep + 1))) d.values.push_back(v == "unset" ? "" : v);
+  return d;
+}
+
+std::string conf_text(const std::string& conf) { return conf.empty() ? "(unset: every default)" : conf; }
+
+std::string signed_size(int64_t bytes) {
+  return (bytes < 0 ? "-" : "+") + format_size(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes));
+}
+
+nlohmann::json candidate_json(const TuneCandidate& c) {
+  return {{"conf", c.conf},           {"stage", c.stage}, {"peak_reserved", c.peak_reserved},
+          {"peak_allocated", c.peak_allocated}, {"device_calls", c.device_calls}, {"ooms", c.ooms},
+          {"replay_seconds", c.seconds}};
+}
+
+void print_json(const TuneReport& r) {
+  nlohmann::json ranking = nlohmann::json::array();
+  for (const auto& c : r.ranking) ranking.push_back(candidate_json(c));
+  nlohmann::json out = {
+      {"trace", r.trace},
+      {"policy", r.policy},
+      {"events", r.events},
+      {"live_bytes_bound", r.live_bytes_bound},
+      {"recorded_peak_reserved", r.recorded_peak_reserved},
+      {"recorded_conf", r.recorded_conf},
+      {"capacity", r.capacity ? nlohmann::json(*r.capacity) : nlohmann::json(nullptr)},
+      {"best", candidate_json(r.best())},
+      {"best_env", "PYTORCH_CUDA_ALLOC_CONF=" + r.best().conf},
+      {"recorded", candidate_json(r.recorded)},
+      {"saving_bytes", static_cast<int64_t>(r.recorded.peak_reserved) - static_cast<int64_t>(r.best().peak_reserved)},
+      {"fits", r.fits()},
+      {"settings_tried", r.ranking.size()},
+      {"search_space_size", r.search_space_size},
+      {"search_seconds", r.seconds},
+      {"threads", r.threads},
+      {"ranking", ranking},
+  };
+  fmt::print("{}\n", out.dump(2));
+}
+
+void print_text(const TuneReport& r, size_t top) {
+  const TuneCandidate& best = r.best();
+  fmt::print("trace             {}: {} events, live-bytes bound {}", r.trace, r.events, format_size(r.live_bytes_bound));
+  if (r.recorded_peak_reserved) fmt::print(", recorded peak reserved {}", format_size(r.recorded_peak_reserved));
+  fmt::print("\nrecorded settings {}: predicted peak reserved {}\n", conf_text(r.recorded_conf),
+             format_size(r.recorded.peak_reserved));
+  if (r.policy == "pytorch") fmt::print("best              PYTORCH_CUDA_ALLOC_CONF=\"{}\"\n", best.conf);
+  else fmt::print("best              {}\n", policy_string(r.policy, best.conf));
+  int64_t saving = static_cast<int64_t>(r.recorded.peak_reserved) - static_cast<int64_t>(best.peak_reserved);
+  fmt::print("predicted peak    {} ({} bytes), {} against the recorded settings ({:+.1f}%)\n",
+             format_size(best.peak_reserved), best.peak_reserved, signed_size(-saving),
+             r.recorded.peak_reserved ? -100.0 * static_cast<double>(saving) / static_cast<double>(r.recorded.peak_reserved) : 0.0);
+  if (r.capacity)
+    fmt::print("capacity          {}: {}\n", format_size(*r.capacity),
+               r.fits() ? "fits" : best.ooms ? fmt::format("does NOT fit ({} allocations fail)", best.ooms) : "does NOT fit");
+  else
+    fmt::print("capacity          unlimited (give --capacity to check a fit and search garbage_collection_threshold)\n");
+  fmt::print("search            {} settings replayed of {} in the full grid, {:.2f} s on {} threads\n\n",
+             r.ranking.size(), r.search_space_size, r.seconds, r.threads);
+  fmt::print("{:>4}  {:>13}  {:>12}  {:>8}  {:>5}  {:<8}  {}\n", "rank", "peak reserved", "vs recorded", "dev calls",
+             "OOMs", "stage", r.policy == "pytorch" ? "PYTORCH_CUDA_ALLOC_CONF" : "options");
+  for (size_t i = 0; i < r.ranking.size(); ++i) {
+    const auto& c = r.ranking[i];
+    bool is_recorded = c.conf == r.recorded.conf;
+    if (i >= top && !is_recorded) continue;
+    fmt::print("{:>4}  {:>13}  {:>12}  {:>9}  {:>5}  {:<8}  {}{}\n", i + 1, format_size(c.peak_reserved),
+               signed_size(static_cast<int64_t>(c.peak_reserved) - static_cast<int64_t>(r.recorded.peak_reserved)),
+               c.device_calls, c.ooms, c.stage, conf_text(c.conf), is_recorded ? "   <- recorded" : "");
+  }
+  if (r.ranking.size() > top) fmt::print("      ({} more: --top or --json for all)\n", r.ranking.size() - top);
+}
+
+int run_tune(const TuneArgs& a) {
+  TuneOptions o;
+  o.policy = a.policy;
+  for (const auto& d : a.space) o.space.push_back(parse_dimension(d));
+  if (o.space.empty() && o.policy != "pytorch")
+    throw std::invalid_argument("--space is needed to tune a policy other than pytorch");
+  if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
+  o.jobs = a.jobs;
+  o.keep_per_dimension = a.keep;
+  TuneReport r = tune(a.path, o);
+  if (a.json) print_json(r);
+  else print_text(r, a.top);
+  return r.fits() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_tune(CLI::App& app, CommandFn& run) {
+  static TuneArgs a;
+  auto* cmd = app.add_subcommand("tune", "Search PyTorch's allocator settings (PYTORCH_CUDA_ALLOC_CONF) for a trace");
+  cmd->add_option("trace", a.path, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
+  cmd->add_option("--capacity", a.capacity,
+                  "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; exit 1 when the best does not fit");
+  cmd->add_option("-j,--jobs", a.jobs, "Threads (default: every core)");
+  cmd->add_option("--policy", a.policy, "Policy whose options are searched (default pytorch)");
+  cmd->add_option("--space", a.space,
+                  "Replace the search space: KEY:{VALUE,...} per option, 'unset' for the default; repeatable");
+  cmd->add_option("--keep", a.keep, "Values of each option carried from the sweep into the combined search")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top", a.top, "Rows of the ranking to print");
+  cmd->add_flag("--json", a.json, "Print JSON (every setting tried)");
+  cmd->callback([&run] { run = [] { return run_tune(a); }; });
+}
+
+}  // namespace fraglab::cli
