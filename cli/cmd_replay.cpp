@@ -29,7 +29,6 @@ struct ReplayArgs {
   bool touch = false;
   bool json = false;
   bool check = false;
-  bool no_oracle_bound = false;
 };
 
 std::vector<std::string> expand_policies(const std::vector<std::string>& given) {
@@ -44,21 +43,16 @@ std::vector<std::string> expand_policies(const std::vector<std::string>& given) 
   return out;
 }
 
-std::string signed_size(int64_t gap) {
-  return (gap < 0 ? "-" : "") + format_size(static_cast<uint64_t>(gap < 0 ? -gap : gap));
-}
-
 void print_table(const std::vector<ReplayResult>& results, uint64_t bound) {
-  fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8} {:>12} {:>7} {:>8} {:>5} {:>9}\n", "policy", "peak reserved",
-             "peak alloc", "gap to bound", "res/bound", "gap to oracle", "frag", "dev calls", "OOMs", "time");
+  fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8} {:>7} {:>8} {:>5} {:>9}\n", "policy", "peak reserved",
+             "peak alloc", "gap to bound", "res/bound", "frag", "dev calls", "OOMs", "time");
   for (const auto& r : results) {
     int64_t gap = static_cast<int64_t>(r.reserved.bytes) - static_cast<int64_t>(bound);
-    auto oracle_gap = r.gap_to_oracle();
-    fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8.3f} {:>12} {:>7.3f} {:>8} {:>5} {:>8.3f}s\n", r.policy,
-               format_size(r.reserved.bytes), format_size(r.allocated.bytes), signed_size(gap),
-               bound ? static_cast<double>(r.reserved.bytes) / static_cast<double>(bound) : 0.0,
-               oracle_gap ? signed_size(*oracle_gap) : "-", r.at_peak.external(), r.calls.total(), r.ooms.size(),
-               r.seconds);
+    fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8.3f} {:>7.3f} {:>8} {:>5} {:>8.3f}s\n", r.policy,
+               format_size(r.reserved.bytes), format_size(r.allocated.bytes),
+               (gap < 0 ? "-" : "") + format_size(static_cast<uint64_t>(gap < 0 ? -gap : gap)),
+               bound ? static_cast<double>(r.reserved.bytes) / static_cast<double>(bound) : 0.0, r.at_peak.external(),
+               r.calls.total(), r.ooms.size(), r.seconds);
   }
 }
 
@@ -76,11 +70,6 @@ void print_one(const ReplayResult& r, uint64_t bound) {
   int64_t gap_alloc = static_cast<int64_t>(r.reserved.bytes) - static_cast<int64_t>(r.allocated.bytes);
   fmt::print("gap               {} bytes over the live-bytes bound ({:+.2f}%), {} bytes over peak allocated\n", gap,
              bound ? 100.0 * static_cast<double>(gap) / static_cast<double>(bound) : 0.0, gap_alloc);
-  if (r.oracle_bound)
-    fmt::print("oracle bound      {} ({} bytes); gap {} bytes ({:+.2f}%)\n", format_size(*r.oracle_bound),
-               *r.oracle_bound, *r.gap_to_oracle(),
-               *r.oracle_bound ? 100.0 * static_cast<double>(*r.gap_to_oracle()) / static_cast<double>(*r.oracle_bound)
-                               : 0.0);
   const Fragmentation& f = r.at_peak;
   fmt::print("at peak reserved  free {} in {} ranges, largest {}, external fragmentation {:.3f}\n",
              format_size(f.free_bytes), f.free_ranges, format_size(f.largest_free), f.external());
@@ -154,7 +143,6 @@ int run_replay(const ReplayArgs& a) {
     ReplayOptions options;
     options.on_oom = a.on_oom == "skip" ? OnOom::Skip : OnOom::Stop;
     options.check_invariants = a.check;
-    options.bounds = bounds;
     std::string rows;
     if (timeline) {
       options.on_event = [&](const TimelinePoint& p) {
@@ -179,14 +167,14 @@ int run_replay(const ReplayArgs& a) {
     for (const auto& r : results) {
       auto j = to_json(r);
       j["trace"] = a.path;
+      j["live_bytes_bound"] = bound;
       out.push_back(j);
     }
     fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2));
   } else if (results.size() == 1) {
     print_one(results[0], bound);
   } else {
-    fmt::print("trace {}: live-bytes bound {} ({} bytes), oracle bound {}\n", a.path, format_size(bound), bound,
-               bounds.oracle ? format_size(*bounds.oracle) : "not computed");
+    fmt::print("trace {}: live-bytes bound {} ({} bytes)\n", a.path, format_size(bound), bound);
     print_table(results, bound);
   }
   for (const auto& r : results)
@@ -213,7 +201,6 @@ void add_replay(CLI::App& app, CommandFn& run) {
   cmd->add_option("--timeline-every", a.timeline_every, "Write every Nth event to the timeline")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", a.json, "Print JSON");
-  cmd->add_flag("--no-oracle-bound", a.no_oracle_bound, "Skip planning the oracle bound (gap to oracle not reported)");
   cmd->add_flag("--check", a.check, "Check invariants after every event (no overlap, inside device memory)");
   cmd->callback([&run] { run = [] { return run_replay(a); }; });
 }
