@@ -7,6 +7,7 @@
 #include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/replay_cuda.h"
 #include "sim/result_json.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
@@ -24,6 +25,7 @@ struct ReplayArgs {
   uint64_t timeline_every = 1;
   std::string on_oom = "stop";
   DeviceOptions device;
+  bool touch = false;
   bool json = false;
   bool check = false;
   bool no_oracle_bound = false;
@@ -96,7 +98,7 @@ int run_replay(const ReplayArgs& a) {
   auto specs = expand_policies(a.policies);
   DeviceArg device = a.device.resolve();
   if (!device.exec_device.empty() && device.exec_device != "sim")
-    throw std::invalid_argument("--device " + device.exec_device + ": this build replays on the simulated device only");
+    return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device.trace_device, device.exec_device, a.touch, a.json});
   Trace trace = load_trace(a.path, {device.trace_device});
   TraceBounds bounds = compute_bounds(trace.events, !a.no_oracle_bound);
   uint64_t bound = bounds.live_bytes;
@@ -162,6 +164,7 @@ void add_replay(CLI::App& app, CommandFn& run) {
   cmd->add_option("--on-oom", a.on_oom, "On out of memory: stop (exit 1) or skip the allocation")
       ->check(CLI::IsMember({"stop", "skip"}));
   add_device_options(cmd, a.device);
+  cmd->add_flag("--touch", a.touch, "With --device cuda: write every block (cudaMemsetAsync) on its stream");
   cmd->add_option("--timeline", a.timeline, "Write requested/allocated/reserved bytes per event to this CSV");
   cmd->add_option("--timeline-every", a.timeline_every, "Write every Nth event to the timeline")
       ->check(CLI::PositiveNumber);

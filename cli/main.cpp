@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   cli::add_export(app, run);
   cli::add_fidelity(app, run);
   cli::add_tune(app, run);
+  cli::add_ops(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
