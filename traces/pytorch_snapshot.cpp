@@ -344,7 +344,7 @@ class Importer {
     if (settings.kind() != Kind::Dict) return;
     doc_.for_each_pair(settings, [&](Value k, Value v) {
       std::string key = prefix + doc_.to_text(k);
-      if (v.kind() == Kind::Dict)
+      if (v.kind() == Kind::Dict && prefix.empty())  // one level, as PyTorch writes (no deep recursion on hostile input)
         read_settings(v, key + ".");
       else if (!v.is_container())
         trace_.meta.allocator_settings[key] = doc_.to_text(v);
