@@ -49,10 +49,10 @@ class CudaAsyncPool final : public Policy {
       : device_(device), opts_(opts), page_(device.granularity()) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
-    if (!base_ && !reserve()) return std::nullopt;
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
     ++ops_[req.stream];
     for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!base_ && !reserve()) return std::nullopt;  // (trimming an empty pool gives its range back)
       auto addr = place(size, req.stream);
       if (addr && map_under(*addr, size, req.stream)) return Block{*addr, size, req.stream};
       if (addr) release_extent_range(*addr, size, req.stream);  // could not back it: give it back
@@ -263,6 +263,11 @@ class CudaAsyncPool final : public Policy {
         while (q < mapped_.size() && mapped_[q]) ++q;
         set_unmapped(p, q);
         p = q;
+      }
+      if (top_ == *base_) {  // nothing lives in the pool: give the address range back too
+        device_.release_range(*base_, opts_.va_size);
+        base_.reset();
+        mapped_.clear();
       }
     }
   }

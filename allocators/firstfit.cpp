@@ -21,13 +21,13 @@ using detail::TreapIndex;
 
 class FirstFitIndex {
  public:
-  void insert(uint32_t node, const BlockNode& b) { tree_.insert(node, {b.addr, 0}, b.size); }
+  void insert(uint32_t node, const BlockNode& b) { tree_.insert(node, b.addr, b.size); }
   void erase(uint32_t node, const BlockNode&) { tree_.erase(node); }
   void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b) {
-    tree_.replace(old_node, new_node, {b.addr, 0}, b.size);
+    tree_.replace(old_node, new_node, b.addr, b.size);
   }
   uint32_t find(uint64_t size) const {
-    uint32_t node = tree_.first_fit(size, {0, 0});
+    uint32_t node = tree_.first_fit(size, 0);
     return node == TreapIndex::kNil ? kNoNode : node;
   }
 

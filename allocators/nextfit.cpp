@@ -21,14 +21,14 @@ using detail::TreapIndex;
 
 class NextFitIndex {
  public:
-  void insert(uint32_t node, const BlockNode& b) { tree_.insert(node, {b.addr, 0}, b.size); }
+  void insert(uint32_t node, const BlockNode& b) { tree_.insert(node, b.addr, b.size); }
   void erase(uint32_t node, const BlockNode&) { tree_.erase(node); }
   void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b) {
-    tree_.replace(old_node, new_node, {b.addr, 0}, b.size);
+    tree_.replace(old_node, new_node, b.addr, b.size);
   }
   uint32_t find(uint64_t size) const {
-    uint32_t node = tree_.first_fit(size, {rover_, 0});
-    if (node == TreapIndex::kNil && rover_ != 0) node = tree_.first_fit(size, {0, 0});  // wrap around
+    uint32_t node = tree_.first_fit(size, rover_);
+    if (node == TreapIndex::kNil && rover_ != 0) node = tree_.first_fit(size, 0);  // wrap around
     return node == TreapIndex::kNil ? kNoNode : node;
   }
   // The next search starts just past the block handed out: the remainder of a split.

@@ -19,7 +19,8 @@ namespace fraglab {
   X(cupy)                   \
   X(cuda_async)             \
   X(gmlake)                 \
-  X(rmm_arena)
+  X(rmm_arena)              \
+  X(rmm_binning)
 
 #define FRAGLAB_DECLARE(name) PolicyInfo policy_info_##name();
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)

@@ -13,7 +13,8 @@
 //    keeps the low slabs full and lets the high ones drain;
 //  - requests above `large_threshold` fall through to a coalescing best-fit pool
 //    (as jemalloc's large extents do; detail/coalescing_pool.h with detail/size_bins.h).
-// Slots never split or merge: internal fragmentation (class rounding, slab tails) is
+// Slots never split or merge: internal fragmentation (class rounding, slab tails: a slab
+// holds floor(slab / class) slots, so two 896 KiB slots leave 256 KiB of a 2 MiB slab) is
 // bounded, and external fragmentation shows up as partly used slabs that cannot be
 // returned. Empty slabs stay cached until empty_cache, like the other caching policies.
 #include <bit>

@@ -15,7 +15,11 @@
 //
 // Blocks split on allocation and merge with free physical neighbours on free; that
 // bookkeeping, and segment growth, is shared with the other fits
-// (detail/coalescing_pool.h). This file is only the segregated index.
+// (detail/coalescing_pool.h). This file is only the segregated index. The reference
+// manages pools added up front (tlsf_add_pool); here the pool grows by device segments,
+// and a segment is made at least as large as the rounded-up request: a segment of just
+// the request's size would, once free, sit in the request's own class, which the
+// rounded-up search skips, so a repeated large request would add a segment every time.
 #include <bit>
 
 #include "allocators/detail/coalescing_pool.h"
@@ -61,14 +65,18 @@ class TlsfIndex {
     }
   }
 
+  // mapping_search: the request rounded up so that every block of its class fits it.
+  uint64_t searched_size(uint64_t size) const {
+    if (size < small_size_) return size;
+    uint64_t round = (1ull << (floor_log2(size) - sl_log2_)) - 1;
+    return size > UINT64_MAX - round ? UINT64_MAX : (size + round) & ~round;
+  }
+
   // search_suitable_block: the head of the first non-empty list at or above the class of
-  // `size` rounded up to its class boundary; every block there is >= size.
+  // the rounded-up request; every block there is >= size.
   uint32_t find(uint64_t size) const {
-    if (size >= small_size_) {
-      uint64_t round = (1ull << (floor_log2(size) - sl_log2_)) - 1;
-      if (size > UINT64_MAX - round) return kNoNode;
-      size += round;
-    }
+    size = searched_size(size);
+    if (size == UINT64_MAX) return kNoNode;
     auto [fl, sl] = mapping_insert(size);
     uint64_t sl_map = sl_bitmap_[fl] & (~0ull << sl);
     if (!sl_map) {

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/device_arg.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 struct OpsArgs {
   std::string path, out;
-  int device = 0;
+  DeviceOptions device;
 };
 
 std::string header(const Trace& trace, const std::string& path) {
@@ -27,7 +28,7 @@ std::string header(const Trace& trace, const std::string& path) {
 }
 
 int run_ops(const OpsArgs& a) {
-  Trace trace = load_trace(a.path, {a.device});
+  Trace trace = load_trace(a.path, {a.device.resolve().trace_device});
   AtomicFile out(a.out);
   out.write(header(trace, a.path));
   std::string chunk;
@@ -59,7 +60,7 @@ void add_ops(CLI::App& app, CommandFn& run) {
                                         "(input of bench/torch_reference)");
   cmd->add_option("trace", a.path, "Trace file")->required();
   cmd->add_option("-o,--output", a.out, "Op list to write")->required();
-  cmd->add_option("--device", a.device, "Device index in a PyTorch snapshot");
+  add_device_options(cmd, a.device);
   cmd->callback([&run] { run = [] { return run_ops(a); }; });
 }
 

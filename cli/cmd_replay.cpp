@@ -7,7 +7,7 @@
 #include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
-#include "cli/device_selection.h"
+#include "cli/replay_cuda.h"
 #include "sim/result_json.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
@@ -96,9 +96,10 @@ void print_one(const ReplayResult& r, uint64_t bound) {
 
 int run_replay(const ReplayArgs& a) {
   auto specs = expand_policies(a.policies);
-  DeviceSelection device = device_selection(a.device.resolve());
-  if (device.cuda) return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device, a.touch, a.json});
-  Trace trace = load_trace(a.path, {device.snapshot_device});
+  DeviceArg device = a.device.resolve();
+  if (!device.exec_device.empty() && device.exec_device != "sim")
+    return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device.trace_device, device.exec_device, a.touch, a.json});
+  Trace trace = load_trace(a.path, {device.trace_device});
   TraceBounds bounds = compute_bounds(trace.events, !a.no_oracle_bound);
   uint64_t bound = bounds.live_bytes;
   SimDeviceConfig config = sim_config(a.capacity);

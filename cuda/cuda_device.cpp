@@ -41,6 +41,11 @@ bool CudaDevice::available(std::string* why) {
 }
 
 CudaDevice::CudaDevice(CudaDeviceConfig config) : config_(config) {
+  int count = 0;
+  FRAGLAB_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (config_.ordinal < 0 || config_.ordinal >= count)
+    throw CudaError("cuda:" + std::to_string(config_.ordinal) + ": no such device (this machine has " +
+                    std::to_string(count) + ")");
   FRAGLAB_CUDA_CHECK(cudaSetDevice(config_.ordinal));
   FRAGLAB_CUDA_CHECK(cudaFree(nullptr));  // creates the context now, so its memory is not counted later
   cudaDeviceProp props{};

@@ -36,6 +36,8 @@ for w in "${WORKLOADS[@]}"; do
   for p in pytorch passthrough cuda_malloc cuda_malloc_async bestfit tlsf; do run "$w.default.$p" "$d" -p "$p"; done
   run "$w.expandable.pytorch" "$e" -p pytorch:expandable_segments:True
   run "$w.default.pytorch.touch" "$d" -p pytorch --touch
+  # A capacity below what the run needs: the out-of-memory must come where the simulator says.
+  run "$w.default.pytorch.cap" "$d" -p pytorch --capacity "${CAPACITY:-14GiB}"
   if [ -n "$REF" ]; then
     "$FRAGLAB" ops "$d" -o "/tmp/$w.default.ops" > /dev/null
     "$FRAGLAB" ops "$e" -o "/tmp/$w.expandable.ops" > /dev/null

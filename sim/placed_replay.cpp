@@ -162,12 +162,26 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
       out.segments.push_back(tile(r.addr, r.size, false, live, cursor, pending_free, ids, stack_of_id));
       continue;
     }
-    // A reserved range holds memory only where pages are mapped: one segment per mapped run.
+    // A reserved range holds memory only where pages are mapped (or mapped again by
+    // alias_pages): one segment per contiguous mapped run.
+    Addr r_end = r.addr + r.size;
+    std::vector<std::pair<Addr, Addr>> runs;
+    auto clip = [&](Addr a, Addr e) {
+      a = std::max(a, r.addr);
+      e = std::min(e, r_end);
+      if (a < e) runs.emplace_back(a, e);
+    };
     auto it = physical.lower_bound(r.addr);
     if (it != physical.begin() && std::prev(it)->first + std::prev(it)->second > r.addr) --it;
-    for (; it != physical.end() && it->first < r.addr + r.size; ++it) {
-      Addr b = std::max(it->first, r.addr);
-      Addr e = std::min(it->first + it->second, r.addr + r.size);
+    for (; it != physical.end() && it->first < r_end; ++it) clip(it->first, it->first + it->second);
+    const auto& aliases = device.aliases();
+    auto at = aliases.lower_bound(r.addr);
+    if (at != aliases.begin() && std::prev(at)->first + std::prev(at)->second.size > r.addr) --at;
+    for (; at != aliases.end() && at->first < r_end; ++at) clip(at->first, at->first + at->second.size);
+    std::sort(runs.begin(), runs.end());
+    for (size_t k = 0; k < runs.size();) {
+      Addr b = runs[k].first, e = runs[k].second;
+      for (++k; k < runs.size() && runs[k].first <= e; ++k) e = std::max(e, runs[k].second);
       while (cursor < live.size() && live[cursor]->addr < b) ++cursor;
       out.segments.push_back(tile(b, e - b, true, live, cursor, pending_free, ids, stack_of_id));
     }

@@ -382,7 +382,7 @@ TEST_CASE("cuda_async: cross-stream reuse waits for the free's event", "[framewo
 }
 
 namespace {
-const char* const kFrameworkPolicies[] = {"bfc", "rmm_pool", "cupy", "cuda_async", "gmlake", "rmm_arena", "oracle"};
+const char* const kFrameworkPolicies[] = {"bfc", "rmm_pool", "cupy", "cuda_async", "gmlake", "rmm_arena", "rmm_binning", "oracle"};
 
 Trace with_empty_caches(Trace t, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -494,6 +494,29 @@ TEST_CASE("rmm_arena: per-stream arenas hold their superblocks; large requests g
   Block huge = b.must_alloc(3 * kMiB, 2);
   CHECK(huge.addr == a.addr);
   b.free(huge);
+  b.policy->empty_cache();
+  CHECK(b.device.reserved_bytes() == 0);
+}
+
+TEST_CASE("rmm_binning: power-of-two bins in 128-block chunks from the pool, FIFO reuse", "[framework]") {
+  Bench b("rmm_binning");
+  Block x = b.must_alloc(1000);
+  CHECK(x.size == 256 * 1024);                   // the 2^18 bin
+  CHECK(b.device.reserved_bytes() == 32 * kMiB);  // one chunk of 128 blocks from the pool
+  Block y = b.must_alloc(200 * 1024);
+  CHECK(y.addr == x.addr + 256 * 1024);
+  CHECK(b.device.counts().segment_allocs == 1);
+  Block z = b.must_alloc(3 * kMiB);
+  CHECK(z.size == 4 * kMiB);                      // the 2^22 bin: a 512 MiB chunk
+  Block big = b.must_alloc(5 * kMiB);              // above the bins: the pool itself
+  CHECK(big.size == 5 * kMiB);
+  b.free(x);
+  Block w = b.must_alloc(1000);
+  CHECK(w.addr == y.addr + 256 * 1024);           // FIFO: the freed block waits at the back
+  b.free(w);
+  b.free(y);
+  b.free(z);
+  b.free(big);
   b.policy->empty_cache();
   CHECK(b.device.reserved_bytes() == 0);
 }

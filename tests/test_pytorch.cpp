@@ -101,7 +101,9 @@ TEST_CASE("pytorch: recorded settings are the start, the command line overrides 
                              {"max_split_size", "134217728"},
                              {"expandable_segments", "False"},
                              {"garbage_collection_threshold", "0.0"},
-                             {"roundup_power2_divisions", R"({"1": 0, "2": 0, "64": 4, "32768": 0})"}};
+                             {"roundup_power2_divisions.1", "0"},
+                             {"roundup_power2_divisions.64", "4"},
+                             {"roundup_power2_divisions.32768", "0"}};
   PytorchAllocatorConfig c;
   c.apply_recorded(meta.allocator_settings);
   CHECK(c.max_split_size == 128 * MiB);
@@ -277,4 +279,15 @@ TEST_CASE("pytorch: expandable segments split even large blocks and map only wha
   uint32_t b = r.malloc(15 * MiB);  // fits the remainder: no new page
   CHECK(r.addr(b) == r.addr(a) + 25 * MiB);
   CHECK(r.calls() == Calls{"map 40"});
+}
+
+TEST_CASE("pytorch: under a cap, expandable segments are unmapped, never cudaFree'd, by the recovery", "[pytorch]") {
+  // release_available_cached_blocks skips expandable blocks (it could only cudaFree them);
+  // release_cached_blocks unmaps their pages and gives the empty range back, then the retry maps.
+  Rig r("expandable_segments:True,max_split_size_mb:20", 100 * MiB);
+  r.model.free(r.malloc(50 * MiB));  // three 20 MiB pages, all free again
+  r.malloc(70 * MiB);                // 60 + 70 > 100
+  CHECK(r.calls() == Calls{"map 60", "unmap 60", "map 80"});
+  CHECK(r.model.stats().num_alloc_retries == 1);
+  CHECK(r.model.stats().reserved == 80 * MiB);
 }

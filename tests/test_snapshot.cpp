@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
+#include "traces/addr_map.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
@@ -360,4 +362,31 @@ TEST_CASE("malformed snapshots: exit code 2 naming file and offset", "[snapshot]
   SECTION("unknown action") {
     expect_rejected("action.pickle", snapshot_of({{"teleport", 4096, 512}}), "unknown trace action 'teleport'");
   }
+}
+
+TEST_CASE("AddrMap agrees with std::unordered_map under random inserts and erases", "[snapshot]") {
+  AddrMap map;
+  std::unordered_map<uint64_t, uint32_t> ref;
+  uint64_t x = 88172645463325252ull;
+  auto rnd = [&] {  // xorshift64: deterministic
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (uint32_t i = 0; i < 200000; ++i) {
+    uint64_t addr = (rnd() % 4096) * 512;  // few distinct keys: long probe runs and many erases
+    if (rnd() % 2) {
+      bool fresh = ref.emplace(addr, i).second;
+      REQUIRE(map.insert(addr, i) == fresh);
+    } else {
+      REQUIRE(map.erase(addr) == (ref.erase(addr) == 1));
+    }
+    uint64_t probe = (rnd() % 4096) * 512;
+    const uint32_t* got = map.find(probe);
+    auto it = ref.find(probe);
+    REQUIRE((got != nullptr) == (it != ref.end()));
+    if (got) REQUIRE(*got == it->second);
+  }
+  CHECK(map.size() == ref.size());
 }

@@ -175,12 +175,15 @@ class Parser {
   }
   [[noreturn]] void fail_op(const std::string& what) const { fail(op_at_, describe(op_) + ": " + what); }
 
-  const uint8_t* take(uint64_t n) {
-    if (static_cast<uint64_t>(end_ - p_) < n)
-      fail(op_at_, fmt::format("pickle is truncated: {} needs {} bytes, {} left", describe(op_), n, end_ - p_));
+  [[gnu::always_inline]] const uint8_t* take(uint64_t n) {
+    if (static_cast<uint64_t>(end_ - p_) < n) [[unlikely]]
+      truncated(n);
     const uint8_t* at = p_;
     p_ += n;
     return at;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void truncated(uint64_t n) const {
+    fail(op_at_, fmt::format("pickle is truncated: {} needs {} bytes, {} left", describe(op_), n, end_ - p_));
   }
   // Text operand of a protocol-0 opcode: up to the newline.
   std::string_view line() {
@@ -474,7 +477,7 @@ Document Document::parse(std::string_view bytes, const std::string& name) {
   return d;
 }
 
-int64_t Document::as_int(Value v, const char* what) const {
+int64_t Document::as_int_slow(Value v, const char* what) const {
   switch (v.kind()) {
     case Kind::Int: return static_cast<int64_t>(v.payload() << 4) >> 4;  // sign-extend 60 bits
     case Kind::WideInt: return wide_[v.payload()];

@@ -67,7 +67,10 @@ class Document {
   const std::string& name() const { return name_; }
 
   // Scalars. as_int throws FormatError (naming `what`) unless the value is an int that fits.
-  int64_t as_int(Value v, const char* what) const;
+  int64_t as_int(Value v, const char* what) const {
+    if (v.kind() == Kind::Int) return static_cast<int64_t>(v.payload() << 4) >> 4;  // sign-extend 60 bits
+    return as_int_slow(v, what);
+  }
   double as_float(Value v, const char* what) const;  // int or float
   std::string_view as_str(Value v, const char* what) const;  // str or bytes
   bool as_bool(Value v, const char* what) const;  // bool or int
@@ -109,6 +112,7 @@ class Document {
 
  private:
   friend class Parser;
+  int64_t as_int_slow(Value v, const char* what) const;
   static constexpr uint32_t kNoChunk = UINT32_MAX;
   struct Span {
     uint64_t offset, size;

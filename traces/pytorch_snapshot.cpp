@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "traces/atomic_file.h"
+#include "traces/addr_map.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
 #include "traces/pickle_reader.h"
@@ -123,7 +123,7 @@ class Importer {
   const ReadOptions& options_;
   Trace trace_;
   IdSlots slots_;
-  std::unordered_map<Addr, AllocId> live_;      // block address -> id, while allocated
+  AddrMap live_;                               // block address -> id, while allocated
   std::vector<uint8_t> free_requested_;        // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks from before recording
   std::vector<uint64_t> empty_cache_before_;   // event indices where an EmptyCache goes
@@ -269,31 +269,31 @@ class Importer {
 
   void on_alloc(Event& e) {
     e.kind = EventKind::Alloc;
-    auto [it, inserted] = live_.try_emplace(e.addr, 0);
-    if (!inserted)
+    if (live_.find(e.addr))
       fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
-    e.id = it->second = slots_.acquire();
+    e.id = slots_.acquire();
+    live_.insert(e.addr, e.id);
     if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
     free_requested_[e.id] = 0;
     push(e);
   }
 
   void on_free_requested(Event& e) {
-    auto it = live_.find(e.addr);
-    if (it == live_.end()) {
+    const AllocId* id = live_.find(e.addr);
+    if (!id) {
       unknown_requested_.insert(e.addr);  // allocated before recording began
       return;
     }
-    if (free_requested_[it->second]) return;  // requested twice: the first request counts
-    free_requested_[it->second] = 1;
+    if (free_requested_[*id]) return;  // requested twice: the first request counts
+    free_requested_[*id] = 1;
     e.kind = EventKind::FreeRequested;
-    e.id = it->second;
+    e.id = *id;
     push(e);
   }
 
   void on_free_completed(Event& e) {
-    auto it = live_.find(e.addr);
-    if (it == live_.end()) {
+    const AllocId* id = live_.find(e.addr);
+    if (!id) {
       // A block allocated before recording began: counted once, whether or not its
       // free_requested was recorded too.
       unknown_requested_.erase(e.addr);
@@ -301,8 +301,8 @@ class Importer {
       return;
     }
     e.kind = EventKind::Free;
-    e.id = it->second;
-    live_.erase(it);
+    e.id = *id;
+    live_.erase(e.addr);
     slots_.release(e.id);
     push(e);
   }

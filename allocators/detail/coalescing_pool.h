@@ -12,6 +12,10 @@
 //     void erase(uint32_t node, const BlockNode& b);   // b is no longer a free block
 //     uint32_t find(uint64_t size);                     // a free node of >= size, or kNoNode
 //     void allocated(Addr addr, uint64_t size);         // optional: a block was handed out
+//     // Optional: the least block size find(size) can return, when it rounds requests up
+//     // (TLSF's good fit); new segments are made at least this large so that they are
+//     // found again by the same request once free.
+//     uint64_t searched_size(uint64_t size) const;
 //     // Optional, for indexes in address order: new_node (now b) takes old_node's place.
 //     void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b);
 //   };
@@ -60,12 +64,7 @@ class CoalescingPool {
     uint32_t node = index_.find(size);
     if (node != kNoNode) {
       if constexpr (kAddressOrdered) {
-        if (blocks_[node].size - size >= config_.min_split) {  // the remainder keeps the block's place
-          uint32_t rest = blocks_.split(node, size);
-          index_.replace(node, rest, blocks_[rest]);
-          blocks_[node].free = false;
-          return handed_out(node);
-        }
+        if (blocks_[node].size - size >= config_.min_split) return split_in_place(node, size);
       }
       take(node);
     } else {
@@ -123,6 +122,14 @@ class CoalescingPool {
   static constexpr bool kAddressOrdered =
       requires(FitIndex& index, const BlockNode& b) { index.replace(uint32_t{}, uint32_t{}, b); };
 
+  // Splits free block `node` whose remainder keeps its place in an address-ordered index.
+  Block split_in_place(uint32_t node, uint64_t size) {
+    uint32_t rest = blocks_.split(node, size);  // the remainder inherits the free flag
+    index_.replace(node, rest, blocks_[rest]);
+    blocks_[node].free = false;
+    return handed_out(node);
+  }
+
   Block handed_out(uint32_t node) {
     const BlockNode& b = blocks_[node];
     if constexpr (requires { index_.allocated(b.addr, b.size); }) index_.allocated(b.addr, b.size);
@@ -154,6 +161,7 @@ class CoalescingPool {
 
   // A new segment for a block of `size` bytes; its one node is free but not indexed.
   uint32_t grow(uint64_t size, StreamIndex stream) {
+    if constexpr (requires { index_.searched_size(size); }) size = std::max(size, index_.searched_size(size));
     uint64_t seg = config_.segment_size(size);
     auto addr = device_.allocate_segment(seg, stream);
     if (!addr) return kNoNode;

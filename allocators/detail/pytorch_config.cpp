@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
@@ -202,20 +201,20 @@ void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::str
     else if (*v == "False" || *v == "false" || *v == "0") expandable_segments = false;
     else bad("expandable_segments", *v);
   }
-  if (auto v = get("roundup_power2_divisions")) {
-    // A dict {interval start in MiB: divisions}, as the snapshot reports it.
-    auto j = nlohmann::json::parse(*v, nullptr, false);
-    if (!j.is_object()) bad("roundup_power2_divisions", *v);
-    for (const auto& [k, d] : j.items()) {
-      uint64_t mb = 0;
-      try {
-        mb = std::stoull(k);
-      } catch (const std::exception&) {
-        bad("roundup_power2_divisions", *v);
-      }
-      if (!is_pow2(mb) || !d.is_number_unsigned()) bad("roundup_power2_divisions", *v);
-      roundup_power2_divisions[std::min(log2_floor(mb), kRoundUpPowerOfTwoIntervals - 1)] = d.get<uint64_t>();
+  // roundup_power2_divisions is a dict {interval start in MiB: divisions}; the snapshot
+  // reader flattens it to keys "roundup_power2_divisions.<MiB>".
+  const std::string prefix = "roundup_power2_divisions.";
+  for (auto it = settings.lower_bound(prefix); it != settings.end() && it->first.starts_with(prefix); ++it) {
+    const std::string interval = it->first.substr(prefix.size());
+    uint64_t mb = 0, divisions = 0;
+    try {
+      mb = std::stoull(interval);
+      divisions = std::stoull(it->second);
+    } catch (const std::exception&) {
+      bad(it->first.c_str(), it->second);
     }
+    if (!is_pow2(mb) || (divisions != 0 && !is_pow2(divisions))) bad(it->first.c_str(), it->second);
+    roundup_power2_divisions[std::min(log2_floor(mb), kRoundUpPowerOfTwoIntervals - 1)] = divisions;
   }
 }
 

@@ -327,7 +327,9 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
   const uint64_t rank = stream_rank_[p.stream];
   const uint64_t key_size = p.size < config_.max_split_size ? config_.max_split_size : p.size;
   auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(key_size, kSizeMask), 0});
-  if (it == pool.blocks.end() || (it->hi >> kSizeBits) != rank) {
+  // Expandable segments' blocks are never cudaFree'd here (they are unmapped by
+  // release_cached_blocks instead): the source skips them.
+  if (it == pool.blocks.end() || (it->hi >> kSizeBits) != rank || blocks_[it->node()].segment != kNone) {
     // No single block is large enough: free oversize blocks, the largest first.
     if (it == pool.blocks.begin()) return false;
     uint64_t total_released = 0;
@@ -335,14 +337,13 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
     while (total_released < key_size && blocks_[it->node()].size >= config_.max_split_size &&
            (it->hi >> kSizeBits) == rank) {
       uint32_t cur = it->node();
-      total_released += blocks_[cur].size;
-      if (it != pool.blocks.begin()) {
-        --it;
+      bool is_first = it == pool.blocks.begin();
+      if (!is_first) --it;
+      if (blocks_[cur].segment == kNone) {
+        total_released += blocks_[cur].size;
         release_block(cur);
-      } else {
-        release_block(cur);
-        break;
       }
+      if (is_first) break;
     }
     if (total_released < key_size) return false;
   } else {
@@ -377,7 +378,8 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
     std::vector<uint32_t> order;
     for (const Key& k : large_.blocks) order.push_back(k.node());
     for (uint32_t b : order) {
-      if (!blocks_[b].is_split() && static_cast<double>(gc_count(b)) >= age_threshold) {
+      if (!blocks_[b].is_split() && blocks_[b].segment == kNone &&
+          static_cast<double>(gc_count(b)) >= age_threshold) {
         block_freed = true;
         gc_reclaimed += blocks_[b].size;
         total_age -= gc_count(b);

@@ -51,10 +51,7 @@ class SizeBins {
     uint32_t b = bin_of(size);
     auto& bin = bins_[b];
     bin.erase(std::lower_bound(bin.begin(), bin.end(), Entry{size, addr, 0}));
-    if (bin.empty()) {
-      words_[b / 64] &= ~(1ull << (b % 64));
-      if (words_[b / 64] == 0) summary_ &= ~(1ull << (b / 64));
-    }
+    if (bin.empty()) clear_bit(b);
     --count_;
   }
 
@@ -100,6 +97,11 @@ class SizeBins {
   static constexpr uint32_t kBins = kLinearBins + (64 - kLinearLimitLog2) * kSubBins;
   static constexpr uint32_t kWords = (kBins + 63) / 64;
   static_assert(kWords <= 64, "the summary word covers at most 64 bitmap words");
+
+  void clear_bit(uint32_t b) {
+    words_[b / 64] &= ~(1ull << (b % 64));
+    if (words_[b / 64] == 0) summary_ &= ~(1ull << (b / 64));
+  }
 
   const Entry& largest_entry() const {
     uint32_t w = 63 - static_cast<uint32_t>(std::countl_zero(summary_));

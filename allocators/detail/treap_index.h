@@ -1,14 +1,13 @@
-// TreapIndex: an ordered index of free blocks, keyed by a pair of integers, that also
-// answers "the first block in key order at or after K whose size is at least N".
+// TreapIndex: free blocks in address order, answering "the first block at or after
+// address A whose size is at least N" in O(log n).
 //
-// One structure serves every classic fit: keyed by (size, address) it gives best fit
-// (lower_bound) and worst fit (last); keyed by (address, 0) and augmented with the
-// largest size in each subtree it gives first fit and next fit in O(log n), the
-// address-ordered "Cartesian tree" of Stephenson (1983) that Wilson et al. (1995, 3.5)
-// describe as the fast way to do first fit. We write our own instead of using std::set
-// because std::set can neither carry the subtree maximum nor avoid a heap allocation per
-// insert; here the items live in a vector indexed by the caller's node ids (BlockList
-// handles), so inserts and erases allocate nothing and stay cache-friendly.
+// The address-ordered "Cartesian tree" of Stephenson (1983) that Wilson et al. (1995,
+// 3.5) describe as the fast way to do first fit and next fit: a search tree on the
+// address, augmented with the largest size in each subtree, so whole subtrees too small
+// for a request are skipped. We write our own instead of using std::set because std::set
+// can neither carry the subtree maximum nor avoid a heap allocation per insert; here the
+// items live in a vector indexed by the caller's node ids (BlockList handles), so inserts
+// and erases allocate nothing and stay cache-friendly.
 //
 // Priorities come from a counter through splitmix64, so the shape (and so every result)
 // is a pure function of the operation sequence: replays are deterministic.
@@ -19,24 +18,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "traces/trace.h"
+
 namespace fraglab::detail {
 
 class TreapIndex {
  public:
   static constexpr uint32_t kNil = UINT32_MAX;
 
-  struct Key {
-    uint64_t hi = 0, lo = 0;
-    friend bool operator<(const Key& a, const Key& b) { return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo; }
-    friend bool operator==(const Key& a, const Key& b) = default;
-  };
-
   bool empty() const { return root_ == kNil; }
   size_t size() const { return count_; }
-  const Key& key(uint32_t node) const { return items_[node].key; }
+  Addr addr(uint32_t node) const { return items_[node].key; }
   uint64_t block_size(uint32_t node) const { return items_[node].size; }
 
-  void insert(uint32_t node, Key key, uint64_t size) {
+  void insert(uint32_t node, Addr key, uint64_t size) {
     if (node >= items_.size()) items_.resize(node + 1);
     items_[node] = Item{key, size, size, kNil, kNil, next_priority()};
     root_ = insert_at(root_, node);
@@ -52,19 +47,19 @@ class TreapIndex {
   // size. The new key must sort where the old one did: an address-ordered index uses this
   // when a free block is split (the remainder keeps its place) or grows by merging, with
   // one descent instead of an erase and an insert.
-  void replace(uint32_t old_node, uint32_t new_node, Key key, uint64_t size) {
-    Key old_key = items_[old_node].key;
+  void replace(uint32_t old_node, uint32_t new_node, Addr key, uint64_t size) {
+    Addr old_key = items_[old_node].key;
     if (new_node >= items_.size()) items_.resize(new_node + 1);
     Item moved = items_[old_node];
     moved.key = key;
     moved.size = size;
     items_[new_node] = moved;
     pull(new_node);
-    root_ = replace_at(root_, old_key, new_node);
+    root_ = replace_at(root_, old_key, old_node, new_node);
   }
 
   // The first node whose key is >= `key`, or kNil.
-  uint32_t lower_bound(Key key) const {
+  uint32_t lower_bound(Addr key) const {
     uint32_t x = root_, best = kNil;
     while (x != kNil) {
       if (items_[x].key < key) {
@@ -87,11 +82,11 @@ class TreapIndex {
 
   // The first node in key order with key >= `from` and size >= `size`, or kNil. Subtrees
   // whose largest size is too small are skipped whole, so this is O(depth).
-  uint32_t first_fit(uint64_t size, Key from) const { return first_fit_at(root_, size, from); }
+  uint32_t first_fit(uint64_t size, Addr from) const { return first_fit_at(root_, size, from); }
 
  private:
   struct Item {
-    Key key;
+    Addr key;
     uint64_t size = 0, max_size = 0;  // this block's size; the largest in its subtree
     uint32_t left = kNil, right = kNil;
     uint32_t priority = 0;
@@ -111,7 +106,7 @@ class TreapIndex {
   }
 
   // Splits subtree x into keys < k (l) and keys >= k (r).
-  void split(uint32_t x, Key k, uint32_t& l, uint32_t& r) {
+  void split(uint32_t x, Addr k, uint32_t& l, uint32_t& r) {
     if (x == kNil) {
       l = r = kNil;
       return;
@@ -155,7 +150,7 @@ class TreapIndex {
     return x;
   }
 
-  uint32_t erase_at(uint32_t x, Key k) {
+  uint32_t erase_at(uint32_t x, Addr k) {
     assert(x != kNil);
     if (items_[x].key == k) return merge(items_[x].left, items_[x].right);
     if (k < items_[x].key)
@@ -166,18 +161,20 @@ class TreapIndex {
     return x;
   }
 
-  uint32_t replace_at(uint32_t x, Key old_key, uint32_t new_node) {
+  // Finds old_node by its old key (compared against the other nodes' keys only: when
+  // old_node is new_node its key has already changed) and links new_node in its place.
+  uint32_t replace_at(uint32_t x, Addr old_key, uint32_t old_node, uint32_t new_node) {
     assert(x != kNil);
-    if (items_[x].key == old_key) return new_node;
+    if (x == old_node) return new_node;
     if (old_key < items_[x].key)
-      items_[x].left = replace_at(items_[x].left, old_key, new_node);
+      items_[x].left = replace_at(items_[x].left, old_key, old_node, new_node);
     else
-      items_[x].right = replace_at(items_[x].right, old_key, new_node);
+      items_[x].right = replace_at(items_[x].right, old_key, old_node, new_node);
     pull(x);
     return x;
   }
 
-  uint32_t first_fit_at(uint32_t x, uint64_t size, Key from) const {
+  uint32_t first_fit_at(uint32_t x, uint64_t size, Addr from) const {
     while (x != kNil && items_[x].max_size >= size) {
       const Item& it = items_[x];
       if (it.key < from) {  // x and its left subtree lie before `from`

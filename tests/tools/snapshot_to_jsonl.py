@@ -38,9 +38,19 @@ def settings_text(value):
         return value
     if isinstance(value, bool):
         return "True" if value else "False"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
     return str(value)
+
+
+def flatten_settings(settings, prefix=""):
+    """Nested dicts become dotted keys, as the C++ reader does:
+    roundup_power2_divisions.1024 -> "4"."""
+    out = {}
+    for k, v in settings.items():
+        if isinstance(v, dict):
+            out.update(flatten_settings(v, prefix + str(k) + "."))
+        elif not isinstance(v, (list, tuple)):
+            out[prefix + str(k)] = settings_text(v)
+    return out
 
 
 class Slots:
@@ -73,7 +83,7 @@ def convert(snapshot, device):
         "fraglab_trace": 1,
         "device": device,
         "streams": streams,
-        "allocator_settings": {k: settings_text(v) for k, v in snapshot.get("allocator_settings", {}).items()},
+        "allocator_settings": flatten_settings(snapshot.get("allocator_settings", {})),
     }
     out = []
     slots = Slots()

@@ -1,6 +1,4 @@
-#include "cli/device_selection.h"
-
-#include "cli/device_arg.h"
+#include "cli/replay_cuda.h"
 
 #include <fmt/core.h>
 
@@ -19,39 +17,26 @@ namespace fraglab::cli {
 
 namespace {
 
-bool all_digits(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  return true;
+// "cuda" -> 0, "cuda:N" -> N; anything else is a usage error.
+int cuda_ordinal(const std::string& text) {
+  if (text == "cuda") return 0;
+  std::string n = text.rfind("cuda:", 0) == 0 ? text.substr(5) : "";
+  bool digits = !n.empty() && n.size() < 5;
+  for (char c : n) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (!digits) throw std::invalid_argument("--device '" + text + "': expected sim, cuda or cuda:N");
+  return std::stoi(n);
 }
 
 }  // namespace
 
-DeviceSelection device_selection(const DeviceArg& arg) {
-  DeviceSelection out;
-  out.snapshot_device = arg.trace_device;
-  const std::string& v = arg.exec_device;
-  if (v.empty() || v == "sim") {
-    out.cuda.reset();
-  } else if (v == "cuda") {
-    out.cuda = 0;
-  } else if (v.rfind("cuda:", 0) == 0 && all_digits(v.substr(5)) && v.size() < 11) {
-    out.cuda = std::stoi(v.substr(5));
-  } else {
-    throw std::invalid_argument("--device '" + v + "': expected 'sim' or 'cuda[:N]' as the execution device");
-  }
-  return out;
-}
-
 #if FRAGLAB_HAVE_CUDA
 
 int run_cuda_replay(const CudaReplayRequest& request) {
+  cuda::CudaReplayOptions options;
+  options.ordinal = cuda_ordinal(request.exec_device);
   std::string why;
   if (!cuda::CudaDevice::available(&why)) throw std::invalid_argument("--device cuda: no usable GPU (" + why + ")");
-  Trace trace = load_trace(request.path, {request.device.snapshot_device});
-  cuda::CudaReplayOptions options;
-  options.ordinal = *request.device.cuda;
+  Trace trace = load_trace(request.path, {request.trace_device});
   if (!request.capacity.empty()) options.capacity = parse_size(request.capacity);
   options.touch = request.touch;
   options.on_oom = request.on_oom == "skip" ? OnOom::Skip : OnOom::Stop;
@@ -79,8 +64,10 @@ int run_cuda_replay(const CudaReplayRequest& request) {
 
 #else
 
-int run_cuda_replay(const CudaReplayRequest&) {
-  throw std::invalid_argument("--device cuda: this fraglab was built without CUDA (FRAGLAB_CUDA=OFF or no toolkit)");
+int run_cuda_replay(const CudaReplayRequest& request) {
+  cuda_ordinal(request.exec_device);
+  throw std::invalid_argument("--device " + request.exec_device +
+                              ": this fraglab was built without CUDA (FRAGLAB_CUDA=OFF or no toolkit)");
 }
 
 #endif
