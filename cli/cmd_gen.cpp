@@ -84,7 +84,9 @@ void add_gen(CLI::App& app, CommandFn& run) {
     cmd->add_flag("--checkpoint", o.checkpoint, "Full activation checkpointing per block");
     cmd->add_option("--precision", o.precision, "bf16 (autocast, fp32 master weights) or fp32")->capture_default_str();
     cmd->add_option("--optimizer", o.optimizer, "adamw (two fp32 states per parameter) or sgd")->capture_default_str();
-    cmd->add_option("--attention", o.attention, "eager (materializes s x s scores) or flash")->capture_default_str();
+    cmd->add_option("--attention", o.attention, "flash (SDPA, no s x s tensor) or eager (materializes s x s scores)")
+        ->capture_default_str();
+    cmd->add_option("--gelu", o.gelu, "tanh (GPT-2's elementwise NewGELU) or fused (one kernel)")->capture_default_str();
     cmd->add_option("--dropout", o.dropout, "Dropout probability (> 0 keeps masks for backward)")->capture_default_str();
     common_options(cmd, c);
     cmd->callback([&run, cmd] {

@@ -8,6 +8,7 @@
 #include "traces/jsonl_format.h"
 #include "traces/native_format.h"
 #include "traces/pytorch_snapshot.h"
+#include "traces/rmm_log_format.h"
 
 namespace fraglab {
 
@@ -26,6 +27,7 @@ std::optional<TraceFormat> sniff(const std::string& path) {
   if (h.rfind("FLTRACE", 0) == 0) return TraceFormat::Native;
   if (h.size() >= 2 && static_cast<unsigned char>(h[0]) == 0x80) return TraceFormat::PytorchSnapshot;
   if (!h.empty() && h[0] == '{') return TraceFormat::Jsonl;
+  if (h.rfind("Thread,T", 0) == 0) return TraceFormat::RmmLog;
   return std::nullopt;
 }
 
@@ -48,6 +50,7 @@ const char* format_name(TraceFormat format) {
     case TraceFormat::PytorchSnapshot: return "pytorch-snapshot";
     case TraceFormat::Native: return "native";
     case TraceFormat::Jsonl: return "jsonl";
+    case TraceFormat::RmmLog: return "rmm-log";
   }
   return "?";
 }
@@ -58,6 +61,7 @@ TraceFormat format_for_path(const std::string& path) {
     return TraceFormat::PytorchSnapshot;
   if (ends_with(path, ".fltrace")) return TraceFormat::Native;
   if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.gz")) return TraceFormat::Jsonl;
+  if (ends_with(path, ".csv") || ends_with(path, ".csv.gz")) return TraceFormat::RmmLog;
   throw FormatError::in_file(path, "unknown trace extension (use .pickle[.gz], .fltrace or .jsonl)");
 }
 
@@ -66,6 +70,7 @@ TraceFormat parse_format_name(const std::string& name) {
     return TraceFormat::PytorchSnapshot;
   if (name == "native" || name == "fltrace") return TraceFormat::Native;
   if (name == "jsonl") return TraceFormat::Jsonl;
+  if (name == "rmm" || name == "rmm-log") return TraceFormat::RmmLog;
   throw std::invalid_argument("unknown format '" + name + "' (snapshot, native, jsonl)");
 }
 
@@ -82,6 +87,7 @@ std::unique_ptr<EventSource> open_trace(const std::string& path, const ReadOptio
     case TraceFormat::Native: return open_native(path);
     case TraceFormat::PytorchSnapshot: return std::make_unique<TraceSource>(read_pytorch_snapshot(path, options));
     case TraceFormat::Jsonl: return std::make_unique<TraceSource>(read_jsonl(path));
+    case TraceFormat::RmmLog: return std::make_unique<TraceSource>(read_rmm_log(path));
   }
   throw std::logic_error("unreachable");
 }
@@ -112,6 +118,8 @@ std::unique_ptr<TraceWriter> create_writer(const std::string& path, TraceFormat 
     case TraceFormat::PytorchSnapshot:
       throw std::invalid_argument(
           "writing a PyTorch snapshot needs a policy's placement: use `fraglab export --to snapshot`");
+    case TraceFormat::RmmLog:
+      throw std::invalid_argument("RMM logs are read, not written: convert to native or jsonl");
   }
   throw std::logic_error("unreachable");
 }

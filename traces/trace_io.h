@@ -4,6 +4,7 @@
 //   .pickle, .pickle.gz, .pkl   PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)
 //   .fltrace                    fraglab's native format (traces/native_format.h)
 //   .jsonl, .jsonl.gz           JSON Lines, for small hand-written traces (traces/jsonl_format.h)
+//   .csv, .csv.gz               RMM logging_resource_adaptor log, read only (traces/rmm_log_format.h)
 #pragma once
 
 #include <memory>
@@ -13,12 +14,12 @@
 
 namespace fraglab {
 
-enum class TraceFormat { PytorchSnapshot, Native, Jsonl };
+enum class TraceFormat { PytorchSnapshot, Native, Jsonl, RmmLog };
 
 const char* format_name(TraceFormat format);
 // By extension; throws FormatError for an unknown one.
 TraceFormat format_for_path(const std::string& path);
-// "snapshot"/"pickle", "native"/"fltrace", "jsonl" -> format; throws std::invalid_argument.
+// "snapshot"/"pickle", "native"/"fltrace", "jsonl", "rmm" -> format; throws std::invalid_argument.
 TraceFormat parse_format_name(const std::string& name);
 
 struct ReadOptions {

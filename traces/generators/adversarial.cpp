@@ -30,7 +30,10 @@ void robson(const AdversarialOptions& o, Rng& rng, EventSink& sink) {
         level.push_back(sink.alloc(std::max(o.align, size - std::min(size - o.align, jitter))));
         sink.advance(1);
       }
-      if (level.size() < 2) break;
+      if (level.size() < 2) {  // the budget is spent: no level beyond this one fits
+        for (AllocId id : level) sink.free(id);
+        break;
+      }
       for (size_t i = 0; i < level.size(); ++i) {
         if ((i & 1) == parity) {
           sink.free(level[i]);

@@ -59,9 +59,16 @@ uint64_t Rng::next() {
 }
 
 double Rng::normal() {
+  if (has_spare_) {  // Box-Muller makes two independent values per pair of uniforms
+    has_spare_ = false;
+    return spare_;
+  }
   double u1 = 1.0 - uniform01();  // (0, 1]
   double u2 = uniform01();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  double r = std::sqrt(-2.0 * std::log(u1));
+  spare_ = r * std::sin(2.0 * std::numbers::pi * u2);
+  has_spare_ = true;
+  return r * std::cos(2.0 * std::numbers::pi * u2);
 }
 
 double Rng::exponential(double mean) { return -mean * std::log(1.0 - uniform01()); }

@@ -23,11 +23,13 @@ class Rng {
   double uniform01() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   // Integer in [lo, hi].
   uint64_t between(uint64_t lo, uint64_t hi) { return lo + next() % (hi - lo + 1); }
-  double normal();                  // Box-Muller, one value per call
+  double normal();                  // Box-Muller
   double exponential(double mean);  // inverse CDF
 
  private:
   uint64_t s_[4];
+  double spare_ = 0;
+  bool has_spare_ = false;
 };
 
 // A distribution of positive values, from text:

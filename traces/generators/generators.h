@@ -29,7 +29,8 @@ struct TrainOptions {
   bool checkpoint = false;          // full activation checkpointing per layer
   std::string precision = "bf16";   // bf16 (autocast: bf16 activations, fp32 master weights) or fp32
   std::string optimizer = "adamw";  // adamw (two fp32 states per parameter), sgd (none)
-  std::string attention = "eager";  // eager (s x s scores materialized) or flash
+  std::string attention = "flash";  // flash (SDPA: no s x s tensor) or eager (scores materialized)
+  std::string gelu = "tanh";        // tanh (GPT-2's elementwise NewGELU, fp32 under autocast) or fused
   double dropout = 0.1;             // > 0 keeps dropout masks for backward
 };
 void generate_train(const TrainOptions& options, uint64_t seed, EventSink& sink);

@@ -18,31 +18,50 @@ class Lifetime {
  public:
   Lifetime(const std::string& spec, double mean) : mean_(mean) {
     auto colon = spec.find(':');
-    shape_ = spec.substr(0, colon);
-    if (colon != std::string::npos) param_ = std::stod(spec.substr(colon + 1));
-    if (shape_ == "lognormal") {
-      if (colon == std::string::npos) param_ = 1.0;
-    } else if (shape_ == "powerlaw") {
-      if (colon == std::string::npos) param_ = 2.5;
+    std::string shape = spec.substr(0, colon);
+    bool has_param = colon != std::string::npos;
+    if (has_param) {
+      try {
+        param_ = std::stod(spec.substr(colon + 1));
+      } catch (const std::exception&) {
+        throw std::invalid_argument("random: bad lifetime parameter in '" + spec + "'");
+      }
+    }
+    if (shape == "exp") {
+      shape_ = Shape::Exponential;
+    } else if (shape == "uniform") {
+      shape_ = Shape::Uniform;
+    } else if (shape == "fixed") {
+      shape_ = Shape::Fixed;
+    } else if (shape == "lognormal") {
+      shape_ = Shape::LogNormal;
+      if (!has_param) param_ = 1.0;
+      median_ = mean_ * std::exp(-param_ * param_ / 2);  // a log-normal's mean is median * e^(sigma^2/2)
+    } else if (shape == "powerlaw") {
+      shape_ = Shape::Pareto;
+      if (!has_param) param_ = 2.5;
       if (param_ <= 1) throw std::invalid_argument("random: powerlaw lifetime needs ALPHA > 1 (a finite mean)");
-    } else if (shape_ != "exp" && shape_ != "uniform" && shape_ != "fixed") {
+      median_ = mean_ * (param_ - 1) / param_;  // Pareto minimum xm: mean = alpha xm / (alpha - 1)
+    } else {
       throw std::invalid_argument("random: --lifetime is exp, uniform, fixed, lognormal[:SIGMA] or powerlaw[:ALPHA]");
     }
   }
 
   double sample(Rng& rng) const {
-    if (shape_ == "exp") return rng.exponential(mean_);
-    if (shape_ == "uniform") return 2 * mean_ * rng.uniform01();
-    if (shape_ == "fixed") return mean_;
-    if (shape_ == "lognormal") return mean_ * std::exp(-param_ * param_ / 2) * std::exp(param_ * rng.normal());
-    // Pareto with minimum xm has mean alpha xm / (alpha - 1).
-    double xm = mean_ * (param_ - 1) / param_;
-    return xm * std::pow(1.0 - rng.uniform01(), -1.0 / param_);
+    switch (shape_) {
+      case Shape::Exponential: return rng.exponential(mean_);
+      case Shape::Uniform: return 2 * mean_ * rng.uniform01();
+      case Shape::Fixed: return mean_;
+      case Shape::LogNormal: return median_ * std::exp(param_ * rng.normal());
+      case Shape::Pareto: return median_ * std::pow(1.0 - rng.uniform01(), -1.0 / param_);
+    }
+    return mean_;
   }
 
  private:
-  std::string shape_;
-  double param_ = 0, mean_;
+  enum class Shape { Exponential, Uniform, Fixed, LogNormal, Pareto };
+  Shape shape_ = Shape::Exponential;
+  double param_ = 0, mean_, median_ = 0;
 };
 
 }  // namespace

@@ -48,6 +48,7 @@ class Trainer {
     if (o.precision != "bf16" && o.precision != "fp32") throw std::invalid_argument("train: --precision is bf16 or fp32");
     if (o.optimizer != "adamw" && o.optimizer != "sgd") throw std::invalid_argument("train: --optimizer is adamw or sgd");
     if (o.attention != "eager" && o.attention != "flash") throw std::invalid_argument("train: --attention is eager or flash");
+    if (o.gelu != "tanh" && o.gelu != "fused") throw std::invalid_argument("train: --gelu is tanh or fused");
     mixed_ = o.precision == "bf16";
     eb_ = mixed_ ? 2 : 4;
   }
@@ -107,16 +108,60 @@ class Trainer {
     return round_up(s, std::max<uint64_t>(1, o_.seq_multiple));
   }
 
-  // A linear layer's input as autocast gives it: a bf16 copy of the input and of the weight
-  // (saved for backward); in fp32 the input itself is saved.
+  // Autocast's cast of a parameter to bf16: weights are saved by the matmul for backward;
+  // biases stay in autocast's cache until the forward leaves the autocast region.
+  AllocId cast_param(int p) { return alloc(params_[p].elems * 2); }
+  void cache_bias_cast(int bias) {
+    if (mixed_) autocast_cache_.push_back(cast_param(bias));
+  }
+
+  void leave_autocast() {
+    for (AllocId id : autocast_cache_) release(id);
+    autocast_cache_.clear();
+  }
+
+  // A linear layer's inputs as autocast gives them: bf16 copies of an fp32 input and of the
+  // weight (both saved for backward), the bias cast cached; in fp32 the input itself is saved.
   void linear_inputs(Op& op, int weight, uint64_t in_bytes_fp32, AllocId input, bool input_owned) {
     if (mixed_) {
-      op.saved.push_back(alloc(params_[weight].elems * 2));
+      op.saved.push_back(cast_param(weight));
       op.saved.push_back(alloc(in_bytes_fp32 / 4 * 2));
+      cache_bias_cast(weight + 1);
       if (input_owned) release(input);
     } else {
       op.saved.push_back(input);
     }
+  }
+
+  // GPT-2's NewGELUActivation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as eager
+  // elementwise ops: pow runs in fp32 under autocast and type promotion keeps the rest fp32.
+  // Returns the (fp32 under autocast) product; `x` is saved by the ops that need it.
+  AllocId gelu_tanh(std::vector<Op>& tape, AllocId x, uint64_t elems) {
+    const uint64_t wide = elems * (mixed_ ? 4 : eb_);
+    Op& pow = tape.emplace_back();
+    pow.saved = {x};
+    pow.grad_in = elems * eb_;
+    pow.bwd_temps = {wide, wide};
+    AllocId cube = alloc(wide);
+    AllocId scaled = alloc(wide);  // 0.044715 * x^3
+    release(cube);
+    AllocId inner = alloc(wide);   // x + ...
+    release(scaled);
+    AllocId arg = alloc(wide);     // sqrt(2/pi) * (...)
+    release(inner);
+    Op& tanh = tape.emplace_back();
+    AllocId t = alloc(wide);
+    release(arg);
+    tanh.saved = {t};
+    tanh.grad_in = wide;
+    tanh.bwd_temps = {wide};
+    Op& mul = tape.emplace_back();
+    AllocId one_plus = alloc(wide);
+    AllocId half_x = alloc(elems * eb_);
+    mul.saved = {one_plus, half_x};
+    mul.grad_in = wide;
+    mul.bwd_temps = {wide};
+    return alloc(wide);
   }
 
   // One transformer block; returns its output. `keep`: autograd keeps what ops save (no
@@ -178,8 +223,8 @@ class Trainer {
 
     // c_proj + residual dropout + residual add.
     Op& proj = op();  // its input is already in the activation dtype: only the weight is cast
-    if (mixed_) proj.saved.push_back(alloc(params_[layer_param(l, 4)].elems * 2));
-    proj.saved.push_back(merged);
+    proj.saved.push_back(merged);  // saved lists run oldest first: backward frees newest first
+    if (mixed_) proj.saved.push_back(cast_param(layer_param(l, 4))), cache_bias_cast(layer_param(l, 5));
     AllocId po = alloc(T * h * eb_);
     proj.grad_in = T * h * eb_;
     proj.params = {layer_param(l, 4), layer_param(l, 5)};
@@ -198,21 +243,30 @@ class Trainer {
     fc.grad_in = T * h * 4;
     fc.params = {layer_param(l, 8), layer_param(l, 9)};
 
-    Op& gelu = op();
-    gelu.saved = {fc_out};
-    AllocId act = alloc(T * f * eb_);
-    gelu.grad_in = T * f * eb_;
+    AllocId act;
+    if (o_.gelu == "tanh") {
+      act = gelu_tanh(tape, fc_out, T * f);
+    } else {
+      Op& gelu = op();  // one fused kernel
+      gelu.saved = {fc_out};
+      act = alloc(T * f * eb_);
+      gelu.grad_in = T * f * eb_;
+    }
 
     Op& proj2 = op();
-    if (mixed_) proj2.saved.push_back(alloc(params_[layer_param(l, 10)].elems * 2));
-    proj2.saved.push_back(act);
+    if (o_.gelu == "tanh" && mixed_) {
+      linear_inputs(proj2, layer_param(l, 10), T * f * 4, act, true);
+    } else {
+      proj2.saved.push_back(act);
+      if (mixed_) proj2.saved.push_back(cast_param(layer_param(l, 10))), cache_bias_cast(layer_param(l, 11));
+    }
     AllocId p2 = alloc(T * h * eb_);
     proj2.grad_in = T * f * eb_;
     proj2.params = {layer_param(l, 10), layer_param(l, 11)};
     AllocId out = residual_dropout(tape, p2, x_mid);
 
     if (!keep) {
-      // Checkpointed: nothing but the block's input outlives the forward.
+      // Checkpointed (the autocast cache is the one thing a checkpoint does not drop): nothing but the block's input outlives the forward.
       for (size_t i = first; i < tape.size(); ++i)
         for (AllocId id : tape[i].saved)
           if (id != x) release(id);
@@ -318,6 +372,7 @@ class Trainer {
     AllocId shifted = alloc(T1 * V * 4);  // logits[..., :-1, :].contiguous()
     loss_op.saved.push_back(alloc(T1 * V * 4));  // log_softmax output
     release(shifted);
+    leave_autocast();
     AllocId loss = alloc(4);
     loss_op.grad_in = T * V * 4;
     loss_op.bwd_temps = {T1 * V * 4, T1 * V * 4};
@@ -330,6 +385,7 @@ class Trainer {
       for (int l = o_.layers - 1; l >= 0; --l) {
         size_t start = tape.size();
         AllocId recomputed = block_forward(l, block_inputs[l], true, tape);
+        leave_autocast();  // the recomputation runs in its own autocast region
         grad = backward(tape, start, grad);
         release(recomputed);
       }
@@ -370,6 +426,7 @@ class Trainer {
   uint64_t eb_ = 2, seq_len_ = 0, tokens_ = 0;
   std::vector<Param> params_;
   std::vector<AllocId> states_;
+  std::vector<AllocId> autocast_cache_;
   bool states_allocated_ = false;
 };
 

@@ -1,0 +1,104 @@
+// RMM logging_resource_adaptor CSV logs: the bundled hand-made log (two threads, three
+// streams, a free of a block allocated before logging began, an allocation failure, midnight
+// passing) and malformed lines reported with their line number.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "traces/atomic_file.h"
+#include "traces/format_error.h"
+#include "traces/rmm_log_format.h"
+#include "traces/trace_io.h"
+#include "traces/trace_stats.h"
+
+using namespace fraglab;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSmall = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
+const std::string kHeader = "Thread,Time,Action,Pointer,Size,Stream\n";
+
+int run_cli(const std::string& args, std::string& err) {
+  std::string err_path = (fs::temp_directory_path() / ("fraglab_rmm_test_" + std::to_string(::getpid()) + ".err")).string();
+  int status = std::system((std::string(FRAGLAB_CLI) + " " + args + " >/dev/null 2>" + err_path).c_str());
+  err = read_file(err_path);
+  fs::remove(err_path);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("rmm log: the bundled small log", "[rmm]") {
+  Trace t = load_trace(kSmall);
+  CHECK(t.meta.format == "rmm-log");
+  std::array<uint64_t, kEventKindCount> kinds{};
+  for (const Event& e : t.events) ++kinds[static_cast<size_t>(e.kind)];
+  CHECK(kinds[static_cast<size_t>(EventKind::Alloc)] == 6);
+  CHECK(kinds[static_cast<size_t>(EventKind::Free)] == 6);
+  CHECK(kinds[static_cast<size_t>(EventKind::Oom)] == 1);
+  CHECK(t.meta.dropped_unknown_frees == 1);
+  CHECK(t.meta.streams == std::vector<uint64_t>{0, 0x7f8a38001020ull, 0x7f8a38001a40ull});
+  REQUIRE(t.meta.stacks.size() == 3);  // the empty stack and one per thread
+  CHECK(t.meta.stacks[1][0].name == "thread 140573312345856");
+  CHECK(t.meta.stacks[2][0].name == "thread 140573303953152");
+  // Pointers become dense ids: the reused address 0x...400 gets the lowest free slot.
+  CHECK(t.events[0].id == 0);
+  CHECK(t.events[0].addr == 0x7f8a40000000ull);
+  CHECK(t.events[4].kind == EventKind::Free);
+  CHECK(t.events[5].id == 1);
+  CHECK(t.events[5].size == 512);
+  // Times keep rising across midnight.
+  for (size_t i = 1; i < t.events.size(); ++i) CHECK(t.events[i].time_us >= t.events[i - 1].time_us);
+  CHECK(t.events.back().time_us - t.events.front().time_us == 104000);
+  MemorySource src(t);
+  TraceStats s = compute_stats(src);
+  CHECK(s.peak_live_requested == 1024 + 1048576 + 8388608 + 2048);
+  CHECK(s.never_freed == 0);
+}
+
+TEST_CASE("rmm log: replays through every policy and converts to native", "[rmm]") {
+  std::string err;
+  CHECK(run_cli("replay " + kSmall + " --policy all --check", err) == 0);
+  INFO(err);
+  std::string out = (fs::temp_directory_path() / ("fraglab_rmm_" + std::to_string(::getpid()) + ".fltrace")).string();
+  REQUIRE(run_cli("convert " + kSmall + " " + out, err) == 0);
+  CHECK(load_trace(out).events == load_trace(kSmall).events);
+  fs::remove(out);
+}
+
+TEST_CASE("rmm log: malformed lines name the file and line", "[rmm]") {
+  auto reject = [](const std::string& text, uint64_t line, const std::string& what) {
+    try {
+      parse_rmm_log(text, "log.csv");
+      FAIL("accepted: " << text);
+    } catch (const FormatError& e) {
+      INFO(e.what());
+      CHECK(e.where() == FormatError::Where::Line);
+      CHECK(e.position() == line);
+      CHECK(std::string(e.what()).find(what) != std::string::npos);
+    }
+  };
+  const std::string ok = "1,10:00:00.000000,allocate,0x1000,256,0x0\n";
+  reject("Thread,Time,Action\n" + ok, 1, "not an RMM log");
+  reject("", 1, "empty file");
+  reject(kHeader + ok + "1,10:00:00.000001,allocate,0x2000,256\n", 3, "expected 6 fields");
+  reject(kHeader + ok + "1,10:00:00.000001,allocate,0x2000,256,0x0,7\n", 3, "more than 6 fields");
+  reject(kHeader + ok + "1,10:00:00.000001,reallocate,0x2000,256,0x0\n", 3, "unknown action");
+  reject(kHeader + ok + "1,10:00:00.000001,allocate,0xZZ,256,0x0\n", 3, "bad pointer");
+  reject(kHeader + ok + "1,10:00:00.000001,allocate,0x2000,-256,0x0\n", 3, "bad size");
+  reject(kHeader + ok + "1,10:00:00.000001,allocate,0x2000,18014398509481984,0x0\n", 3, "absurdly large");
+  reject(kHeader + ok + "1,10:00:00,allocate,0x2000,256,0x0\n", 3, "bad time");
+  reject(kHeader + ok + "1,10:00:00.000001,allocate,0x1000,256,0x0\n", 3, "already live");
+  reject(kHeader + ok + "1,10:00:00.000001,free,0x1000,512,0x0\n", 3, "allocated with 256");
+  std::string err;
+  std::string path = (fs::temp_directory_path() / ("fraglab_rmm_bad_" + std::to_string(::getpid()) + ".csv")).string();
+  std::ofstream(path) << kHeader << ok << "x,10:00:00.000001,free,0x1000,256,0x0\n";
+  CHECK(run_cli("info " + path, err) == 2);
+  CHECK(err.find(path + ":3: bad thread id") != std::string::npos);
+  fs::remove(path);
+}
