@@ -18,6 +18,8 @@
 //    back to the global arena and coalesce) and the allocation retried once.
 // RMM never returns the global arena before destruction; empty_cache here frees it when no
 // block is live (and it is taken again at the next allocation).
+#include <array>
+#include <bit>
 #include <limits>
 #include <map>
 #include <set>
@@ -40,8 +42,9 @@ struct Superblock {
   uint32_t owner = kGlobal;          // kGlobal or the stream of the arena holding it
   std::map<Addr, uint64_t> free;     // address-ordered free blocks
   std::multiset<uint64_t> free_sizes;  // to know the largest quickly
+  int bucket = -1;                     // floor(log2(largest free block)) it is indexed under
+  uint64_t largest() const { return free_sizes.empty() ? 0 : *free_sizes.rbegin(); }
   bool empty() const { return free.size() == 1 && free.begin()->second == size; }
-  bool fits(uint64_t bytes) const { return !free_sizes.empty() && *free_sizes.rbegin() >= bytes; }
 };
 
 class RmmArena final : public Policy {
@@ -68,7 +71,9 @@ class RmmArena final : public Policy {
   void deallocate(const Block& block) override {
     --live_;
     auto it = std::prev(sbs_.upper_bound(block.addr));
+    unindex(it->first);
     give_back(it->second, block.addr, block.size);
+    index(it->first);
     if (it->second.owner == kGlobal && it->second.empty()) coalesce_global(it->first);
   }
 
@@ -77,6 +82,7 @@ class RmmArena final : public Policy {
     device_.free_segment(*base_, arena_size_);
     sbs_.clear();
     owned_.clear();
+    buckets_.clear();
     base_.reset();
   }
 
@@ -85,33 +91,65 @@ class RmmArena final : public Policy {
     if (size > kSuperblockMin) {  // global_arena::handles(size)
       auto sb = global_first_fit(size);
       if (!sb) return std::nullopt;
-      return first_fit(sbs_.at(*sb), size);
+      return carve(*sb, size);
     }
-    for (Addr a : owned_[stream]) {
-      Superblock& sb = sbs_.at(a);
-      if (sb.fits(size)) return first_fit(sb, size);
-    }
+    if (auto a = first_fitting(stream, size)) return carve(*a, size);
     auto sb = global_first_fit(size);  // acquire a superblock for this arena
     if (!sb) return std::nullopt;
     set_owner(*sb, stream);
-    return first_fit(sbs_.at(*sb), size);
+    return carve(*sb, size);
   }
 
   // The global arena's first fit, split to max(1 MiB, size) when the superblock is empty.
   std::optional<Addr> global_first_fit(uint64_t size) {
-    for (Addr a : owned_[kGlobal]) {
-      Superblock& sb = sbs_.at(a);
-      if (!sb.fits(size)) continue;
-      uint64_t head = std::max(kSuperblockMin, size);
-      if (sb.empty() && sb.size >= head + kSuperblockMin) {
-        uint64_t tail = sb.size - head;
-        remove_superblock(a);
-        add_superblock(a, head, kGlobal);
-        add_superblock(a + head, tail, kGlobal);
-      }
-      return a;
+    auto found = first_fitting(kGlobal, size);
+    if (!found) return std::nullopt;
+    Addr a = *found;
+    Superblock& sb = sbs_.at(a);
+    uint64_t head = std::max(kSuperblockMin, size);
+    if (sb.empty() && sb.size >= head + kSuperblockMin) {
+      uint64_t tail = sb.size - head;
+      remove_superblock(a);
+      add_superblock(a, head, kGlobal);
+      add_superblock(a + head, tail, kGlobal);
     }
-    return std::nullopt;
+    return a;
+  }
+
+  // The lowest-addressed superblock of `owner` with a free block of `size` bytes: RMM's
+  // linear first fit, found through buckets by floor(log2(largest free block)) so that a
+  // search costs the buckets plus a scan of one bucket rather than every superblock.
+  std::optional<Addr> first_fitting(uint32_t owner, uint64_t size) {
+    auto& buckets = buckets_[owner];
+    int k = std::bit_width(size) - 1;
+    Addr best = std::numeric_limits<Addr>::max();
+    for (int j = k + 1; j < kBuckets; ++j)
+      if (!buckets[j].empty()) best = std::min(best, *buckets[j].begin());
+    for (Addr a : buckets[k]) {
+      if (a >= best) break;
+      if (sbs_.at(a).largest() >= size) return a;
+    }
+    if (best == std::numeric_limits<Addr>::max()) return std::nullopt;
+    return best;
+  }
+
+  Addr carve(Addr sb_addr, uint64_t size) {
+    unindex(sb_addr);
+    Addr a = first_fit(sbs_.at(sb_addr), size);
+    index(sb_addr);
+    return a;
+  }
+
+  void index(Addr addr) {
+    Superblock& sb = sbs_.at(addr);
+    uint64_t largest = sb.largest();
+    sb.bucket = largest ? std::bit_width(largest) - 1 : -1;
+    if (sb.bucket >= 0) buckets_[sb.owner][sb.bucket].insert(addr);
+  }
+  void unindex(Addr addr) {
+    Superblock& sb = sbs_.at(addr);
+    if (sb.bucket >= 0) buckets_[sb.owner][sb.bucket].erase(addr);
+    sb.bucket = -1;
   }
 
   static Addr first_fit(Superblock& sb, uint64_t size) {
@@ -127,7 +165,7 @@ class RmmArena final : public Policy {
       }
       return addr;
     }
-    return 0;  // callers checked fits()
+    return 0;  // callers found it fits
   }
 
   static void give_back(Superblock& sb, Addr addr, uint64_t size) {
@@ -189,17 +227,22 @@ class RmmArena final : public Policy {
     sb.free.emplace(addr, size);
     sb.free_sizes.insert(size);
     owned_[owner].insert(addr);
-    return sbs_.emplace(addr, std::move(sb)).first;
+    auto it = sbs_.emplace(addr, std::move(sb)).first;
+    index(addr);
+    return it;
   }
   void remove_superblock(Addr addr) {
+    unindex(addr);
     owned_[sbs_.at(addr).owner].erase(addr);
     sbs_.erase(addr);
   }
   void set_owner(Addr addr, uint32_t owner) {
+    unindex(addr);
     Superblock& sb = sbs_.at(addr);
     owned_[sb.owner].erase(addr);
     sb.owner = owner;
     owned_[owner].insert(addr);
+    index(addr);
   }
 
   Device& device_;
@@ -208,6 +251,8 @@ class RmmArena final : public Policy {
   uint64_t live_ = 0;
   std::map<Addr, Superblock> sbs_;             // every superblock, address-ordered
   std::map<uint32_t, std::set<Addr>> owned_;  // superblocks by holder (global or stream arena)
+  static constexpr int kBuckets = 64;
+  std::map<uint32_t, std::array<std::set<Addr>, kBuckets>> buckets_;  // first-fit index per holder
 };
 
 }  // namespace

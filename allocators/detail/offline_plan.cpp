@@ -29,33 +29,50 @@ std::vector<Interval> lifetimes(const std::vector<Event>& events, uint64_t align
   return out;
 }
 
-// Placed intervals indexed by time bucket, so that finding those that overlap a lifetime
-// costs about the number live around it rather than all placed so far.
+// Placed intervals indexed by time bucket, each bucket kept in offset order, so that the
+// placed intervals overlapping a lifetime come out in offset order at about the cost of the
+// live set around it (no per-query sort when the lifetime lies in one bucket, the usual case).
 class TimeBuckets {
  public:
+  struct Entry {
+    uint64_t offset, end;  // placed [offset, end) in memory
+    uint32_t id;
+  };
+
   TimeBuckets(uint64_t horizon, size_t count)
       : width_(std::max<uint64_t>(1, (horizon + count - 1) / std::max<size_t>(count, 1))),
         buckets_(horizon / width_ + 1) {}
 
-  void add(uint32_t id, const Interval& iv) {
-    for (uint64_t b = iv.start / width_; b <= last_bucket(iv); ++b) buckets_[b].push_back(id);
+  void add(uint32_t id, const Interval& iv, uint64_t offset) {
+    Entry e{offset, offset + iv.size, id};
+    for (uint64_t b = iv.start / width_; b <= last_bucket(iv); ++b) {
+      auto& list = buckets_[b];
+      auto at = std::upper_bound(list.begin(), list.end(), e,
+                                 [](const Entry& x, const Entry& y) { return x.offset < y.offset; });
+      list.insert(at, e);
+    }
   }
 
-  // Ids of placed intervals that may overlap `iv` (each once; callers check overlap).
-  template <class Visit>
-  void candidates(const Interval& iv, std::vector<uint32_t>& seen_stamp, uint32_t stamp, Visit&& visit) const {
-    for (uint64_t b = iv.start / width_; b <= last_bucket(iv); ++b)
-      for (uint32_t id : buckets_[b]) {
-        if (seen_stamp[id] == stamp) continue;
-        seen_stamp[id] = stamp;
-        visit(id);
+  // The placed intervals that may overlap `iv`, in offset order (callers check overlap).
+  const std::vector<Entry>& candidates(const Interval& iv, std::vector<uint32_t>& seen_stamp, uint32_t stamp) {
+    uint64_t first = iv.start / width_, last = last_bucket(iv);
+    if (first == last) return buckets_[first];
+    merged_.clear();
+    for (uint64_t b = first; b <= last; ++b)
+      for (const Entry& e : buckets_[b]) {
+        if (seen_stamp[e.id] == stamp) continue;
+        seen_stamp[e.id] = stamp;
+        merged_.push_back(e);
       }
+    std::sort(merged_.begin(), merged_.end(), [](const Entry& x, const Entry& y) { return x.offset < y.offset; });
+    return merged_;
   }
 
  private:
   uint64_t last_bucket(const Interval& iv) const { return (iv.end > iv.start ? iv.end - 1 : iv.start) / width_; }
   uint64_t width_;
-  std::vector<std::vector<uint32_t>> buckets_;
+  std::vector<std::vector<Entry>> buckets_;
+  std::vector<Entry> merged_;
 };
 
 }  // namespace
@@ -74,30 +91,25 @@ OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align
   std::vector<uint64_t> offset(intervals.size(), 0);
   TimeBuckets buckets(limit, 4096);
   std::vector<uint32_t> stamp(intervals.size(), 0);
-  std::vector<std::pair<uint64_t, uint64_t>> taken;  // (offset, end) of overlapping placed intervals
   uint32_t round = 0;
   for (uint32_t id : order) {
     const Interval& iv = intervals[id];
-    taken.clear();
-    buckets.candidates(iv, stamp, ++round, [&](uint32_t other) {
-      const Interval& o = intervals[other];
-      if (o.start < iv.end && iv.start < o.end) taken.emplace_back(offset[other], offset[other] + o.size);
-    });
-    std::sort(taken.begin(), taken.end());
     // Best fit: the smallest gap between overlapping placed intervals that holds this one.
     uint64_t best = kUnplanned, best_gap = kUnplanned, top = 0;
-    for (const auto& [start, end] : taken) {
-      if (start > top && start - top >= iv.size && start - top < best_gap) {
-        best_gap = start - top;
+    for (const auto& e : buckets.candidates(iv, stamp, ++round)) {
+      const Interval& o = intervals[e.id];
+      if (!(o.start < iv.end && iv.start < o.end)) continue;
+      if (e.offset > top && e.offset - top >= iv.size && e.offset - top < best_gap) {
+        best_gap = e.offset - top;
         best = top;
       }
-      top = std::max(top, end);
+      top = std::max(top, e.end);
     }
     offset[id] = best != kUnplanned ? best : top;
     plan.peak = std::max(plan.peak, offset[id] + iv.size);
     plan.offset_at[iv.start] = offset[id];
     plan.size_at[iv.start] = iv.size;
-    buckets.add(id, iv);
+    buckets.add(id, iv, offset[id]);
   }
   return plan;
 }
