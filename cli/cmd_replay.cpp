@@ -29,6 +29,7 @@ struct ReplayArgs {
   bool touch = false;
   bool json = false;
   bool check = false;
+  bool no_oracle_bound = false;
 };
 
 std::vector<std::string> expand_policies(const std::vector<std::string>& given) {
@@ -197,6 +198,7 @@ void add_replay(CLI::App& app, CommandFn& run) {
       ->check(CLI::IsMember({"stop", "skip"}));
   add_device_options(cmd, a.device);
   cmd->add_flag("--touch", a.touch, "With --device cuda: write every block (cudaMemsetAsync) on its stream");
+  cmd->add_flag("--no-oracle-bound", a.no_oracle_bound, "Skip planning the oracle bound (gap to oracle not reported)");
   cmd->add_option("--timeline", a.timeline, "Write requested/allocated/reserved bytes per event to this CSV");
   cmd->add_option("--timeline-every", a.timeline_every, "Write every Nth event to the timeline")
       ->check(CLI::PositiveNumber);
