@@ -20,6 +20,7 @@ struct TuneArgs {
   std::string capacity;
   std::string policy = "pytorch";
   std::vector<std::string> space;
+  std::vector<std::string> also;
   unsigned jobs = 0;
   size_t keep = 3;
   size_t top = 20;
@@ -112,6 +113,7 @@ int run_tune(const TuneArgs& a) {
   if (o.space.empty() && o.policy != "pytorch")
     throw std::invalid_argument("--space is needed to tune a policy other than pytorch");
   if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
+  o.also = a.also;
   o.jobs = a.jobs;
   o.keep_per_dimension = a.keep;
   TuneReport r = tune(a.path, o);
@@ -132,6 +134,7 @@ void add_tune(CLI::App& app, CommandFn& run) {
   cmd->add_option("--policy", a.policy, "Policy whose options are searched (default pytorch)");
   cmd->add_option("--space", a.space,
                   "Replace the search space: KEY:{VALUE,...} per option, 'unset' for the default; repeatable");
+  cmd->add_option("--try", a.also, "Also replay and rank this setting, e.g. 'max_split_size_mb:128'; repeatable");
   cmd->add_option("--keep", a.keep, "Values of each option carried from the sweep into the combined search")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--top", a.top, "Rows of the ranking to print");

@@ -51,15 +51,15 @@ std::string swatch(size_t p) { return fmt::format("<span class=\"sw\" style=\"ba
 std::string html_ranking(const CompareResults& r, const CompareSummary& s) {
   std::string out =
       "<table><tr><th>rank</th><th>policy</th><th>geo. mean reserved / bound</th><th>worst</th><th>mean rank</th>"
-      "<th>wins</th><th>traces</th><th>OOMs</th><th>replay time</th></tr>\n";
+      "<th>wins</th><th>traces</th><th>device calls / alloc</th><th>OOMs</th><th>replay time</th></tr>\n";
   std::vector<svg::Bar> bars;
   for (size_t i = 0; i < s.ranking.size(); ++i) {
     const auto& ps = s.ranking[i];
     out += fmt::format(
         "<tr><td class=n>{}</td><td>{}<code>{}</code></td><td class=n>{}</td><td class=n>{}</td><td class=n>{:.2f}</td>"
-        "<td class=n>{}</td><td class=n>{}</td><td class=n{}>{}</td><td class=n>{:.3f} s</td></tr>\n",
+        "<td class=n>{}</td><td class=n>{}</td><td class=n>{:.3f}</td><td class=n{}>{}</td><td class=n>{:.3f} s</td></tr>\n",
         i + 1, swatch(ps.policy), svg::escape(r.policies[ps.policy]), ratio_text(ps.geomean_ratio),
-        ratio_text(ps.worst_ratio), ps.mean_rank, ps.wins, ps.traces, ps.ooms ? " oom" : "", ps.ooms,
+        ratio_text(ps.worst_ratio), ps.mean_rank, ps.wins, ps.traces, ps.calls_per_alloc, ps.ooms ? " oom" : "", ps.ooms,
         ps.replay_seconds);
     if (!std::isnan(ps.geomean_ratio))
       bars.push_back({r.policies[ps.policy], svg::palette(ps.policy), ps.geomean_ratio,
@@ -161,14 +161,16 @@ std::string markdown_report(const CompareResults& r, const CompareSummary& s, co
                      r.shard ? fmt::format(" (shard {}/{})", r.shard->index, r.shard->count) : "",
                      r.capacity ? "of " + format_size(*r.capacity) : "without a capacity limit");
   out += "## Ranking\n\nGeometric mean over the traces of peak reserved / live-bytes bound (1.000 = no overhead); "
-         "per-trace ranks by peak reserved, runs with OOMs last.\n\n";
-  out += "| rank | policy | geo. mean reserved/bound | worst | mean rank | wins | OOMs | replay time |\n";
-  out += "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+         "per-trace ranks by peak reserved, runs with OOMs last. Device calls per allocation tell caching allocators "
+         "(far below 1) from ones that call the driver for every request (`passthrough`, the no-cache baseline: "
+         "lowest memory, slowest).\n\n";
+  out += "| rank | policy | geo. mean reserved/bound | worst | mean rank | wins | device calls / alloc | OOMs | replay time |\n";
+  out += "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (size_t i = 0; i < s.ranking.size(); ++i) {
     const auto& ps = s.ranking[i];
-    out += fmt::format("| {} | `{}` | {} | {} | {:.2f} | {} | {} | {:.2f} s |\n", i + 1, r.policies[ps.policy],
-                       ratio_text(ps.geomean_ratio), ratio_text(ps.worst_ratio), ps.mean_rank, ps.wins, ps.ooms,
-                       ps.replay_seconds);
+    out += fmt::format("| {} | `{}` | {} | {} | {:.2f} | {} | {:.3f} | {} | {:.2f} s |\n", i + 1, r.policies[ps.policy],
+                       ratio_text(ps.geomean_ratio), ratio_text(ps.worst_ratio), ps.mean_rank, ps.wins,
+                       ps.calls_per_alloc, ps.ooms, ps.replay_seconds);
   }
   out += "\n## Per trace\n\n| trace | live-bytes bound | recorded peak | best policy | its peak reserved | reserved/bound |"
          " worst policy | its peak reserved |\n| --- | ---: | ---: | --- | ---: | ---: | --- | ---: |\n";

@@ -89,12 +89,12 @@ std::string csv_field(const std::string& s) {
 
 std::string results_csv(const CompareResults& r) {
   std::string out =
-      "trace,policy,events,live_bytes_bound,peak_reserved,peak_allocated,reserved_over_bound,gap_bytes,"
+      "trace,policy,events,allocs,live_bytes_bound,peak_reserved,peak_allocated,reserved_over_bound,gap_bytes,"
       "fragmentation_at_peak,free_at_peak,largest_free_at_peak,free_ranges_at_peak,device_calls,segment_allocs,"
       "segment_frees,maps,unmaps,failed_device_calls,ooms,recorded_peak_reserved\n";
   for (const auto& row : r.rows)
-    out += fmt::format("{},{},{},{},{},{},{:.6f},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.trace),
-                       csv_field(row.policy), row.events, row.live_bytes_bound, row.peak_reserved,
+    out += fmt::format("{},{},{},{},{},{},{},{:.6f},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.trace),
+                       csv_field(row.policy), row.events, row.allocs, row.live_bytes_bound, row.peak_reserved,
                        row.peak_allocated, row.reserved_over_bound(), row.gap_bytes(), row.fragmentation_at_peak(),
                        row.free_at_peak, row.largest_free_at_peak, row.free_ranges_at_peak, row.device_calls(),
                        row.segment_allocs, row.segment_frees, row.maps, row.unmaps, row.failed_device_calls,
@@ -110,6 +110,7 @@ json row_json(const CompareRow& row) {
   return {{"trace", row.trace},
           {"policy", row.policy},
           {"events", row.events},
+          {"allocs", row.allocs},
           {"live_bytes_bound", row.live_bytes_bound},
           {"recorded_peak_reserved", row.recorded_peak_reserved},
           {"peak_reserved", row.peak_reserved},
@@ -196,6 +197,7 @@ CompareRow read_row(const json& j, const std::string& path, const std::string& w
   row.trace = field<std::string>(j, "trace", path, where);
   row.policy = field<std::string>(j, "policy", path, where);
   row.events = field<uint64_t>(j, "events", path, where);
+  row.allocs = field<uint64_t>(j, "allocs", path, where);
   row.live_bytes_bound = field<uint64_t>(j, "live_bytes_bound", path, where);
   row.recorded_peak_reserved = field<uint64_t>(j, "recorded_peak_reserved", path, where);
   row.peak_reserved = field<uint64_t>(j, "peak_reserved", path, where);

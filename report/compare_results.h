@@ -25,6 +25,7 @@ struct CompareRow {
   std::string trace;   // path as expanded
   std::string policy;  // configuration string as given
   uint64_t events = 0;            // replay events (alloc, free, empty_cache) replayed
+  uint64_t allocs = 0;            // of which allocations
   uint64_t live_bytes_bound = 0;  // the trace's peak live requested bytes: no policy can reserve less
   uint64_t recorded_peak_reserved = 0;  // what the recording allocator reserved at peak (0: not recorded)
   uint64_t peak_reserved = 0, peak_reserved_event = 0;

@@ -92,6 +92,7 @@ CompareRow replay_one(const LoadedTrace& lt, const std::string& trace, const std
   ReplayResult r = replay_simulated(source, PolicySpec::parse(policy), config, options, &lt.trace.events);
   sampler.flush();
   row.events = r.events;
+  row.allocs = r.allocs;
   row.peak_reserved = r.reserved.bytes;
   row.peak_reserved_event = r.reserved.event_index;
   row.peak_allocated = r.allocated.bytes;

@@ -34,6 +34,7 @@ CompareSummary summarize(const CompareResults& results) {
   s.ratio = Eigen::ArrayXXd::Constant(T, P, kNaN);
   s.rank = Eigen::ArrayXXd::Constant(T, P, kNaN);
   Eigen::ArrayXXd ooms = Eigen::ArrayXXd::Zero(T, P), seconds = Eigen::ArrayXXd::Zero(T, P);
+  Eigen::ArrayXXd calls = Eigen::ArrayXXd::Zero(T, P), allocs = Eigen::ArrayXXd::Zero(T, P);
   Eigen::ArrayXXd present = Eigen::ArrayXXd::Zero(T, P);
   for (Eigen::Index t = 0; t < T; ++t) {
     for (Eigen::Index p = 0; p < P; ++p) {
@@ -43,6 +44,8 @@ CompareSummary summarize(const CompareResults& results) {
       if (row->live_bytes_bound) s.ratio(t, p) = row->reserved_over_bound();
       ooms(t, p) = static_cast<double>(row->ooms);
       seconds(t, p) = row->replay_seconds;
+      calls(t, p) = static_cast<double>(row->device_calls());
+      allocs(t, p) = static_cast<double>(row->allocs);
     }
     rank_trace(cells, static_cast<size_t>(t), static_cast<size_t>(P), s.rank);
   }
@@ -58,6 +61,7 @@ CompareSummary summarize(const CompareResults& results) {
   const Eigen::ArrayXd wins = (s.rank == 1.0).cast<double>().colwise().sum().transpose();
   const Eigen::ArrayXd oom_sum = ooms.colwise().sum().transpose();
   const Eigen::ArrayXd seconds_sum = seconds.colwise().sum().transpose();
+  const Eigen::ArrayXd calls_per_alloc = calls.colwise().sum().transpose() / allocs.colwise().sum().transpose().max(1.0);
 
   for (Eigen::Index p = 0; p < P; ++p) {
     PolicySummary ps;
@@ -69,6 +73,7 @@ CompareSummary summarize(const CompareResults& results) {
     ps.traces = static_cast<size_t>(trace_count(p));
     ps.ooms = static_cast<uint64_t>(oom_sum(p));
     ps.replay_seconds = seconds_sum(p);
+    ps.calls_per_alloc = calls_per_alloc(p);
     s.ranking.push_back(ps);
   }
   auto key = [](const PolicySummary& a) {

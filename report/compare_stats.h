@@ -23,6 +23,7 @@ struct PolicySummary {
   size_t wins = 0;             // traces where it ranks first
   size_t traces = 0;           // traces it has results for
   uint64_t ooms = 0;           // out-of-memory events over all traces
+  double calls_per_alloc = 0;  // device calls over allocations, all traces (1+: no caching at all)
   double replay_seconds = 0;   // summed replay time
 };
 

@@ -74,7 +74,13 @@ class Search {
     auto worker = [&] {
       for (size_t i; (i = next++) < todo.size();) {
         try {
-          out[i] = replay(todo[i], stage);
+          try {
+            out[i] = replay(todo[i], stage);
+          } catch (const PolicyConfigError&) {
+            throw;
+          } catch (const std::exception& e) {  // a policy's internal error: say which setting
+            throw std::runtime_error("replaying " + policy_string(o_.policy, todo[i]) + ": " + e.what());
+          }
         } catch (...) {
           std::lock_guard lock(error_mutex);
           if (!error) error = std::current_exception();
@@ -225,6 +231,9 @@ TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
   // 1. Sweep.
   std::string recorded_conf = canonical_conf(report.recorded_conf, space, s);
   s.evaluate({recorded_conf}, "recorded");
+  std::vector<std::string> given;
+  for (const auto& conf : o.also) given.push_back(canonical_conf(conf, space, s));
+  s.evaluate(given, "given");
   std::vector<std::string> sweep;
   for (size_t d = 0; d < space.size(); ++d)
     for (size_t v = 0; v < space[d].values.size(); ++v) {

@@ -34,7 +34,7 @@ std::vector<TuneDimension> pytorch_search_space(bool with_capacity);
 
 struct TuneCandidate {
   std::string conf;  // "key:value,key:value" ("" = every default)
-  std::string stage;  // "recorded", "sweep", "combine" or "refine": where it was first tried
+  std::string stage;  // "recorded", "given", "sweep", "combine" or "refine": where it was first tried
   uint64_t peak_reserved = 0, peak_allocated = 0, device_calls = 0, ooms = 0;
   double seconds = 0;
   size_t keys_set() const;
@@ -44,6 +44,7 @@ struct TuneOptions {
   std::string policy = "pytorch";
   std::vector<TuneDimension> space;  // empty: pytorch_search_space
   std::optional<uint64_t> capacity;
+  std::vector<std::string> also;  // settings to try besides the search (e.g. the ones in use), ranked with the rest
   unsigned jobs = 0;       // threads; 0 = every core
   size_t keep_per_dimension = 3;  // values of each knob carried into the product
 };
