@@ -76,8 +76,9 @@ class Buddy final : public Policy {
       if (!arena.live) continue;
       auto it = free_at_.find(arena.base);
       if (it == free_at_.end() || nodes_[it->second].order != arena.order) continue;
-      unlink(it->second);
-      destroy(it->second);
+      const uint32_t node = it->second;  // unlink() erases the map entry `it` points at
+      unlink(node);
+      destroy(node);
       device_.free_segment(arena.base, 1ull << arena.order);
       arena.live = false;
       dead_arenas_.push_back(a);

@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fraglab: error: {}\n", e.what());
   } catch (const std::runtime_error& e) {
     fmt::print(stderr, "fraglab: error: {}\n", e.what());
+  } catch (const std::exception& e) {
+    // A broken internal invariant (a policy bug, say): report it rather than abort.
+    fmt::print(stderr, "fraglab: internal error: {}\n", e.what());
+    return 3;
   }
   return 2;
 }

@@ -2,6 +2,10 @@
 
 namespace fraglab::record {
 
+RecordBuffer::~RecordBuffer() {
+  for (auto& c : chunks_) delete[] c.load(std::memory_order_acquire);
+}
+
 Record* RecordBuffer::chunk(uint64_t index) {
   Record* c = chunks_[index].load(std::memory_order_acquire);
   if (c) return c;

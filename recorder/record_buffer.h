@@ -25,6 +25,13 @@ struct Record {
 
 class RecordBuffer {
  public:
+  RecordBuffer() = default;
+  RecordBuffer(const RecordBuffer&) = delete;
+  RecordBuffer& operator=(const RecordBuffer&) = delete;
+  // Frees the chunks. The interposer's own buffer is never destroyed (calls may arrive
+  // during exit); buffers owned by tests and tools are.
+  ~RecordBuffer();
+
   static constexpr uint64_t kChunkSize = 1u << 16;
   static constexpr uint64_t kMaxChunks = 1u << 12;  // 268M records
 
