@@ -9,6 +9,7 @@
 // tree", 1983), which finds the same block in O(log n). Pool mechanics as in bestfit
 // (detail/coalescing_pool.h).
 #include "allocators/detail/coalescing_pool.h"
+#include "allocators/detail/pool_policy.h"
 #include "allocators/detail/treap_index.h"
 #include "allocators/registry.h"
 
@@ -35,18 +36,6 @@ class FirstFitIndex {
   TreapIndex tree_;
 };
 
-class FirstFit final : public Policy {
- public:
-  FirstFit(Device& device, detail::PoolConfig config) : pool_(device, config) {}
-
-  std::optional<Block> allocate(const AllocRequest& req) override { return pool_.allocate(req.size, req.stream); }
-  void deallocate(const Block& block) override { pool_.deallocate(static_cast<uint32_t>(block.handle)); }
-  void empty_cache() override { pool_.release_free_segments(); }
-
- private:
-  detail::CoalescingPool<FirstFitIndex> pool_;
-};
-
 }  // namespace
 
 PolicyInfo policy_info_firstfit() {
@@ -55,7 +44,7 @@ PolicyInfo policy_info_firstfit() {
           "Knuth TAOCP 2.5 Algorithm A; Wilson et al. 1995 3.4; Stephenson 1983 Cartesian-tree fast fits",
           detail::PoolConfig::option_specs(),
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<FirstFit>(ctx.device, detail::PoolConfig::from_options(ctx.options, "firstfit"));
+            return std::make_unique<detail::PoolPolicy<FirstFitIndex>>(ctx.device, detail::PoolConfig::from_options(ctx.options, "firstfit"));
           }};
 }
 

@@ -9,6 +9,7 @@
 // The search uses the same address-ordered treap as firstfit (O(log n)); pool mechanics
 // as in bestfit (detail/coalescing_pool.h).
 #include "allocators/detail/coalescing_pool.h"
+#include "allocators/detail/pool_policy.h"
 #include "allocators/detail/treap_index.h"
 #include "allocators/registry.h"
 
@@ -40,18 +41,6 @@ class NextFitIndex {
   Addr rover_ = 0;
 };
 
-class NextFit final : public Policy {
- public:
-  NextFit(Device& device, detail::PoolConfig config) : pool_(device, config) {}
-
-  std::optional<Block> allocate(const AllocRequest& req) override { return pool_.allocate(req.size, req.stream); }
-  void deallocate(const Block& block) override { pool_.deallocate(static_cast<uint32_t>(block.handle)); }
-  void empty_cache() override { pool_.release_free_segments(); }
-
- private:
-  detail::CoalescingPool<NextFitIndex> pool_;
-};
-
 }  // namespace
 
 PolicyInfo policy_info_nextfit() {
@@ -60,7 +49,7 @@ PolicyInfo policy_info_nextfit() {
           "Knuth TAOCP 2.5 (roving pointer, exercise 6); Wilson et al. 1995 3.4",
           detail::PoolConfig::option_specs(),
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<NextFit>(ctx.device, detail::PoolConfig::from_options(ctx.options, "nextfit"));
+            return std::make_unique<detail::PoolPolicy<NextFitIndex>>(ctx.device, detail::PoolConfig::from_options(ctx.options, "nextfit"));
           }};
 }
 

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "allocators/detail/coalescing_pool.h"
+#include "allocators/detail/pool_policy.h"
 #include "allocators/detail/size_bins.h"
 #include "allocators/registry.h"
 
@@ -55,20 +56,6 @@ class SizeClasses {
 
  private:
   uint32_t lg_quantum_;
-};
-
-// Free blocks of the large pool by (size, address): best fit.
-class LargeIndex {
- public:
-  void insert(uint32_t node, const BlockNode& b) { bins_.insert(node, b.size, b.addr); }
-  void erase(uint32_t, const BlockNode& b) { bins_.erase(b.size, b.addr); }
-  uint32_t find(uint64_t size) const {
-    uint32_t node = bins_.best_fit(size);
-    return node == SizeBins::kNone ? kNoNode : node;
-  }
-
- private:
-  SizeBins bins_;
 };
 
 class Slab final : public Policy {
@@ -187,7 +174,7 @@ class Slab final : public Policy {
   std::vector<SlabState> slabs_;
   std::vector<uint32_t> dead_;                                // slab slots to reuse
   std::vector<std::set<std::pair<Addr, uint32_t>>> nonfull_;  // per class: slabs with a free slot, by address
-  detail::CoalescingPool<LargeIndex> large_;
+  detail::CoalescingPool<detail::BestFitIndex> large_;  // best fit by (size, address)
 };
 
 }  // namespace

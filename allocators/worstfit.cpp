@@ -8,6 +8,7 @@
 // free block is too small the pool grows by a segment. Free blocks are indexed by size in
 // detail/size_bins.h; pool mechanics as in bestfit (detail/coalescing_pool.h).
 #include "allocators/detail/coalescing_pool.h"
+#include "allocators/detail/pool_policy.h"
 #include "allocators/detail/size_bins.h"
 #include "allocators/registry.h"
 
@@ -31,18 +32,6 @@ class WorstFitIndex {
   SizeBins bins_;
 };
 
-class WorstFit final : public Policy {
- public:
-  WorstFit(Device& device, detail::PoolConfig config) : pool_(device, config) {}
-
-  std::optional<Block> allocate(const AllocRequest& req) override { return pool_.allocate(req.size, req.stream); }
-  void deallocate(const Block& block) override { pool_.deallocate(static_cast<uint32_t>(block.handle)); }
-  void empty_cache() override { pool_.release_free_segments(); }
-
- private:
-  detail::CoalescingPool<WorstFitIndex> pool_;
-};
-
 }  // namespace
 
 PolicyInfo policy_info_worstfit() {
@@ -51,7 +40,7 @@ PolicyInfo policy_info_worstfit() {
           "Wilson et al. 1995 3.3; Knuth TAOCP 2.5",
           detail::PoolConfig::option_specs(),
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<WorstFit>(ctx.device, detail::PoolConfig::from_options(ctx.options, "worstfit"));
+            return std::make_unique<detail::PoolPolicy<WorstFitIndex>>(ctx.device, detail::PoolConfig::from_options(ctx.options, "worstfit"));
           }};
 }
 

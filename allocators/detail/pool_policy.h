@@ -1,0 +1,40 @@
+// The Policy face of a CoalescingPool: the sequential-fit policies (bestfit, firstfit,
+// nextfit, worstfit) differ only in their free-block index, so each is this template over
+// its index plus a registry entry. BestFitIndex lives here too: slab's large pool uses it.
+#pragma once
+
+#include "allocators/detail/block_list.h"
+#include "allocators/detail/coalescing_pool.h"
+#include "allocators/detail/size_bins.h"
+#include "allocators/policy.h"
+
+namespace fraglab::detail {
+
+// Free blocks ordered by (size, address): the best fit is the first at or after (size, 0).
+class BestFitIndex {
+ public:
+  void insert(uint32_t node, const BlockNode& b) { bins_.insert(node, b.size, b.addr); }
+  void erase(uint32_t, const BlockNode& b) { bins_.erase(b.size, b.addr); }
+  uint32_t find(uint64_t size) const {
+    uint32_t node = bins_.best_fit(size);
+    return node == SizeBins::kNone ? kNoNode : node;
+  }
+
+ private:
+  SizeBins bins_;
+};
+
+template <class Index>
+class PoolPolicy final : public Policy {
+ public:
+  PoolPolicy(Device& device, PoolConfig config) : pool_(device, config) {}
+
+  std::optional<Block> allocate(const AllocRequest& req) override { return pool_.allocate(req.size, req.stream); }
+  void deallocate(const Block& block) override { pool_.deallocate(static_cast<uint32_t>(block.handle)); }
+  void empty_cache() override { pool_.release_free_segments(); }
+
+ private:
+  CoalescingPool<Index> pool_;
+};
+
+}  // namespace fraglab::detail
