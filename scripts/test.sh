@@ -3,7 +3,7 @@
 #  1. build with warnings as errors and run every test through ctest;
 #  2. a benchmark smoke run (tiny input, no thresholds) so benchmarks keep building and running;
 #  3. the test suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#  4. each reader's libFuzzer target for a bounded time (FUZZ_SECONDS, default 60).
+#  4. each reader's libFuzzer target for a fixed number of runs from a fixed seed (scripts/fuzz.sh).
 # FRAGLAB_QUICK=1 runs step 1 only (for development).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +28,5 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # (The tune acceptance test replays ~70 settings of two traces: minutes in Release, far longer in a
 # Debug+ASan build; the search code it runs is covered under the sanitizers by the other [compare] tests.)
 
-echo "== fuzzing each reader for ${FUZZ_SECONDS:-60}s"
+echo "== fuzzing each reader"
 ./scripts/fuzz.sh

@@ -37,6 +37,27 @@ struct JsonlParser {
     fail(std::string("\"") + key + "\" must be a non-negative integer");
   }
 
+  // Signed integers (times, line numbers). nlohmann's value()/get<int64_t>() would convert a
+  // float such as 1e300 with a cast whose overflow is undefined behaviour, so check the kind.
+  int64_t get_i64(const json& obj, const char* key, int64_t def) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return def;
+    if (it->is_number_unsigned()) {
+      uint64_t v = it->get<uint64_t>();
+      if (v > static_cast<uint64_t>(INT64_MAX)) fail(std::string("\"") + key + "\" is out of range");
+      return static_cast<int64_t>(v);
+    }
+    if (it->is_number_integer()) return it->get<int64_t>();
+    fail(std::string("\"") + key + "\" must be an integer");
+  }
+
+  std::string get_string(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return {};
+    if (!it->is_string()) fail(std::string("\"") + key + "\" must be a string");
+    return it->get<std::string>();
+  }
+
   std::string id_key(const json& obj) const {
     auto it = obj.find("id");
     if (it == obj.end()) fail("event has no \"id\"");
@@ -69,7 +90,7 @@ struct JsonlParser {
         std::vector<StackFrame> frames;
         for (const auto& f : stack) {
           if (!f.is_object()) fail("a frame must be an object");
-          frames.push_back({f.value("name", ""), f.value("filename", ""), f.value("line", int64_t{0})});
+          frames.push_back({get_string(f, "name"), get_string(f, "filename"), get_i64(f, "line", 0)});
         }
         m.stacks.push_back(std::move(frames));
       }
@@ -84,7 +105,7 @@ struct JsonlParser {
     if (op == obj.end() || !op->is_string()) fail("event has no \"op\" string");
     Event e;
     if (!parse_event_kind(op->get<std::string>(), e.kind)) fail("unknown op \"" + op->get<std::string>() + "\"");
-    e.time_us = obj.value("t", int64_t{0});
+    e.time_us = get_i64(obj, "t", 0);
     e.addr = get_u64(obj, "addr", 0);
     e.size = get_u64(obj, "size", 0, kAbsurdSize);
     e.stream = trace.meta.intern_stream(get_u64(obj, "stream", 0));

@@ -276,21 +276,39 @@ json meta_to_json(const TraceMeta& m) {
           {"dropped_unknown_frees", m.dropped_unknown_frees}};
 }
 
+// Checked conversions: nlohmann's get<integer>() on a float value is a cast whose overflow is
+// undefined behaviour, so the kind is checked first. Errors are std::out_of_range, which the
+// caller turns into a FormatError with the meta section's offset.
+static uint64_t meta_u64(const json& v, const char* what) {
+  if (!v.is_number_unsigned()) throw std::out_of_range(std::string(what) + " must be a non-negative integer");
+  return v.get<uint64_t>();
+}
+static int64_t meta_i64(const json& v, const char* what) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw std::out_of_range(std::string(what) + " is out of range");
+  if (!v.is_number_integer()) throw std::out_of_range(std::string(what) + " must be an integer");
+  return v.get<int64_t>();
+}
+
 // Throws nlohmann::json exceptions on a wrong shape; the caller turns them into FormatError.
 TraceMeta meta_from_json(const json& j) {
   TraceMeta m;
   m.source = j.at("source").get<std::string>();
   m.format = j.at("format").get<std::string>();
-  m.device = j.at("device").get<int>();
-  m.streams = j.at("streams").get<std::vector<uint64_t>>();
+  uint64_t device = meta_u64(j.at("device"), "device");
+  if (device > 65535) throw std::out_of_range("device index " + std::to_string(device) + " is absurd");
+  m.device = static_cast<int>(device);
+  m.streams.clear();
+  for (const auto& s : j.at("streams")) m.streams.push_back(meta_u64(s, "a stream handle"));
   m.allocator_settings = j.at("allocator_settings").get<std::map<std::string, std::string>>();
   m.stacks.clear();
   for (const auto& s : j.at("stacks")) {
     std::vector<StackFrame> frames;
-    for (const auto& f : s) frames.push_back({f.at(0).get<std::string>(), f.at(1).get<std::string>(), f.at(2).get<int64_t>()});
+    for (const auto& f : s)
+      frames.push_back({f.at(0).get<std::string>(), f.at(1).get<std::string>(), meta_i64(f.at(2), "a frame's line")});
     m.stacks.push_back(std::move(frames));
   }
-  m.dropped_unknown_frees = j.at("dropped_unknown_frees").get<uint64_t>();
+  m.dropped_unknown_frees = meta_u64(j.at("dropped_unknown_frees"), "dropped_unknown_frees");
   if (m.streams.empty() || m.streams.size() > 65536) throw std::out_of_range("stream table must hold 1 to 65536 streams");
   if (m.stacks.empty() || !m.stacks[0].empty()) throw std::out_of_range("stack table must start with the empty stack");
   return m;
@@ -553,6 +571,7 @@ class NativeSource final : public EventSource {
     if (raw_size > kMaxMetaBytes) fail(meta_offset_ + 8, "meta size " + std::to_string(raw_size) + " is absurd");
     std::vector<uint8_t> compressed(compressed_size);
     pread_exact(meta_offset_ + kSectionBytes, compressed.data(), compressed.size());
+    check_frame_size(meta_offset_ + 8, compressed.data(), compressed.size(), raw_size, "meta");
     std::string text(raw_size, '\0');
     size_t n = ZSTD_decompressDCtx(dctx_, text.data(), text.size(), compressed.data(), compressed.size());
     if (ZSTD_isError(n)) fail(meta_offset_ + kSectionBytes, "meta: " + zstd_error(n));
@@ -615,7 +634,23 @@ class NativeSource final : public EventSource {
     return count;
   }
 
+  // The writer's zstd frames record their content size. Comparing it with the size the section
+  // header declares, before allocating, keeps a corrupt header from making the reader allocate
+  // gigabytes it will never fill (found by fuzz_native).
+  void check_frame_size(uint64_t size_field_offset, const void* frame, size_t frame_bytes, uint64_t declared,
+                        const std::string& what) const {
+    unsigned long long content = ZSTD_getFrameContentSize(frame, frame_bytes);
+    if (content == ZSTD_CONTENTSIZE_ERROR)
+      fail(size_field_offset, what + ": the payload is not a zstd frame");
+    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content != declared)
+      fail(size_field_offset, what + " size " + std::to_string(declared) + " disagrees with its zstd frame (" +
+                                  (content == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no content size")
+                                                                       : std::to_string(content) + " bytes") + ")");
+  }
+
   void decode_loaded(Event* out, uint32_t count) {
+    check_frame_size(block_offset_ + 8, compressed_.data(), compressed_.size(), raw_size_,
+                     "block " + std::to_string(blocks_read_) + " raw");
     raw_.resize(raw_size_ + kDecodePadding);
     size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_size_, compressed_.data(), compressed_.size());
     if (ZSTD_isError(n)) fail(block_offset_ + kBlockHeaderBytes, "block " + std::to_string(blocks_read_) + ": " + zstd_error(n));
