@@ -571,7 +571,7 @@ class NativeSource final : public EventSource {
     if (raw_size > kMaxMetaBytes) fail(meta_offset_ + 8, "meta size " + std::to_string(raw_size) + " is absurd");
     std::vector<uint8_t> compressed(compressed_size);
     pread_exact(meta_offset_ + kSectionBytes, compressed.data(), compressed.size());
-    check_frame_size(meta_offset_ + 8, compressed.data(), compressed.size(), raw_size, "meta");
+    check_frame_size(meta_offset_ + 8, meta_offset_ + kSectionBytes, compressed.data(), compressed.size(), raw_size, "meta");
     std::string text(raw_size, '\0');
     size_t n = ZSTD_decompressDCtx(dctx_, text.data(), text.size(), compressed.data(), compressed.size());
     if (ZSTD_isError(n)) fail(meta_offset_ + kSectionBytes, "meta: " + zstd_error(n));
@@ -637,11 +637,10 @@ class NativeSource final : public EventSource {
   // The writer's zstd frames record their content size. Comparing it with the size the section
   // header declares, before allocating, keeps a corrupt header from making the reader allocate
   // gigabytes it will never fill (found by fuzz_native).
-  void check_frame_size(uint64_t size_field_offset, const void* frame, size_t frame_bytes, uint64_t declared,
-                        const std::string& what) const {
+  void check_frame_size(uint64_t size_field_offset, uint64_t frame_offset, const void* frame, size_t frame_bytes,
+                        uint64_t declared, const std::string& what) const {
     unsigned long long content = ZSTD_getFrameContentSize(frame, frame_bytes);
-    if (content == ZSTD_CONTENTSIZE_ERROR)
-      fail(size_field_offset, what + ": the payload is not a zstd frame");
+    if (content == ZSTD_CONTENTSIZE_ERROR) fail(frame_offset, what + ": zstd: the payload has no valid frame header");
     if (content == ZSTD_CONTENTSIZE_UNKNOWN || content != declared)
       fail(size_field_offset, what + " size " + std::to_string(declared) + " disagrees with its zstd frame (" +
                                   (content == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no content size")
@@ -649,7 +648,7 @@ class NativeSource final : public EventSource {
   }
 
   void decode_loaded(Event* out, uint32_t count) {
-    check_frame_size(block_offset_ + 8, compressed_.data(), compressed_.size(), raw_size_,
+    check_frame_size(block_offset_ + 8, block_offset_ + kBlockHeaderBytes, compressed_.data(), compressed_.size(), raw_size_,
                      "block " + std::to_string(blocks_read_) + " raw");
     raw_.resize(raw_size_ + kDecodePadding);
     size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_size_, compressed_.data(), compressed_.size());
