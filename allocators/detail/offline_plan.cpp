@@ -29,50 +29,111 @@ std::vector<Interval> lifetimes(const std::vector<Event>& events, uint64_t align
   return out;
 }
 
-// Placed intervals indexed by time bucket, each bucket kept in offset order, so that the
-// placed intervals overlapping a lifetime come out in offset order at about the cost of the
-// live set around it (no per-query sort when the lifetime lies in one bucket, the usual case).
-class TimeBuckets {
+// Placed intervals in a segment tree over time (leaves are buckets of trace positions). An
+// interval is stored at the O(log) canonical nodes that cover its buckets, so a long-lived
+// allocation costs a few entries, not one per bucket. A query visits the nodes whose range
+// meets the lifetime (skipping empty subtrees), keeps the entries that really overlap it in
+// time and merges them by offset (each node's list is kept in offset order, so the query
+// merges a few sorted runs instead of sorting): the cost follows the number of allocations
+// live beside it.
+// (A bucket list per time slot, the first version, stored long lifetimes in every bucket they
+// crossed: 3.5M entries and ~10 s for bert_varlen_train's 60K allocations.)
+class TimeTree {
  public:
   struct Entry {
     uint64_t offset, end;  // placed [offset, end) in memory
     uint32_t id;
   };
 
-  TimeBuckets(uint64_t horizon, size_t count)
-      : width_(std::max<uint64_t>(1, (horizon + count - 1) / std::max<size_t>(count, 1))),
-        buckets_(horizon / width_ + 1) {}
+  TimeTree(uint64_t horizon, uint64_t leaves) {
+    leaves_ = 1;
+    while (leaves_ < leaves) leaves_ *= 2;
+    width_ = std::max<uint64_t>(1, (horizon + leaves_ - 1) / leaves_);
+    while ((horizon + width_ - 1) / width_ < leaves_ / 2 && leaves_ > 1) leaves_ /= 2;  // no idle leaves
+    nodes_.resize(2 * leaves_);
+    subtree_.assign(2 * leaves_, 0);
+  }
 
   void add(uint32_t id, const Interval& iv, uint64_t offset) {
     Entry e{offset, offset + iv.size, id};
-    for (uint64_t b = iv.start / width_; b <= last_bucket(iv); ++b) {
-      auto& list = buckets_[b];
-      auto at = std::upper_bound(list.begin(), list.end(), e,
-                                 [](const Entry& x, const Entry& y) { return x.offset < y.offset; });
-      list.insert(at, e);
-    }
+    insert(1, 0, leaves_ - 1, first_leaf(iv), last_leaf(iv), e);
   }
 
-  // The placed intervals that may overlap `iv`, in offset order (callers check overlap).
-  const std::vector<Entry>& candidates(const Interval& iv, std::vector<uint32_t>& seen_stamp, uint32_t stamp) {
-    uint64_t first = iv.start / width_, last = last_bucket(iv);
-    if (first == last) return buckets_[first];
-    merged_.clear();
-    for (uint64_t b = first; b <= last; ++b)
-      for (const Entry& e : buckets_[b]) {
-        if (seen_stamp[e.id] == stamp) continue;
-        seen_stamp[e.id] = stamp;
-        merged_.push_back(e);
-      }
-    std::sort(merged_.begin(), merged_.end(), [](const Entry& x, const Entry& y) { return x.offset < y.offset; });
-    return merged_;
+  // The placed intervals overlapping `iv` in time, in offset order. `stamp` must be new for
+  // each query (an interval stored at two nodes the query visits is reported once).
+  const std::vector<Entry>& overlapping(const Interval& iv, const std::vector<Interval>& placed,
+                                        std::vector<uint32_t>& seen, uint32_t stamp) {
+    found_.clear();
+    runs_.assign(1, 0);
+    collect(1, 0, leaves_ - 1, first_leaf(iv), last_leaf(iv), iv, placed, seen, stamp);
+    return merge_runs();
   }
 
  private:
-  uint64_t last_bucket(const Interval& iv) const { return (iv.end > iv.start ? iv.end - 1 : iv.start) / width_; }
-  uint64_t width_;
-  std::vector<std::vector<Entry>> buckets_;
-  std::vector<Entry> merged_;
+  uint64_t first_leaf(const Interval& iv) const { return std::min(iv.start / width_, leaves_ - 1); }
+  uint64_t last_leaf(const Interval& iv) const {
+    return std::min((iv.end > iv.start ? iv.end - 1 : iv.start) / width_, leaves_ - 1);
+  }
+
+  void insert(uint64_t node, uint64_t lo, uint64_t hi, uint64_t a, uint64_t b, const Entry& e) {
+    ++subtree_[node];
+    if (a <= lo && hi <= b) {
+      auto& list = nodes_[node];
+      list.insert(std::upper_bound(list.begin(), list.end(), e, by_offset), e);
+      return;
+    }
+    uint64_t mid = (lo + hi) / 2;
+    if (a <= mid) insert(2 * node, lo, mid, a, b, e);
+    if (b > mid) insert(2 * node + 1, mid + 1, hi, a, b, e);
+  }
+
+  void collect(uint64_t node, uint64_t lo, uint64_t hi, uint64_t a, uint64_t b, const Interval& iv,
+               const std::vector<Interval>& placed, std::vector<uint32_t>& seen, uint32_t stamp) {
+    if (subtree_[node] == 0) return;
+    for (const Entry& e : nodes_[node]) {
+      const Interval& o = placed[e.id];
+      if (o.start < iv.end && iv.start < o.end && seen[e.id] != stamp) {
+        seen[e.id] = stamp;
+        found_.push_back(e);
+      }
+    }
+    if (found_.size() != runs_.back()) runs_.push_back(found_.size());
+    if (lo == hi) return;
+    uint64_t mid = (lo + hi) / 2;
+    if (a <= mid) collect(2 * node, lo, mid, a, b, iv, placed, seen, stamp);
+    if (b > mid) collect(2 * node + 1, mid + 1, hi, a, b, iv, placed, seen, stamp);
+  }
+
+  static bool by_offset(const Entry& x, const Entry& y) { return x.offset < y.offset; }
+
+  // found_ holds sorted runs [runs_[i], runs_[i+1]); merges them pairwise, bottom-up.
+  const std::vector<Entry>& merge_runs() {
+    std::vector<Entry>* from = &found_;
+    std::vector<Entry>* to = &spare_;
+    while (runs_.size() > 2) {
+      to->resize(from->size());
+      std::vector<size_t> next{0};
+      size_t i = 0;
+      for (; i + 2 < runs_.size(); i += 2) {
+        std::merge(from->begin() + runs_[i], from->begin() + runs_[i + 1], from->begin() + runs_[i + 1],
+                   from->begin() + runs_[i + 2], to->begin() + runs_[i], by_offset);
+        next.push_back(runs_[i + 2]);
+      }
+      if (i + 1 < runs_.size()) {  // an odd run out: copied as it is
+        std::copy(from->begin() + runs_[i], from->begin() + runs_[i + 1], to->begin() + runs_[i]);
+        next.push_back(runs_[i + 1]);
+      }
+      runs_.swap(next);
+      std::swap(from, to);
+    }
+    return *from;
+  }
+
+  uint64_t leaves_ = 1, width_ = 1;
+  std::vector<std::vector<Entry>> nodes_;
+  std::vector<uint32_t> subtree_;  // entries stored in each node's subtree (empty ones are skipped)
+  std::vector<Entry> found_, spare_;
+  std::vector<size_t> runs_;  // run boundaries in found_
 };
 
 }  // namespace
@@ -89,16 +150,17 @@ OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align
   plan.offset_at.assign(limit, kUnplanned);
   plan.size_at.assign(limit, 0);
   std::vector<uint64_t> offset(intervals.size(), 0);
-  TimeBuckets buckets(limit, 4096);
+  // Few, wide leaves: merging many short runs cost more than filtering a longer list (bert:
+  // 4096 leaves 2.9 s, 256 leaves 1.4 s, 16 leaves 1.1 s); about 2K allocations per leaf keeps
+  // a query's scan bounded as traces grow.
+  TimeTree tree(limit, std::clamp<uint64_t>(intervals.size() / 2048, 16, 1 << 16));
   std::vector<uint32_t> stamp(intervals.size(), 0);
   uint32_t round = 0;
   for (uint32_t id : order) {
     const Interval& iv = intervals[id];
     // Best fit: the smallest gap between overlapping placed intervals that holds this one.
     uint64_t best = kUnplanned, best_gap = kUnplanned, top = 0;
-    for (const auto& e : buckets.candidates(iv, stamp, ++round)) {
-      const Interval& o = intervals[e.id];
-      if (!(o.start < iv.end && iv.start < o.end)) continue;
+    for (const auto& e : tree.overlapping(iv, intervals, stamp, ++round)) {
       if (e.offset > top && e.offset - top >= iv.size && e.offset - top < best_gap) {
         best_gap = e.offset - top;
         best = top;
@@ -109,7 +171,7 @@ OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align
     plan.peak = std::max(plan.peak, offset[id] + iv.size);
     plan.offset_at[iv.start] = offset[id];
     plan.size_at[iv.start] = iv.size;
-    buckets.add(id, iv, offset[id]);
+    tree.add(id, iv, offset[id]);
   }
   return plan;
 }
