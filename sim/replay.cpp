@@ -181,14 +181,22 @@ Fragmentation ReplayEngine::measure(uint64_t event_index) const {
 
 void ReplayEngine::run(EventSource& source) {
   constexpr size_t kChunk = 1 << 16;
-  std::vector<Event> buffer(kChunk);
+  std::vector<Event> buffer;
   uint64_t index = 0;
   auto start = std::chrono::steady_clock::now();
   while (index < options_.stop_before) {
-    size_t n = source.read(buffer.data(), buffer.size());
+    // A trace in memory is replayed where it lies: copying it chunk by chunk cost about a
+    // tenth of a fast policy's replay time.
+    size_t n = 0;
+    const Event* chunk = source.read_in_place(kChunk, n);
+    if (!chunk) {
+      buffer.resize(kChunk);
+      n = source.read(buffer.data(), buffer.size());
+      chunk = buffer.data();
+    }
     if (n == 0) break;
     for (size_t i = 0; i < n && index < options_.stop_before; ++i, ++index) {
-      if (!apply(buffer[i], index)) {
+      if (!apply(chunk[i], index)) {
         index = options_.stop_before;  // stop after this chunk
         break;
       }

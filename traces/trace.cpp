@@ -42,6 +42,13 @@ size_t MemorySource::read(Event* out, size_t capacity) {
   return n;
 }
 
+const Event* MemorySource::read_in_place(size_t capacity, size_t& n) {
+  n = std::min(capacity, trace_.events.size() - pos_);
+  const Event* at = trace_.events.data() + pos_;
+  pos_ += n;
+  return at;
+}
+
 AllocId IdSlots::acquire() {
   if (!free_heap_.empty()) {
     std::pop_heap(free_heap_.begin(), free_heap_.end(), std::greater<>());

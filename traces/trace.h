@@ -123,6 +123,14 @@ class EventSource {
   virtual const TraceMeta& meta() const = 0;
   // Fills up to out.size() events; returns how many (0 at the end). Throws FormatError.
   virtual size_t read(Event* out, size_t capacity) = 0;
+  // The zero-copy form of read(), for sources that hold their events in memory: sets `n` to
+  // up to `capacity` next events and returns where they lie (valid until the next call), or
+  // returns nullptr, consuming nothing, when the source has no such storage (then use read()).
+  virtual const Event* read_in_place(size_t capacity, size_t& n) {
+    (void)capacity;
+    n = 0;
+    return nullptr;
+  }
   // Starts again from the first event (a second replay pass). Sources that cannot rewind
   // return false.
   virtual bool rewind() = 0;
@@ -134,6 +142,7 @@ class MemorySource final : public EventSource {
   explicit MemorySource(const Trace& trace) : trace_(trace) {}
   const TraceMeta& meta() const override { return trace_.meta; }
   size_t read(Event* out, size_t capacity) override;
+  const Event* read_in_place(size_t capacity, size_t& n) override;
   bool rewind() override { pos_ = 0; return true; }
 
  private:

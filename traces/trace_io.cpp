@@ -36,6 +36,7 @@ class TraceSource final : public EventSource {
   explicit TraceSource(Trace trace) : trace_(std::move(trace)), inner_(trace_) {}
   const TraceMeta& meta() const override { return trace_.meta; }
   size_t read(Event* out, size_t capacity) override { return inner_.read(out, capacity); }
+  const Event* read_in_place(size_t capacity, size_t& n) override { return inner_.read_in_place(capacity, n); }
   bool rewind() override { return inner_.rewind(); }
 
  private:
