@@ -102,3 +102,45 @@ TEST_CASE("rmm log: malformed lines name the file and line", "[rmm]") {
   CHECK(err.find(path + ":3: bad thread id") != std::string::npos);
   fs::remove(path);
 }
+
+TEST_CASE("rmm log: a real log recorded on an H100 loads and replays through every policy", "[rmm]") {
+  // Written by rmm::mr::logging_resource_adaptor over pool_memory_resource over
+  // cuda_memory_resource (tools/rmm_log/record_rmm_log.cu): two host threads, two CUDA streams
+  // plus the default stream.
+  const std::string real = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_h100.csv";
+  Trace t = load_trace(real);
+  CHECK(t.meta.format == "rmm-log");
+  std::vector<decltype(Event::stream)> streams;
+  std::vector<StackId> threads;
+  uint64_t allocs = 0;
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::Alloc) continue;
+    ++allocs;
+    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
+    if (std::find(threads.begin(), threads.end(), e.stack) == threads.end()) threads.push_back(e.stack);
+  }
+  CHECK(allocs > 0);
+  CHECK(streams.size() > 1);
+  CHECK(threads.size() > 1);
+  CHECK(t.meta.stacks.size() > 2);  // the empty stack and one per thread
+  CHECK(t.meta.dropped_unknown_frees == 0);
+  std::string err;
+  CHECK(run_cli("replay " + real + " --policy all --check", err) == 0);
+  INFO(err);
+}
+
+TEST_CASE("rmm log: pointers and streams without 0x (RMM 24.10-25.02) and (nil) failures", "[rmm]") {
+  // Newer logging adaptors print pointers and streams as bare hexadecimal, and a failed
+  // allocation's pointer through %p as "(nil)".
+  Trace t = parse_rmm_log(kHeader +
+                              "7,10:00:00.000000,allocate,7f8a40000000,256,7f8a38001020\n"
+                              "7,10:00:00.000001,allocate failure,(nil),1099511627776,7f8a38001020\n"
+                              "7,10:00:00.000002,free,7f8a40000000,256,7f8a38001020\n",
+                          "new.csv");
+  REQUIRE(t.events.size() == 3);
+  CHECK(t.events[0].kind == EventKind::Alloc);
+  CHECK(t.events[0].addr == 0x7f8a40000000ull);
+  CHECK(t.meta.streams.at(t.events[0].stream) == 0x7f8a38001020ull);
+  CHECK(t.events[1].kind == EventKind::Oom);
+  CHECK(t.events[2].kind == EventKind::Free);
+}

@@ -28,8 +28,12 @@ struct RmmParser {
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_line(name, line, what); }
 
-  uint64_t number(std::string_view field, const char* what) const {
-    int base = 10;
+  // Thread ids and sizes are decimal; pointers and streams are hexadecimal, written with a
+  // 0x prefix by RMM up to 24.08 and without one by 24.10-25.02 builds (fmt's {:x} of the
+  // integer value); the spdlog/rapids_logger versions print a null pointer as "(nil)".
+  uint64_t number(std::string_view field, const char* what, bool hex = false) const {
+    int base = hex ? 16 : 10;
+    if (hex && field == "(nil)") return 0;
     if (field.size() > 2 && field[0] == '0' && (field[1] == 'x' || field[1] == 'X')) {
       field.remove_prefix(2);
       base = 16;
@@ -78,10 +82,10 @@ struct RmmParser {
     Event e;
     StackId thread = thread_context(number(f[0], "thread id"));
     e.time_us = time(f[1]);
-    uint64_t ptr = number(f[3], "pointer");
+    uint64_t ptr = number(f[3], "pointer", true);
     uint64_t size = number(f[4], "size");
     if (size > kAbsurdSize) fail("size " + std::to_string(size) + " is absurdly large");
-    e.stream = trace.meta.intern_stream(number(f[5], "stream"));
+    e.stream = trace.meta.intern_stream(number(f[5], "stream", true));
     if (f[2] == "allocate") {
       if (live.count(ptr)) fail("allocate of pointer " + std::string(f[3]) + " which is already live");
       e.kind = EventKind::Alloc;
