@@ -19,7 +19,7 @@ namespace {
 
 class Oracle final : public Policy {
  public:
-  Oracle(Device& device, detail::OfflinePlan plan) : device_(device), plan_(std::move(plan)) {}
+  Oracle(Device& device, std::shared_ptr<const detail::OfflinePlan> plan) : device_(device), plan_(*plan), owner_(std::move(plan)) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     if (req.event_index >= plan_.offset_at.size() || plan_.offset_at[req.event_index] == detail::kUnplanned ||
@@ -44,7 +44,8 @@ class Oracle final : public Policy {
 
  private:
   Device& device_;
-  detail::OfflinePlan plan_;
+  const detail::OfflinePlan& plan_;
+  std::shared_ptr<const detail::OfflinePlan> owner_;  // shared with the bound's computation
   std::optional<Addr> base_;
   uint64_t live_ = 0;
 };
@@ -61,7 +62,7 @@ PolicyInfo policy_info_oracle() {
                     uint64_t align = ctx.options.get_size("align", 512);
                     if (align == 0 || (align & (align - 1)))
                       throw PolicyConfigError("oracle: align must be a power of two");
-                    return std::make_unique<Oracle>(ctx.device, detail::plan_greedy_by_size(*ctx.events, align));
+                    return std::make_unique<Oracle>(ctx.device, detail::shared_plan_greedy_by_size(*ctx.events, align));
                   }};
   info.needs_whole_trace = true;
   return info;

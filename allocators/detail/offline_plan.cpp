@@ -1,6 +1,7 @@
 #include "allocators/detail/offline_plan.h"
 
 #include <algorithm>
+#include <mutex>
 
 namespace fraglab::detail {
 
@@ -173,6 +174,60 @@ OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align
     plan.size_at[iv.start] = iv.size;
     tree.add(id, iv, offset[id]);
   }
+  return plan;
+}
+
+namespace {
+
+// splitmix64's finalizer: a well-mixed 64-bit hash step.
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+// What a plan depends on: the kind, id and size of every planned event, the alignment, the limit.
+uint64_t plan_key(const std::vector<Event>& events, uint64_t align, uint64_t limit) {
+  uint64_t h = mix(mix(0, align), limit);
+  for (uint64_t i = 0; i < limit; ++i) {
+    const Event& e = events[i];
+    if (e.kind != EventKind::Alloc && e.kind != EventKind::Free) continue;
+    h = mix(h, (static_cast<uint64_t>(e.kind) << 32) | e.id);
+    if (e.kind == EventKind::Alloc) h = mix(h, e.size);
+  }
+  return h;
+}
+
+}  // namespace
+
+std::shared_ptr<const OfflinePlan> shared_plan_greedy_by_size(const std::vector<Event>& events, uint64_t align,
+                                                              uint64_t limit) {
+  struct Cached {
+    uint64_t key;
+    std::shared_ptr<const OfflinePlan> plan;
+  };
+  static std::mutex mutex;
+  static std::vector<Cached> cache;  // most recently used last
+  constexpr size_t kKept = 8;
+  limit = std::min<uint64_t>(limit, events.size());
+  const uint64_t key = plan_key(events, align, limit);
+  {
+    std::lock_guard lock(mutex);
+    for (size_t i = 0; i < cache.size(); ++i)
+      if (cache[i].key == key) {
+        Cached hit = cache[i];
+        cache.erase(cache.begin() + static_cast<ptrdiff_t>(i));
+        cache.push_back(hit);
+        return hit.plan;
+      }
+  }
+  auto plan = std::make_shared<const OfflinePlan>(plan_greedy_by_size(events, align, limit));
+  std::lock_guard lock(mutex);
+  if (cache.size() == kKept) cache.erase(cache.begin());
+  cache.push_back({key, plan});
   return plan;
 }
 

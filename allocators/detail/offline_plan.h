@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "traces/trace.h"
@@ -31,5 +32,12 @@ struct OfflinePlan {
 // `limit` when never freed); sizes round up to `align`.
 OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align,
                                 uint64_t limit = std::numeric_limits<uint64_t>::max());
+
+// The same plan, computed once: a replay plans the oracle bound and the oracle policy plans
+// the same events again, and `compare` replays the oracle beside the bounds it already has.
+// The last few plans are kept (thread-safe), keyed by a hash of the planned events rather
+// than their address, which a freed trace may pass on to another.
+std::shared_ptr<const OfflinePlan> shared_plan_greedy_by_size(const std::vector<Event>& events, uint64_t align,
+                                                              uint64_t limit = std::numeric_limits<uint64_t>::max());
 
 }  // namespace fraglab::detail
