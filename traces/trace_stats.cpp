@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <numeric>
 
 namespace fraglab {
@@ -11,10 +12,8 @@ int log2_bucket(double v) {
   if (v < 1) return 0;
   return std::min(63, static_cast<int>(std::bit_width(static_cast<uint64_t>(v))) - 1);
 }
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
-  return sorted[std::min(i, sorted.size() - 1)];
+size_t percentile_index(size_t n, double p) {
+  return std::min(static_cast<size_t>(p * static_cast<double>(n - 1) + 0.5), n - 1);
 }
 }  // namespace
 
@@ -22,12 +21,18 @@ Distribution summarize(std::vector<double> values) {
   Distribution d;
   d.count = values.size();
   if (values.empty()) return d;
-  std::sort(values.begin(), values.end());
-  d.min = values.front();
-  d.max = values.back();
-  d.p50 = percentile(values, 0.50);
-  d.p90 = percentile(values, 0.90);
-  d.p99 = percentile(values, 0.99);
+  // Three selections instead of a sort (a sort of 2.4M sizes was an eighth of `info` on a big
+  // snapshot); each later one searches only above the one before.
+  auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  d.min = *lo;
+  d.max = *hi;
+  auto at = values.begin();
+  for (auto [p, out] : {std::pair{0.50, &d.p50}, std::pair{0.90, &d.p90}, std::pair{0.99, &d.p99}}) {
+    auto nth = values.begin() + static_cast<std::ptrdiff_t>(percentile_index(values.size(), p));
+    std::nth_element(at, nth, values.end());
+    *out = *nth;
+    at = nth;
+  }
   d.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
   for (double v : values) ++d.log2_buckets[static_cast<size_t>(log2_bucket(v))];
   return d;
