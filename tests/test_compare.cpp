@@ -342,3 +342,22 @@ TEST_CASE("tune predicts the peaks of PyTorch's real runs and ranks their settin
     // The capped runs (set_per_process_memory_fraction) are not checked here: see docs/compare.md.
   }
 }
+
+TEST_CASE("tune under a tight capacity answers fits or does not fit, never an internal error", "[compare][tune]") {
+  // Under a capacity every setting replays PyTorch's recovery path (release cached blocks,
+  // garbage collection, expandable segments unmapped); a past session saw an internal assert
+  // there. 0.8x and 0.95x of each trace's real allocated peak (stats.jsonl), on the three
+  // shapes of trace: one stream fixed, expandable, two streams.
+  const std::string corpus = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/";
+  const std::vector<std::pair<std::string, uint64_t>> traces = {
+      {"gpt2_train.expandable.pickle.gz", 13594220032ull},
+      {"seed_examples.default.pickle.gz", 2147483648ull},
+      {"side_stream_prefetch.expandable.pickle.gz", 1444135424ull}};
+  for (const auto& [file, allocated_peak] : traces)
+    for (double fraction : {0.8, 0.95}) {
+      auto capacity = static_cast<uint64_t>(static_cast<double>(allocated_peak) * fraction);
+      INFO(file << " at " << capacity);
+      int code = run_cli("tune " + corpus + file + " --capacity " + std::to_string(capacity) + " -j 2");
+      CHECK((code == 0 || code == 1));
+    }
+}
