@@ -11,6 +11,7 @@
 //     void insert(uint32_t node, const BlockNode& b);  // b became free
 //     void erase(uint32_t node, const BlockNode& b);   // b is no longer a free block
 //     uint32_t find(uint64_t size);                     // a free node of >= size, or kNoNode
+//     uint32_t take(uint64_t size);                     // optional: find() and erase() in one search
 //     void allocated(Addr addr, uint64_t size);         // optional: a block was handed out
 //     // Optional: the least block size find(size) can return, when it rounds requests up
 //     // (TLSF's good fit); new segments are made at least this large so that they are
@@ -61,13 +62,20 @@ class CoalescingPool {
   // below min_split), or nullopt when the device cannot supply a segment.
   std::optional<Block> allocate(uint64_t request, StreamIndex stream) {
     uint64_t size = config_.block_size(request);
-    uint32_t node = index_.find(size);
-    if (node != kNoNode) {
-      if constexpr (kAddressOrdered) {
-        if (blocks_[node].size - size >= config_.min_split) return split_in_place(node, size);
-      }
-      take(node);
+    uint32_t node = kNoNode;
+    if constexpr (requires { index_.take(size); }) {
+      node = index_.take(size);  // one search instead of find() then erase()
+      if (node != kNoNode) blocks_[node].free = false;
     } else {
+      node = index_.find(size);
+      if (node != kNoNode) {
+        if constexpr (kAddressOrdered) {
+          if (blocks_[node].size - size >= config_.min_split) return split_in_place(node, size);
+        }
+        take(node);
+      }
+    }
+    if (node == kNoNode) {
       node = grow(size, stream);
       if (node == kNoNode) {
         release_free_segments();

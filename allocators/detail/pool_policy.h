@@ -19,6 +19,11 @@ class BestFitIndex {
     uint32_t node = bins_.best_fit(size);
     return node == SizeBins::kNone ? kNoNode : node;
   }
+  // find() and erase() in one search.
+  uint32_t take(uint64_t size) {
+    uint32_t node = bins_.take_best_fit(size);
+    return node == SizeBins::kNone ? kNoNode : node;
+  }
 
  private:
   SizeBins bins_;

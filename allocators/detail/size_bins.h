@@ -65,6 +65,24 @@ class SizeBins {
     return next == kNone ? kNone : bins_[next].front().node;
   }
 
+  // best_fit(size) and erase() of what it found in one search (the allocation path).
+  uint32_t take_best_fit(uint64_t size) {
+    uint32_t b = bin_of(size);
+    auto* bin = &bins_[b];
+    auto it = std::lower_bound(bin->begin(), bin->end(), Entry{size, 0, 0});
+    if (it == bin->end()) {
+      b = next_nonempty(b + 1);
+      if (b == kNone) return kNone;
+      bin = &bins_[b];
+      it = bin->begin();
+    }
+    uint32_t node = it->node;
+    bin->erase(it);
+    if (bin->empty()) clear_bit(b);
+    --count_;
+    return node;
+  }
+
   // The largest block (lowest address among equals), or kNone when empty.
   uint32_t largest() const {
     if (summary_ == 0) return kNone;
