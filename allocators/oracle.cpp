@@ -19,33 +19,32 @@ namespace {
 
 class Oracle final : public Policy {
  public:
-  Oracle(Device& device, std::shared_ptr<const detail::OfflinePlan> plan) : device_(device), plan_(*plan), owner_(std::move(plan)) {}
+  Oracle(Device& device, std::shared_ptr<const detail::OfflinePlan> plan) : device_(device), plan_(std::move(plan)) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
-    if (req.event_index >= plan_.offset_at.size() || plan_.offset_at[req.event_index] == detail::kUnplanned ||
-        plan_.size_at[req.event_index] < req.size)
+    if (req.event_index >= plan_->offset_at.size() || plan_->offset_at[req.event_index] == detail::kUnplanned ||
+        plan_->size_at[req.event_index] < req.size)
       throw std::logic_error("oracle: allocation at event " + std::to_string(req.event_index) +
                              " is not in the planned trace");
     if (!base_) {
-      base_ = device_.allocate_segment(std::max<uint64_t>(plan_.peak, 1), req.stream);
+      base_ = device_.allocate_segment(std::max<uint64_t>(plan_->peak, 1), req.stream);
       if (!base_) return std::nullopt;
     }
     ++live_;
-    return Block{*base_ + plan_.offset_at[req.event_index], plan_.size_at[req.event_index], 0};
+    return Block{*base_ + plan_->offset_at[req.event_index], plan_->size_at[req.event_index], 0};
   }
 
   void deallocate(const Block&) override { --live_; }
 
   void empty_cache() override {
     if (live_ || !base_) return;
-    device_.free_segment(*base_, std::max<uint64_t>(plan_.peak, 1));
+    device_.free_segment(*base_, std::max<uint64_t>(plan_->peak, 1));
     base_.reset();
   }
 
  private:
   Device& device_;
-  const detail::OfflinePlan& plan_;
-  std::shared_ptr<const detail::OfflinePlan> owner_;  // shared with the bound's computation
+  std::shared_ptr<const detail::OfflinePlan> plan_;  // shared with the bound's computation
   std::optional<Addr> base_;
   uint64_t live_ = 0;
 };

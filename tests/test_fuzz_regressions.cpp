@@ -2,6 +2,7 @@
 // tests/data/fuzz-regressions/, named for what it does. Each must now either load or fail
 // with a FormatError that names the file; any other exception, a sanitizer report (the
 // suite also runs under ASan/UBSan) or an allocation the input never backs is a regression.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>

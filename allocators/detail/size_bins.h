@@ -57,28 +57,18 @@ class SizeBins {
 
   // The smallest block of at least `size` bytes (lowest address among equals), or kNone.
   uint32_t best_fit(uint64_t size) const {
-    uint32_t b = bin_of(size);
-    const auto& bin = bins_[b];
-    auto it = std::lower_bound(bin.begin(), bin.end(), Entry{size, 0, 0});
-    if (it != bin.end()) return it->node;
-    uint32_t next = next_nonempty(b + 1);
-    return next == kNone ? kNone : bins_[next].front().node;
+    Spot at = locate_best_fit(size);
+    return at.bin == kNone ? kNone : at.it->node;
   }
 
   // best_fit(size) and erase() of what it found in one search (the allocation path).
   uint32_t take_best_fit(uint64_t size) {
-    uint32_t b = bin_of(size);
-    auto* bin = &bins_[b];
-    auto it = std::lower_bound(bin->begin(), bin->end(), Entry{size, 0, 0});
-    if (it == bin->end()) {
-      b = next_nonempty(b + 1);
-      if (b == kNone) return kNone;
-      bin = &bins_[b];
-      it = bin->begin();
-    }
-    uint32_t node = it->node;
-    bin->erase(it);
-    if (bin->empty()) clear_bit(b);
+    Spot at = locate_best_fit(size);
+    if (at.bin == kNone) return kNone;
+    uint32_t node = at.it->node;
+    auto& bin = bins_[at.bin];
+    bin.erase(at.it);
+    if (bin.empty()) clear_bit(at.bin);
     --count_;
     return node;
   }
@@ -115,6 +105,22 @@ class SizeBins {
   static constexpr uint32_t kBins = kLinearBins + (64 - kLinearLimitLog2) * kSubBins;
   static constexpr uint32_t kWords = (kBins + 63) / 64;
   static_assert(kWords <= 64, "the summary word covers at most 64 bitmap words");
+
+  // Where the best fit for `size` is: the lower bound in its own bin, else the front of the
+  // next non-empty bin (bin kNone when there is none).
+  struct Spot {
+    uint32_t bin;
+    std::vector<Entry>::const_iterator it;
+  };
+  Spot locate_best_fit(uint64_t size) const {
+    uint32_t b = bin_of(size);
+    const auto& bin = bins_[b];
+    auto it = std::lower_bound(bin.begin(), bin.end(), Entry{size, 0, 0});
+    if (it != bin.end()) return {b, it};
+    uint32_t next = next_nonempty(b + 1);
+    if (next == kNone) return {kNone, {}};
+    return {next, bins_[next].begin()};
+  }
 
   void clear_bit(uint32_t b) {
     words_[b / 64] &= ~(1ull << (b % 64));
