@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include "traces/atomic_file.h"
 #include "traces/format_error.h"
 
 namespace fraglab {
@@ -52,6 +53,11 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
   inflateEnd(&zs);
   out.resize(produced);
   return out;
+}
+
+std::string read_maybe_gzipped(const std::string& path) {
+  std::string bytes = read_file(path);
+  return is_gzip(bytes) ? gunzip(bytes, path) : bytes;
 }
 
 }  // namespace fraglab

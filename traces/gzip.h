@@ -14,4 +14,7 @@ inline bool is_gzip(const std::string& bytes) {
 // compressed byte offset where the data is corrupt or ends early.
 std::string gunzip(const std::string& compressed, const std::string& name);
 
+// The whole file at `path`, decompressed when it is gzip (the text formats accept both).
+std::string read_maybe_gzipped(const std::string& path);
+
 }  // namespace fraglab

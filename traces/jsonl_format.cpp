@@ -6,6 +6,7 @@
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
+#include "traces/text_lines.h"
 
 namespace fraglab {
 
@@ -145,29 +146,21 @@ Trace parse_jsonl(const std::string& text, const std::string& name) {
   JsonlParser p{name, {}, {}, {}, 0};
   p.trace.meta.format = "jsonl";
   p.trace.meta.source = name;
-  size_t pos = 0;
   bool first = true;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    ++p.line;
-    std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+  for_each_line(text, p.line, [&](std::string_view line) {
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
     json obj = json::parse(line, nullptr, false);
     if (obj.is_discarded()) p.fail("not valid JSON");
     if (!obj.is_object()) p.fail("each line must be a JSON object");
     if (first && obj.contains("fraglab_trace")) p.header(obj);
     else p.event(obj);
     first = false;
-  }
+  });
   return std::move(p.trace);
 }
 
 Trace read_jsonl(const std::string& path) {
-  std::string bytes = read_file(path);
-  if (is_gzip(bytes)) bytes = gunzip(bytes, path);
-  return parse_jsonl(bytes, path);
+  return parse_jsonl(read_maybe_gzipped(path), path);
 }
 
 namespace {

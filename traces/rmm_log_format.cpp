@@ -6,9 +6,9 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
+#include "traces/text_lines.h"
 
 namespace fraglab {
 
@@ -123,32 +123,24 @@ Trace parse_rmm_log(const std::string& text, const std::string& name) {
   RmmParser p{name, {}, {}, {}, {}, 0, 0, -1};
   p.trace.meta.format = "rmm-log";
   p.trace.meta.source = name;
-  size_t pos = 0;
   bool header = false;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    ++p.line;
-    std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
+  for_each_line(text, p.line, [&](std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
+    if (line.empty()) return;
     if (!header) {
       if (line != "Thread,Time,Action,Pointer,Size,Stream")
         p.fail("not an RMM log: the first line must be Thread,Time,Action,Pointer,Size,Stream");
       header = true;
-      continue;
+      return;
     }
     p.row(line);
-  }
+  });
   if (!header) throw FormatError::at_line(name, 1, "empty file: not an RMM log");
   return std::move(p.trace);
 }
 
 Trace read_rmm_log(const std::string& path) {
-  std::string bytes = read_file(path);
-  if (is_gzip(bytes)) bytes = gunzip(bytes, path);
-  return parse_rmm_log(bytes, path);
+  return parse_rmm_log(read_maybe_gzipped(path), path);
 }
 
 }  // namespace fraglab
