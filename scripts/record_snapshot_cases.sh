@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
+# in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
+# torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools ooms)
+set -uo pipefail
+out=${1:?OUTDIR}; shift
+groups=${*:-snapshots pools ooms}
+mkdir -p "$out"
+rec() {  # rec "ENV=... ENV=..." WORKLOAD
+  echo "== $1 $2"
+  env $1 python3 "$(dirname "$0")/record_torch_traces.py" "$2" "$out" >"$out/$2.$(echo "$1" | tr ' =:,' '_-__').log" 2>&1 \
+    || { echo "FAILED: $1 $2"; tail -5 "$out/$2.$(echo "$1" | tr ' =:,' '_-__').log"; }
+}
+E=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+for g in $groups; do case $g in
+  snapshots)
+    rec "RECORD=late:2" gpt2_train
+    rec "RECORD=late:2 $E" gpt2_train
+    rec "MAX_ENTRIES=60000" bert_varlen_train
+    rec "MAX_ENTRIES=60000 $E" bert_varlen_train
+    rec "MAX_ENTRIES=700" side_stream_prefetch
+    rec "RECORD=off" gpt2_train
+    rec "RECORD=off $E" side_stream_prefetch ;;
+  pools)
+    rec "X=1" graph_mlp_train
+    rec "$E" graph_mlp_train
+    rec "X=1" mempool_side
+    rec "$E" mempool_side
+    rec "X=1" compile_reduce_overhead ;;
+  ooms)
+    rec "FRACTION=0.12 STACKS=1" gpt2_oom_backoff
+    rec "FRACTION=0.12 $E" gpt2_oom_backoff
+    rec "FRACTION=0.16" bert_varlen_oom
+    rec "FRACTION=0.16 $E" bert_varlen_oom ;;
+esac; done
+ls -la "$out"
