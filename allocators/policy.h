@@ -20,6 +20,10 @@
 
 namespace fraglab {
 
+// The id of a request that is tried and given back at once: a recorded OOM replayed as a what-if
+// (its lifetime is unknown). Offline planners have no plan for it and decline.
+constexpr AllocId kTransientRequest = UINT32_MAX;
+
 struct AllocRequest {
   AllocId id;           // the trace's allocation id (dense; reused after the block is freed)
   uint64_t size;        // requested bytes, as the program asked
@@ -50,6 +54,13 @@ class Policy {
   virtual void free_requested(const Block& /*block*/) {}
   // Return every cached, wholly free piece of memory to the device.
   virtual void empty_cache() = 0;
+  // The recording allocator's state at the trace's first event (InitialState, traces/trace.h), for
+  // histories that began mid-run. A policy that models that allocator recreates it (its segments,
+  // cached free blocks and live blocks where they were) and returns the live blocks in prologue order;
+  // the default declines, and the engine allocates the prologue through allocate() like any request.
+  virtual std::optional<std::vector<Block>> adopt_initial_state(const InitialState& /*state*/) {
+    return std::nullopt;
+  }
 };
 
 // What a policy is built from.

@@ -32,6 +32,14 @@ class PytorchPolicy final : public Policy {
   }
   void deallocate(const Block& block) override { allocator_.free(static_cast<uint32_t>(block.handle)); }
   void empty_cache() override { allocator_.empty_cache(); }
+  std::optional<std::vector<Block>> adopt_initial_state(const InitialState& state) override {
+    auto live = allocator_.adopt(state);
+    if (!live) return std::nullopt;
+    std::vector<Block> out;
+    out.reserve(live->size());
+    for (uint32_t b : *live) out.push_back(Block{allocator_.block(b).addr, allocator_.block(b).size, b});
+    return out;
+  }
 
  private:
   detail::PytorchCachingAllocator allocator_;

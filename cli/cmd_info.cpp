@@ -1,6 +1,8 @@
 // fraglab info TRACE: what a trace holds, independent of any policy.
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "allocators/policy_options.h"
@@ -16,6 +18,40 @@ namespace {
 std::string dist_line(const Distribution& d, bool bytes) {
   auto f = [&](double v) { return bytes ? format_size(static_cast<uint64_t>(v)) : fmt::format("{:.0f}", v); };
   return fmt::format("min {}  p50 {}  p90 {}  p99 {}  max {}", f(d.min), f(d.p50), f(d.p90), f(d.p99), f(d.max));
+}
+
+// The allocator's state before the first entry (a mid-run history) or the whole of a snapshot
+// without history: reserved, allocated, and how its free space is cut up.
+struct StateSummary {
+  uint64_t segments = 0, reserved = 0, allocated = 0, live_blocks = 0, free_blocks = 0, largest_free = 0;
+};
+
+StateSummary summarize_state(const InitialState& st) {
+  StateSummary out;
+  for (const RecordedSegment& seg : st.segments) {
+    ++out.segments;
+    out.reserved += seg.total_size;
+    Addr cursor = seg.address;
+    auto gap = [&](Addr to) {
+      if (to <= cursor) return;
+      ++out.free_blocks;
+      out.largest_free = std::max(out.largest_free, to - cursor);
+    };
+    for (const RecordedBlock& b : seg.blocks) {
+      gap(b.address);
+      uint64_t size = b.size ? b.size : b.requested_size;
+      out.allocated += size;
+      ++out.live_blocks;
+      cursor = std::max(cursor, b.address + size);
+    }
+    gap(seg.address + seg.total_size);
+  }
+  return out;
+}
+
+std::string time_span(const TraceMeta& m, const TraceStats& s) {
+  if (!m.has_times) return "n/a (the recording has no timestamps)";
+  return fmt::format("{:.3f} s", static_cast<double>(s.last_time_us - s.first_time_us) / 1e6);
 }
 
 nlohmann::json dist_json(const Distribution& d) {
@@ -38,6 +74,8 @@ void add_info(CLI::App& app, CommandFn& run) {
       auto source = open_trace(path, {device.resolve().trace_device});
       TraceStats s = compute_stats(*source);
       const TraceMeta& m = source->meta();
+      const StateSummary st = summarize_state(m.initial);
+      const uint64_t st_free = st.reserved - std::min(st.reserved, st.allocated);
       if (as_json) {
         nlohmann::json kinds;
         for (int k = 0; k < kEventKindCount; ++k) kinds[event_kind_name(static_cast<EventKind>(k))] = s.by_kind[k];
@@ -47,7 +85,18 @@ void add_info(CLI::App& app, CommandFn& run) {
                          {"by_kind", kinds},
                          {"allocations", s.by_kind[0]},
                          {"streams", s.streams_used},
-                         {"time_span_us", s.last_time_us - s.first_time_us},
+                         {"time_span_us", m.has_times ? nlohmann::json(s.last_time_us - s.first_time_us)
+                                                      : nlohmann::json(nullptr)},
+                         {"history", m.history_absent ? "none" : m.initial.empty() ? "from start" : "mid-run"},
+                         {"state_at_first_entry",
+                          {{"segments", st.segments},
+                           {"reserved", st.reserved},
+                           {"allocated", st.allocated},
+                           {"live_blocks", st.live_blocks},
+                           {"free_blocks", st.free_blocks},
+                           {"largest_free", st.largest_free},
+                           {"unplaced_frees", m.initial.unplaced_frees},
+                           {"estimated_requests", m.initial.estimated_requests}}},
                          {"peak_live_requested", {{"bytes", s.peak_live_requested}, {"event_index", s.peak_live_index}}},
                          {"peak_live_count", s.peak_live_count},
                          {"never_freed", s.never_freed},
@@ -66,7 +115,21 @@ void add_info(CLI::App& app, CommandFn& run) {
       fmt::print("recorded     {} segment allocs, {} segment frees, {} maps, {} unmaps, {} OOMs\n", s.by_kind[4],
                  s.by_kind[5], s.by_kind[6], s.by_kind[7], s.by_kind[8]);
       fmt::print("streams      {}\n", s.streams_used);
-      fmt::print("time span    {:.3f} s\n", static_cast<double>(s.last_time_us - s.first_time_us) / 1e6);
+      fmt::print("time span    {}\n", time_span(m, s));
+      if (m.history_absent) {
+        fmt::print("history      none: the snapshot holds the allocator's state only (record with "
+                   "torch.cuda.memory._record_memory_history() for a history to replay)\n");
+        fmt::print("state        {} segments, {} reserved, {} allocated in {} blocks, {} free in {} blocks "
+                   "(largest {}, fragmentation {:.1f}%)\n",
+                   st.segments, format_size(st.reserved), format_size(st.allocated), st.live_blocks,
+                   format_size(st_free), st.free_blocks, format_size(st.largest_free),
+                   st_free ? 100.0 * (1.0 - static_cast<double>(st.largest_free) / static_cast<double>(st_free)) : 0.0);
+      } else if (!m.initial.empty()) {
+        fmt::print("mid-run      the history began mid-run: before its first entry the allocator held {} segments, "
+                   "{} ({} bytes) reserved, {} live blocks ({} allocated), {} free\n",
+                   st.segments, format_size(st.reserved), st.reserved, st.live_blocks, format_size(st.allocated),
+                   format_size(st_free));
+      }
       fmt::print("peak live    {} ({} bytes) requested, at event {}; {} blocks live at most\n",
                  format_size(s.peak_live_requested), s.peak_live_requested, s.peak_live_index, s.peak_live_count);
       if (s.recorded_peak_reserved)
@@ -74,7 +137,7 @@ void add_info(CLI::App& app, CommandFn& run) {
                    format_size(s.recorded_peak_reserved), s.recorded_peak_reserved);
       fmt::print("never freed  {}\n", s.never_freed);
       if (m.dropped_unknown_frees)
-        fmt::print("dropped      {} frees of blocks allocated before recording began\n", m.dropped_unknown_frees);
+        fmt::print("dropped      {} frees of blocks that lie in no segment the snapshot shows\n", m.dropped_unknown_frees);
       fmt::print("sizes        {}\n", dist_line(s.sizes, true));
       fmt::print("lifetimes    {} events\n", dist_line(s.lifetimes_events, false));
       fmt::print("lifetimes    {} us\n", dist_line(s.lifetimes_us, false));

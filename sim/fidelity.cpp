@@ -38,7 +38,7 @@ class Checker {
     SimDeviceConfig config;
     config.capacity = options_.capacity;
     std::unique_ptr<Device> base;
-    if (options_.hint_addresses) base = std::make_unique<HintedDevice>(trace_.events, config);
+    if (options_.hint_addresses) base = std::make_unique<HintedDevice>(trace_.events, config, &trace_.meta.initial);
     else base = std::make_unique<SimDevice>(config);
     TrackingDevice device(*base);
     auto policy = make_policy(PolicySpec::parse(options_.policy), device, trace_.meta, &trace_.events);
@@ -46,8 +46,13 @@ class Checker {
     ro.log_device_calls = true;
     ro.on_oom = OnOom::Skip;
     ReplayEngine engine(*policy, device, ro);
-
-    uint64_t recorded_reserved = 0;
+    // A history that began mid-run starts from the state then: its segments are the recording's.
+    engine.establish_initial_state(trace_.meta.initial);
+    uint64_t recorded_reserved = trace_.meta.initial.reserved();
+    result_.recorded_peak = recorded_reserved;
+    if (device.reserved_bytes() != recorded_reserved)
+      diverge(0, fmt::format("the state at the first entry: model reserved {}, recording {}", device.reserved_bytes(),
+                             recorded_reserved));
     std::vector<uint64_t> pending;  // recorded device events since the last step
     const auto& events = trace_.events;
     uint64_t consumed_until = 0;  // device events already taken by an empty_cache step

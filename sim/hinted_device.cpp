@@ -1,6 +1,8 @@
 #include "sim/hinted_device.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 namespace fraglab {
 
@@ -11,8 +13,21 @@ SimDeviceConfig unlimited(SimDeviceConfig c) {
 }
 }  // namespace
 
-HintedDevice::HintedDevice(const std::vector<Event>& events, SimDeviceConfig config)
+HintedDevice::HintedDevice(const std::vector<Event>& events, SimDeviceConfig config, const InitialState* initial)
     : upstream_(unlimited(config)), capacity_(config.capacity) {
+  if (initial) {
+    std::vector<std::tuple<StreamIndex, bool, std::array<int64_t, 2>>> ranges_seen;
+    for (const RecordedSegment& s : initial->segments) {
+      if (!s.is_expandable) {
+        segment_hints_.emplace_back(s.address, s.total_size);
+        continue;
+      }
+      auto group = std::make_tuple(s.stream, s.small_pool, s.pool_id);
+      if (std::find(ranges_seen.begin(), ranges_seen.end(), group) != ranges_seen.end()) continue;
+      ranges_seen.push_back(group);
+      map_hints_.push_back(s.address);
+    }
+  }
   for (const Event& e : events) {
     if (e.kind == EventKind::SegmentAlloc) segment_hints_.emplace_back(e.addr, e.size);
     if (e.kind == EventKind::SegmentMap) map_hints_.push_back(e.addr);

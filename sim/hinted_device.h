@@ -19,8 +19,10 @@ namespace fraglab {
 
 class HintedDevice final : public Device {
  public:
-  // `events`: the trace; its SegmentAlloc and SegmentMap events are the hints.
-  HintedDevice(const std::vector<Event>& events, SimDeviceConfig config);
+  // `events`: the trace; its SegmentAlloc and SegmentMap events are the hints. `initial`: the state at
+  // the trace's first event, whose segments come first (in address order; an expandable segment's
+  // range starts at its lowest mapped range), as a policy adopting it asks for them.
+  HintedDevice(const std::vector<Event>& events, SimDeviceConfig config, const InitialState* initial = nullptr);
 
   std::optional<Addr> allocate_segment(uint64_t size, StreamIndex stream) override;
   void free_segment(Addr addr, uint64_t size) override;

@@ -52,7 +52,9 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
   ReplayOptions options;
   options.on_oom = OnOom::Skip;
   options.log_device_calls = true;
+  options.recorded_ooms = false;  // the export shows the recording's OOM entries as they were
   ReplayEngine engine(*policy, device, options);
+  engine.establish_initial_state(trace.meta.initial);
 
   std::vector<uint8_t> pending_free;  // by id: free requested, not completed
   std::vector<StackId> stack_of_id;

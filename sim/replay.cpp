@@ -20,7 +20,23 @@ ReplayEngine::ReplayEngine(Policy& policy, TrackingDevice& device, ReplayOptions
   device_.enable_call_log(options_.log_device_calls);
 }
 
+void ReplayEngine::establish_initial_state(const InitialState& initial) {
+  if (established_) return;
+  established_ = true;
+  if (initial.live_blocks == 0 && initial.segments.empty()) return;
+  uint64_t reserved_before = device_.reserved_bytes();
+  if (auto blocks = policy_.adopt_initial_state(initial)) adopted_ = std::move(*blocks);
+  if (device_.reserved_bytes() > reserved_before && device_.reserved_bytes() > result_.reserved.bytes) {
+    result_.reserved = {device_.reserved_bytes(), 0};
+    remember_peak(0);
+  }
+}
+
 bool ReplayEngine::apply(const Event& e, uint64_t index) {
+  if (e.kind == EventKind::Oom && options_.recorded_ooms) {
+    on_recorded_oom(e, index);
+    return true;
+  }
   if (!is_replay_event(e.kind)) return true;  // reference events are the recorder's, not ours
   ++result_.events;
   uint64_t reserved_before = device_.reserved_bytes();
@@ -53,7 +69,9 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
   ++result_.allocs;
   trace_live_ += e.size;
   result_.live_bytes_bound = std::max(result_.live_bytes_bound, trace_live_);
-  auto block = policy_.allocate(AllocRequest{e.id, e.size, e.stream, index});
+  // The prologue of a mid-run history: blocks the policy adopted where the recording had them.
+  std::optional<Block> block =
+      index < adopted_.size() ? adopted_[index] : policy_.allocate(AllocRequest{e.id, e.size, e.stream, index});
   if (!block) {
     result_.ooms.push_back({index, e.size, e.stream, device_.reserved_bytes(), allocated_});
     skipped_[e.id] = true;
@@ -74,6 +92,22 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
   live_blocks_.emplace_back(b.addr, b.size);
   if (options_.check_invariants) check_new_block(b, e, index);
   return true;
+}
+
+void ReplayEngine::on_recorded_oom(const Event& e, uint64_t index) {
+  const uint64_t reserved_before = device_.reserved_bytes();
+  device_.set_event_index(index);
+  auto block = policy_.allocate(AllocRequest{kTransientRequest, e.size, e.stream, index});
+  const uint64_t reserved = device_.reserved_bytes();
+  result_.recorded_ooms.push_back({index, e.size, e.stream, block.has_value(), reserved,
+                                   allocated_ + (block ? block->size : 0)});
+  if (block) {
+    if (allocated_ + block->size > result_.allocated.bytes) result_.allocated = {allocated_ + block->size, index};
+    policy_.deallocate(*block);
+  } else {
+    result_.ooms.push_back({index, e.size, e.stream, reserved, allocated_, true});
+  }
+  after_event(e, index, reserved_before);
 }
 
 void ReplayEngine::on_free(const Event& e) {
@@ -184,6 +218,7 @@ void ReplayEngine::run(EventSource& source) {
   std::vector<Event> buffer;
   uint64_t index = 0;
   auto start = std::chrono::steady_clock::now();
+  establish_initial_state(source.meta().initial);
   while (index < options_.stop_before) {
     // A trace in memory is replayed where it lies: copying it chunk by chunk cost about a
     // tenth of a fast policy's replay time.

@@ -9,6 +9,7 @@
 // as large as its request.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -46,6 +47,7 @@ struct ReplayOptions {
   // otherwise replay_simulated computes them from the in-memory trace.
   std::optional<TraceBounds> bounds;
   bool oracle_bound = true;  // compute the oracle plan when bounds are not given
+  bool recorded_ooms = true;  // try each recorded `oom` request (RecordedOomOutcome)
 };
 
 struct Peak {
@@ -59,6 +61,19 @@ struct OomRecord {
   StreamIndex stream;
   uint64_t reserved;
   uint64_t allocated;
+  bool recorded = false;  // a request the recording itself failed (its `oom` entry), failing here too
+};
+
+// A recorded OOM replayed as a what-if: the request the recording allocator could not serve, tried
+// under this policy at the same point of the trace. If served, the block is given back at once: the
+// program's own handling of the failure (catch, retry smaller) is what the trace goes on with.
+struct RecordedOomOutcome {
+  uint64_t event_index;
+  uint64_t size;  // the request as the allocator saw it (PyTorch records the rounded size)
+  StreamIndex stream;
+  bool served;
+  uint64_t reserved;   // after the attempt (with the block while it was held)
+  uint64_t allocated;  // live block bytes then, the served block included
 };
 
 struct ReplayResult {
@@ -68,7 +83,12 @@ struct ReplayResult {
   Fragmentation at_peak;                // fragmentation when reserved memory peaked
   uint64_t final_reserved = 0, final_allocated = 0, final_requested = 0;
   DeviceCallCounts calls;
-  std::vector<OomRecord> ooms;
+  std::vector<OomRecord> ooms;  // the policy's failures: requests of the trace, and recorded OOMs it failed too
+  std::vector<RecordedOomOutcome> recorded_ooms;
+  size_t recorded_ooms_served() const {
+    return static_cast<size_t>(std::count_if(recorded_ooms.begin(), recorded_ooms.end(),
+                                             [](const RecordedOomOutcome& o) { return o.served; }));
+  }
   bool stopped_on_oom = false;
   bool cancelled = false;
   std::vector<Fragmentation> samples;
@@ -91,6 +111,11 @@ class ReplayEngine {
  public:
   ReplayEngine(Policy& policy, TrackingDevice& device, ReplayOptions options);
 
+  // Recreates the recording allocator's state at the trace's first event (TraceMeta::initial, for
+  // histories that began mid-run): a policy that models that allocator adopts it, placing the live
+  // blocks where they were; for every other policy the trace's prologue (the Alloc events of those
+  // blocks) is allocated like any request. run() calls it; a caller of apply() calls it first.
+  void establish_initial_state(const InitialState& initial);
   // Applies one event at trace position `index`. Returns false when replay must stop.
   bool apply(const Event& e, uint64_t index);
   // Replays a whole source (up to options.stop_before).
@@ -109,6 +134,7 @@ class ReplayEngine {
 
  private:
   bool on_alloc(const Event& e, uint64_t index);
+  void on_recorded_oom(const Event& e, uint64_t index);
   void on_free(const Event& e);
   void after_event(const Event& e, uint64_t index, uint64_t reserved_before);
   void check_new_block(const LiveBlock& b, const Event& e, uint64_t index);
@@ -117,6 +143,8 @@ class ReplayEngine {
   Policy& policy_;
   TrackingDevice& device_;
   ReplayOptions options_;
+  std::vector<Block> adopted_;  // the prologue's blocks as the policy adopted them, by event index
+  bool established_ = false;
   ReplayResult result_;
   std::vector<LiveBlock> blocks_;
   std::vector<bool> skipped_;  // allocs that failed under --on-oom skip: their frees are skipped too

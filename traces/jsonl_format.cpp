@@ -6,6 +6,7 @@
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
+#include "traces/state_json.h"
 #include "traces/text_lines.h"
 
 namespace fraglab {
@@ -99,6 +100,16 @@ struct JsonlParser {
     }
     if (auto s = h.find("source"); s != h.end() && s->is_string()) m.source = s->get<std::string>();
     m.dropped_unknown_frees = get_u64(h, "dropped_unknown_frees", 0);
+    if (auto t = h.find("has_times"); t != h.end() && t->is_boolean()) m.has_times = t->get<bool>();
+    if (auto t = h.find("history_absent"); t != h.end() && t->is_boolean()) m.history_absent = t->get<bool>();
+    try {  // the states (version 2 headers; version 1 had none)
+      if (auto st = h.find("initial"); st != h.end())
+        m.initial = initial_from_json(*st, m.streams.size(), m.stacks.size());
+      if (auto st = h.find("segments"); st != h.end())
+        m.segments = segments_from_json(*st, m.streams.size(), m.stacks.size());
+    } catch (const std::exception& e) {
+      fail(std::string("the header's allocator state: ") + e.what());
+    }
   }
 
   void event(const json& obj) {
@@ -169,12 +180,16 @@ class JsonlWriter final : public TraceWriter {
  public:
   JsonlWriter(const std::string& path, const TraceMeta& meta) : file_(path), meta_(meta) {
     json h;
-    h["fraglab_trace"] = 1;
+    h["fraglab_trace"] = meta.initial.empty() && meta.segments.empty() ? 1 : 2;
     h["device"] = meta.device;
     h["streams"] = meta.streams;
     h["allocator_settings"] = meta.allocator_settings;
     if (!meta.source.empty()) h["source"] = meta.source;
     if (meta.dropped_unknown_frees) h["dropped_unknown_frees"] = meta.dropped_unknown_frees;
+    if (!meta.has_times) h["has_times"] = false;
+    if (meta.history_absent) h["history_absent"] = true;
+    if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
+    if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);
     if (meta.stacks.size() > 1) {
       json stacks = json::array();
       for (const auto& s : meta.stacks) {

@@ -17,6 +17,7 @@
 
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
+#include "traces/state_json.h"
 #include "traces/native_format_detail.h"
 
 namespace fraglab {
@@ -273,7 +274,11 @@ json meta_to_json(const TraceMeta& m) {
           {"streams", m.streams},
           {"allocator_settings", m.allocator_settings},
           {"stacks", std::move(stacks)},
-          {"dropped_unknown_frees", m.dropped_unknown_frees}};
+          {"dropped_unknown_frees", m.dropped_unknown_frees},
+          {"has_times", m.has_times},
+          {"history_absent", m.history_absent},
+          {"initial", initial_to_json(m.initial)},
+          {"segments", segments_to_json(m.segments)}};
 }
 
 // Checked conversions: nlohmann's get<integer>() on a float value is a cast whose overflow is
@@ -311,6 +316,11 @@ TraceMeta meta_from_json(const json& j) {
   m.dropped_unknown_frees = meta_u64(j.at("dropped_unknown_frees"), "dropped_unknown_frees");
   if (m.streams.empty() || m.streams.size() > 65536) throw std::out_of_range("stream table must hold 1 to 65536 streams");
   if (m.stacks.empty() || !m.stacks[0].empty()) throw std::out_of_range("stack table must start with the empty stack");
+  // Keys added later (absent from older files, which read as before).
+  if (auto it = j.find("has_times"); it != j.end()) m.has_times = it->get<bool>();
+  if (auto it = j.find("history_absent"); it != j.end()) m.history_absent = it->get<bool>();
+  if (auto it = j.find("initial"); it != j.end()) m.initial = initial_from_json(*it, m.streams.size(), m.stacks.size());
+  if (auto it = j.find("segments"); it != j.end()) m.segments = segments_from_json(*it, m.streams.size(), m.stacks.size());
   return m;
 }
 

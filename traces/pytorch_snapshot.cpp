@@ -21,8 +21,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <unordered_map>
 #include <unordered_set>
@@ -30,6 +32,7 @@
 #include "traces/addr_map.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
+#include "traces/initial_state.h"
 #include "traces/pickle_reader.h"
 
 namespace fraglab {
@@ -99,23 +102,31 @@ class Importer {
 
   Trace run() {
     Value root = doc_.root();
-    if (root.kind() == Kind::List)
-      throw FormatError::in_file(doc_.name(),
-                                 "this snapshot holds segments only (no device_traces): record it with "
-                                 "torch.cuda.memory._record_memory_history() enabled");
-    doc_.expect(root, Kind::Dict, "the snapshot");
     trace_.meta.format = "pytorch-snapshot";
     trace_.meta.source = doc_.name();
     trace_.meta.device = options_.device;
+    if (root.kind() == Kind::List) {  // torch.cuda.memory_snapshot(): the plain list of segments
+      read_segments(root);
+      return finish(false);
+    }
+    if (root.kind() != Kind::Dict)
+      doc_.fail_at(0, std::string("the snapshot must be a dict (or a list of segments), not ") +
+                                             pickle::kind_name(root.kind()));
     const Value* traces = doc_.find(root, "device_traces");
-    if (!traces)
-      doc_.fail(root, "the snapshot has no device_traces: record it with "
-                      "torch.cuda.memory._record_memory_history() enabled");
-    doc_.expect(*traces, Kind::List, "device_traces");
-    read_entries(select_device(*traces));
+    const Value* segments = doc_.find(root, "segments");
+    if (!traces && !segments)
+      doc_.fail(root, "the snapshot has neither device_traces nor segments: is it a PyTorch memory snapshot?");
     if (const Value* settings = doc_.find(root, "allocator_settings")) read_settings(*settings, "");
-    if (const Value* segments = doc_.find(root, "segments")) read_segments(*segments);
-    return std::move(trace_);
+    if (segments) read_segments(*segments);
+    bool history = false;
+    if (traces) {
+      doc_.expect(*traces, Kind::List, "device_traces");
+      if (auto entries = select_device(*traces, segments != nullptr)) {
+        read_entries(*entries);
+        history = !raw_.empty();
+      }
+    }
+    return finish(history);
   }
 
  private:
@@ -125,7 +136,10 @@ class Importer {
   IdSlots slots_;
   AddrMap live_;                               // block address -> id, while allocated
   std::vector<uint8_t> free_requested_;        // by id: free_requested seen, completion pending
-  std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks from before recording
+  std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
+  std::vector<int> segment_devices_;           // devices the segments list, for error messages
+  std::vector<Event> raw_;                     // the history at address level (ids not yet assigned)
+  std::vector<uint64_t> raw_offsets_;          // each raw entry's offset in the input, for errors
   std::vector<uint64_t> empty_cache_before_;   // event indices where an EmptyCache goes
   size_t release_run_start_ = SIZE_MAX;        // first event of the current run of segment releases
   std::unordered_map<uint32_t, StackId> stack_of_list_;    // frames list (by identity) -> stack
@@ -136,7 +150,8 @@ class Importer {
 
   [[noreturn]] void fail(const std::string& what) const { doc_.fail_at(entry_offset_, what); }
 
-  Value select_device(Value traces) {
+  // The device's history, or nothing when the snapshot holds only segments for it.
+  std::optional<Value> select_device(Value traces, bool have_segments) {
     int device = options_.device;
     size_t n = doc_.size(traces);
     if (device >= 0 && static_cast<size_t>(device) < n) {
@@ -148,14 +163,19 @@ class Importer {
       doc_.expect(found, Kind::List, "device_traces[device]");
       return found;
     }
+    if (have_segments && !trace_.meta.segments.empty()) return std::nullopt;  // segments, no history
     std::string available;
     size_t i = 0;
     doc_.for_each(traces, [&](Value v) {
-      if (!available.empty()) available += ", ";
-      available += fmt::format("{} ({} entries)", i++, v.kind() == Kind::List ? doc_.size(v) : 0);
+      size_t entries = v.kind() == Kind::List ? doc_.size(v) : 0;
+      if (entries) available += fmt::format("{}{} ({} entries)", available.empty() ? "" : ", ", i, entries);
+      ++i;
     });
-    doc_.fail(traces, fmt::format("the snapshot has no trace for device {}; devices: {}", device,
-                                  available.empty() ? "none" : available));
+    for (int d : segment_devices_)
+      if (available.find(fmt::format("{} (", d)) == std::string::npos)
+        available += fmt::format("{}{} (segments only)", available.empty() ? "" : ", ", d);
+    doc_.fail(traces, fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
+                                  device, available.empty() ? "none" : available));
   }
 
   int64_t int_field(Value v, const char* what) const {
@@ -176,12 +196,53 @@ class Importer {
   }
 
   void read_entries(Value entries) {
-    trace_.events.reserve(doc_.size(entries));
+    raw_.reserve(doc_.size(entries));
+    raw_offsets_.reserve(doc_.size(entries));
     doc_.for_each(entries, [&](Value entry) { read_entry(entry); });
+  }
+
+  // The state at the first entry, the prologue that establishes it, then the history with ids.
+  Trace finish(bool history) {
+    TraceMeta& m = trace_.meta;
+    m.history_absent = !history;
+    m.initial = reconstruct_initial_state(raw_, m.segments);
+    int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
+    trace_.events.reserve(m.initial.live_blocks + raw_.size());
+    for (const RecordedSegment& seg : m.initial.segments)
+      for (const RecordedBlock& b : seg.blocks) {
+        Event e;
+        e.kind = EventKind::Alloc;
+        e.stream = seg.stream;
+        e.size = b.requested_size;
+        e.addr = b.address;
+        e.time_us = t0;
+        e.stack = b.stack;
+        e.id = slots_.acquire();
+        live_.insert(e.addr, e.id);
+        if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
+        free_requested_[e.id] = b.state == RecordedBlock::State::ActivePendingFree;
+        trace_.events.push_back(e);
+      }
+    for (size_t i = 0; i < raw_.size(); ++i) {
+      entry_offset_ = raw_offsets_[i];
+      apply_entry(raw_[i]);
+    }
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back(release_run_start_);
     insert_empty_caches();
-    // Requested but never completed frees of blocks from before recording: dropped too.
-    trace_.meta.dropped_unknown_frees += unknown_requested_.size();
+    // Requested but never completed frees of blocks no segment holds: dropped too.
+    m.dropped_unknown_frees += unknown_requested_.size();
+    raw_ = {};
+    raw_offsets_ = {};
+    return std::move(trace_);
+  }
+
+  void apply_entry(Event e) {
+    switch (e.kind) {
+      case EventKind::Alloc: return on_alloc(e);
+      case EventKind::FreeRequested: return on_free_requested(e);
+      case EventKind::Free: return on_free_completed(e);
+      default: return push(e);
+    }
   }
 
   void read_entry(Value entry) {
@@ -216,13 +277,14 @@ class Importer {
     e.size = size_field(size_v, "size");
     // Oom: addr holds the device's free bytes (0 when not recorded).
     e.addr = action != Action::Oom ? addr_field(addr_v, "addr") : has_addr ? size_field(addr_v, "device_free") : 0;
-    e.time_us = time_v.kind() == Kind::None ? 0 : int_field(time_v, "time_us");
+    if (time_v.kind() == Kind::None) trace_.meta.has_times = false;
+    else e.time_us = int_field(time_v, "time_us");
     e.stream = stream_v.kind() == Kind::None ? 0 : trace_.meta.intern_stream(static_cast<uint64_t>(int_field(stream_v, "stream")));
     e.stack = stack_of(frames_v);
     switch (action) {
-      case Action::Alloc: return on_alloc(e);
-      case Action::FreeRequested: return on_free_requested(e);
-      case Action::FreeCompleted: return on_free_completed(e);
+      case Action::Alloc: e.kind = EventKind::Alloc; break;
+      case Action::FreeRequested: e.kind = EventKind::FreeRequested; break;
+      case Action::FreeCompleted: e.kind = EventKind::Free; break;
       case Action::SegmentAlloc: e.kind = EventKind::SegmentAlloc; break;
       case Action::SegmentFree: e.kind = EventKind::SegmentFree; break;
       case Action::SegmentMap: e.kind = EventKind::SegmentMap; break;
@@ -230,7 +292,8 @@ class Importer {
       case Action::Oom: e.kind = EventKind::Oom; break;
       default: return;
     }
-    push(e);
+    raw_.push_back(e);
+    raw_offsets_.push_back(entry_offset_);
   }
 
   // Segment releases that the allocator's malloc path makes (garbage collection, the
@@ -281,7 +344,7 @@ class Importer {
   void on_free_requested(Event& e) {
     const AllocId* id = live_.find(e.addr);
     if (!id) {
-      unknown_requested_.insert(e.addr);  // allocated before recording began
+      unknown_requested_.insert(e.addr);  // a block no segment of the snapshot holds
       return;
     }
     if (free_requested_[*id]) return;  // requested twice: the first request counts
@@ -294,8 +357,8 @@ class Importer {
   void on_free_completed(Event& e) {
     const AllocId* id = live_.find(e.addr);
     if (!id) {
-      // A block allocated before recording began: counted once, whether or not its
-      // free_requested was recorded too.
+      // A block that lies in no segment the snapshot shows (so not in the state at the first
+      // entry): counted once, whether or not its free_requested was recorded too.
       unknown_requested_.erase(e.addr);
       ++trace_.meta.dropped_unknown_frees;
       return;
@@ -362,42 +425,76 @@ class Importer {
     doc_.for_each(segments, [&](Value s) {
       if (s.kind() != Kind::Dict) doc_.fail(segments, "each segment must be a dict");
       entry_offset_ = doc_.offset(s);
-      if (const Value* d = doc_.find(s, "device"); d && int_field(*d, "device") != options_.device) return;
-      RecordedSegment seg;
-      auto size_of = [&](Value dict, const char* key) {
-        const Value* v = doc_.find(dict, key);
-        return v ? size_field(*v, key) : 0;
-      };
-      const Value* addr = doc_.find(s, "address");
-      if (!addr) fail("segment has no 'address'");
-      seg.address = addr_field(*addr, "address");
-      seg.total_size = size_of(s, "total_size");
-      seg.allocated_size = size_of(s, "allocated_size");
-      seg.active_size = size_of(s, "active_size");
-      seg.requested_size = size_of(s, "requested_size");
-      if (const Value* v = doc_.find(s, "stream"); v && v->is_int())
-        seg.stream = trace_.meta.intern_stream(static_cast<uint64_t>(int_field(*v, "stream")));
-      if (const Value* v = doc_.find(s, "segment_type"); v && v->is_str())
-        seg.small_pool = doc_.as_str(*v, "segment_type") == "small";
-      if (const Value* v = doc_.find(s, "is_expandable"); v && !v->is_container())
-        seg.is_expandable = doc_.as_bool(*v, "is_expandable");
-      if (const Value* blocks = doc_.find(s, "blocks"); blocks && blocks->kind() == Kind::List) {
-        doc_.for_each(*blocks, [&](Value b) {
-          if (b.kind() != Kind::Dict) fail("each block must be a dict");
-          entry_offset_ = doc_.offset(b);
-          RecordedBlock block;
-          const Value* baddr = doc_.find(b, "address");
-          if (!baddr) fail("block has no 'address'");
-          block.address = addr_field(*baddr, "address");
-          block.size = size_of(b, "size");
-          block.requested_size = size_of(b, "requested_size");
-          if (const Value* v = doc_.find(b, "state"); v && v->is_str()) block.state = parse_state(doc_.as_str(*v, "state"));
-          if (const Value* v = doc_.find(b, "frames")) block.stack = stack_of(*v);
-          seg.blocks.push_back(block);
-        });
+      if (const Value* d = doc_.find(s, "device")) {
+        int device = static_cast<int>(int_field(*d, "device"));
+        if (std::find(segment_devices_.begin(), segment_devices_.end(), device) == segment_devices_.end())
+          segment_devices_.push_back(device);
+        if (device != options_.device) return;
       }
-      trace_.meta.segments.push_back(std::move(seg));
+      trace_.meta.segments.push_back(read_segment(s));
     });
+  }
+
+  RecordedSegment read_segment(Value s) {
+    RecordedSegment seg;
+    const Value* addr = doc_.find(s, "address");
+    if (!addr) fail("segment has no 'address'");
+    seg.address = addr_field(*addr, "address");
+    seg.total_size = size_of(s, "total_size");
+    seg.allocated_size = size_of(s, "allocated_size");
+    seg.active_size = size_of(s, "active_size");
+    seg.requested_size = size_of(s, "requested_size");
+    if (const Value* v = doc_.find(s, "stream"); v && v->is_int())
+      seg.stream = trace_.meta.intern_stream(static_cast<uint64_t>(int_field(*v, "stream")));
+    if (const Value* v = doc_.find(s, "segment_type"); v && v->is_str())
+      seg.small_pool = doc_.as_str(*v, "segment_type") == "small";
+    if (const Value* v = doc_.find(s, "is_expandable"); v && !v->is_container())
+      seg.is_expandable = doc_.as_bool(*v, "is_expandable");
+    if (const Value* v = doc_.find(s, "segment_pool_id"); v && (v->kind() == Kind::Tuple || v->kind() == Kind::List)) {
+      size_t k = 0;
+      doc_.for_each(*v, [&](Value part) {
+        if (k < 2 && part.is_int()) seg.pool_id[k] = int_field(part, "segment_pool_id");
+        ++k;
+      });
+    }
+    if (const Value* blocks = doc_.find(s, "blocks"); blocks && blocks->kind() == Kind::List) {
+      // PyTorch 2.0-2.2 blocks have no 'address': they tile the segment in order.
+      Addr next = seg.address;
+      doc_.for_each(*blocks, [&](Value b) {
+        if (b.kind() != Kind::Dict) fail("each block must be a dict");
+        entry_offset_ = doc_.offset(b);
+        RecordedBlock block = read_block(b, next);
+        next = block.address + block.size;
+        seg.blocks.push_back(block);
+      });
+    }
+    return seg;
+  }
+
+  RecordedBlock read_block(Value b, Addr tiled_address) {
+    RecordedBlock block;
+    const Value* baddr = doc_.find(b, "address");
+    block.address = baddr ? addr_field(*baddr, "address") : tiled_address;
+    block.size = size_of(b, "size");
+    block.requested_size = size_of(b, "requested_size");
+    if (const Value* v = doc_.find(b, "state"); v && v->is_str()) block.state = parse_state(doc_.as_str(*v, "state"));
+    if (const Value* v = doc_.find(b, "frames")) block.stack = stack_of(*v);
+    // PyTorch 2.0: 'history' lists the allocations that used the block, newest last, each with
+    // the request ('real_size') and its frames.
+    if (const Value* h = doc_.find(b, "history"); h && h->kind() == Kind::List && !doc_.empty(*h)) {
+      Value last;
+      doc_.for_each(*h, [&](Value v) { last = v; });
+      if (last.kind() == Kind::Dict && block.state != RecordedBlock::State::Inactive) {
+        if (!doc_.find(b, "requested_size")) block.requested_size = size_of(last, "real_size");
+        if (const Value* v = doc_.find(last, "frames"); v && block.stack == 0) block.stack = stack_of(*v);
+      }
+    }
+    return block;
+  }
+
+  uint64_t size_of(Value dict, const char* key) {
+    const Value* v = doc_.find(dict, key);
+    return v ? size_field(*v, key) : 0;
   }
 };
 

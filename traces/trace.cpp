@@ -80,3 +80,20 @@ FormatError::FormatError(std::string file, Where where, uint64_t position, const
       detail_(what) {}
 
 }  // namespace fraglab
+
+namespace fraglab {
+
+uint64_t InitialState::reserved() const {
+  uint64_t bytes = 0;
+  for (const RecordedSegment& s : segments) bytes += s.total_size;
+  return bytes;
+}
+
+uint64_t InitialState::allocated() const {
+  uint64_t bytes = 0;
+  for (const RecordedSegment& s : segments)
+    for (const RecordedBlock& b : s.blocks) bytes += b.size ? b.size : b.requested_size;
+  return bytes;
+}
+
+}  // namespace fraglab

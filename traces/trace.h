@@ -12,6 +12,7 @@
 // alloc is its unique identity over the whole trace.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -83,8 +84,35 @@ struct RecordedSegment {
   StreamIndex stream = 0;
   bool small_pool = false;     // segment_type "small" (PyTorch's small pool)
   bool is_expandable = false;  // an expandable (virtual-memory) segment
+  // segment_pool_id: (0, 0) is the default pools; a CUDA graph's or torch.cuda.MemPool's private pool else.
+  std::array<int64_t, 2> pool_id{0, 0};
   std::vector<RecordedBlock> blocks;
   bool operator==(const RecordedSegment&) const = default;
+};
+
+// The recording allocator's state when the trace's first event happened. Users' snapshots rarely
+// start at process start: recording began after the model was built, or the ring buffer of
+// _record_memory_history(max_entries=N) wrapped. The state then is reconstructed from the snapshot's
+// final `segments` and its history (traces/initial_state.h):
+//  - `segments`: every segment (for expandable segments: every mapped range) that existed, with the
+//    blocks that were live in it (ActiveAllocated; ActivePendingFree for a block whose free was
+//    requested but not completed). Space between live blocks was cached free memory: PyTorch never
+//    keeps two free blocks side by side, so each gap is one free block.
+//  - A live block's `size` is 0 when neither the history nor the final segments show where it ended;
+//    the replaying model then estimates it from its own rounding rules (docs/snapshots.md).
+//  - The trace's first `live_blocks` events are Alloc events of exactly these live blocks, in the
+//    order of `segments` and their blocks (the prologue). A policy that can adopt the state (the
+//    pytorch model) places them where they were; every other policy allocates them, in that order
+//    (address order), before the history replays.
+struct InitialState {
+  std::vector<RecordedSegment> segments;
+  uint64_t live_blocks = 0;         // prologue length
+  uint64_t estimated_requests = 0;  // live blocks whose requested size is unknown (taken as their block size)
+  uint64_t unplaced_frees = 0;      // frees of blocks that lie in no segment the snapshot shows (dropped)
+  bool empty() const { return segments.empty() && live_blocks == 0; }
+  uint64_t reserved() const;   // bytes of segments (mapped ranges) then
+  uint64_t allocated() const;  // bytes of live blocks whose size is known, plus requests of the others
+  bool operator==(const InitialState&) const = default;
 };
 
 // Everything about a trace that is not an event.
@@ -103,6 +131,12 @@ struct TraceMeta {
   uint64_t dropped_unknown_frees = 0;
   // The recording allocator's segments when the trace ended (PyTorch snapshots only).
   std::vector<RecordedSegment> segments;
+  // The state at the first event, when the history began mid-run (empty for a history from process start).
+  InitialState initial;
+  // False when the recording carries no timestamps (PyTorch before about 2.1): times are unknown, not 0.
+  bool has_times = true;
+  // The snapshot had no history at all (segments only): the trace is its prologue alone.
+  bool history_absent = false;
 
   StreamIndex intern_stream(uint64_t handle);
   bool operator==(const TraceMeta&) const = default;

@@ -48,7 +48,11 @@ TraceStats compute_stats(EventSource& source) {
   std::vector<Open> open;
   std::vector<bool> stream_seen;
   std::vector<double> sizes, life_events, life_us;
-  uint64_t live = 0, live_count = 0, reserved = 0;
+  uint64_t live = 0, live_count = 0;
+  // A history that began mid-run starts with the segments the allocator held then.
+  uint64_t reserved = source.meta().initial.reserved();
+  s.recorded_peak_reserved = reserved;
+  const uint64_t prologue = source.meta().initial.live_blocks;  // their lifetimes began before the history
   std::vector<Event> buf(1 << 16);
   uint64_t index = 0;
   bool first = true;
@@ -80,8 +84,10 @@ TraceStats compute_stats(EventSource& source) {
             open[e.id].live = false;
             live -= open[e.id].size;
             --live_count;
-            life_events.push_back(static_cast<double>(index - open[e.id].index));
-            life_us.push_back(static_cast<double>(e.time_us - open[e.id].time));
+            if (open[e.id].index >= prologue) {
+              life_events.push_back(static_cast<double>(index - open[e.id].index));
+              life_us.push_back(static_cast<double>(e.time_us - open[e.id].time));
+            }
           }
           break;
         case EventKind::SegmentAlloc:

@@ -530,3 +530,134 @@ void PytorchCachingAllocator::release_expandable_segment(uint32_t b) {
 }
 
 }  // namespace fraglab::detail
+
+// ---- adopting the state at a trace's first event ---------------------------------------------
+
+namespace fraglab::detail {
+
+uint64_t PytorchCachingAllocator::estimate_block_size(uint64_t requested, uint64_t room, bool small,
+                                                      bool expandable) const {
+  // What alloc_found_block would have cut for the request from a free block reaching `room`
+  // bytes: small pool and expandable segments always split (sizes are 512-byte multiples, so no
+  // remainder is below kMinBlockSize); the large pool keeps a remainder of at most 1 MiB, which no
+  // large-pool block can be, and an oversize block is never split.
+  const uint64_t rounded = pytorch_round_size(requested, config_);
+  if (rounded >= room) return room;
+  if (small || expandable) return rounded;
+  if (rounded >= config_.max_split_size) return room - rounded < config_.max_non_split_rounding_size ? room : rounded;
+  return room - rounded <= kSmallSize ? room : rounded;
+}
+
+uint32_t PytorchCachingAllocator::chain(uint32_t prev, uint32_t b) {
+  blocks_[b].prev = prev;
+  if (prev != kNone) blocks_[prev].next = b;
+  return b;
+}
+
+// One mapped extent (a cudaMalloc'd segment, or a mapped range of an expandable segment) at `base`,
+// tiled with its live blocks and one free block in each gap. Returns the last block.
+uint32_t PytorchCachingAllocator::lay_out(const RecordedSegment& seg, Addr base, uint32_t segment, uint32_t prev,
+                                          std::vector<std::pair<Addr, uint32_t>>& live) {
+  const Addr end = seg.address + seg.total_size;
+  Addr cursor = seg.address;
+  auto add = [&](Addr at, uint64_t size, bool allocated) {
+    uint32_t b = new_block(base + (at - seg.address), size, seg.stream, seg.small_pool);
+    blocks_[b].segment = segment;
+    prev = chain(prev, b);
+    if (allocated) {
+      blocks_[b].allocated = true;
+      stats_.allocated += size;
+      live.emplace_back(at, b);
+    } else {
+      insert_into_blocks(b);
+    }
+  };
+  for (size_t i = 0; i < seg.blocks.size(); ++i) {
+    const RecordedBlock& r = seg.blocks[i];
+    if (r.address < cursor || r.address >= end) continue;  // overlapping or outside: inconsistent input
+    if (r.address > cursor) add(cursor, r.address - cursor, false);
+    const Addr boundary = i + 1 < seg.blocks.size() ? std::min(seg.blocks[i + 1].address, end) : end;
+    uint64_t size = r.size ? std::min(r.size, boundary - r.address)
+                           : estimate_block_size(r.requested_size, boundary - r.address, seg.small_pool,
+                                                 segment != kNone);
+    add(r.address, size, true);
+    cursor = r.address + size;
+  }
+  if (cursor < end) add(cursor, end - cursor, false);
+  stats_.allocated_peak = std::max(stats_.allocated_peak, stats_.allocated);
+  return prev;
+}
+
+std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const InitialState& state) {
+  std::vector<std::pair<Addr, uint32_t>> live;  // recorded address -> block
+  // Expandable ranges of one stream, pool kind and private pool belong to one ExpandableSegment
+  // (PyTorch makes a second one only when 1 1/8 of the GPU's memory is not enough). Its base is taken
+  // as the lowest range's address, since PyTorch maps at the lowest free address; its address range is
+  // reserved when that range comes in address order, so that a recording's hints come in order.
+  std::vector<ExpandableGroup> groups;
+  for (const RecordedSegment& seg : state.segments) {
+    if (!seg.is_expandable) {
+      auto addr = device_.allocate_segment(seg.total_size, seg.stream);
+      if (!addr) return std::nullopt;
+      grow_reserved(seg.total_size);
+      stats_.segments_peak = std::max(stats_.segments_peak, ++stats_.segments);
+      lay_out(seg, *addr, kNone, kNone, live);
+      continue;
+    }
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const ExpandableGroup& x) {
+      return x.stream == seg.stream && x.small == seg.small_pool && x.pool == seg.pool_id;
+    });
+    if (g == groups.end()) {
+      ExpandableSegment es;
+      es.segment_size = seg.small_pool ? kSmallBuffer : kLargeBuffer;
+      const uint64_t address_space = total_memory_ + total_memory_ / 8;
+      es.max_handles = (address_space + es.segment_size - 1) / es.segment_size;
+      es.stream = seg.stream;
+      es.live = true;
+      auto base = device_.reserve_range(es.size());
+      if (!base) return std::nullopt;
+      es.base = *base;
+      segments_.push_back(es);
+      groups.push_back(ExpandableGroup{seg.stream, seg.small_pool, seg.pool_id,
+                                       static_cast<uint32_t>(segments_.size() - 1), seg.address, {}});
+      g = std::prev(groups.end());
+    }
+    g->ranges.push_back(&seg);
+  }
+  for (const ExpandableGroup& g : groups)
+    if (!adopt_expandable(g, live)) return std::nullopt;
+  std::sort(live.begin(), live.end());
+  std::vector<uint32_t> out;
+  out.reserve(live.size());
+  for (const auto& [addr, b] : live) out.push_back(b);
+  return out;
+}
+
+// The whole reserved range as a chain of blocks: unmapped gaps, then each mapped range tiled.
+bool PytorchCachingAllocator::adopt_expandable(const ExpandableGroup& g, std::vector<std::pair<Addr, uint32_t>>& live) {
+  const ExpandableSegment& es = segments_[g.segment];
+  const Addr recorded_end = g.recorded_base + es.size();
+  auto device_addr = [&](Addr recorded) { return es.base + (recorded - g.recorded_base); };
+  Pool& pool = g.small ? small_ : large_;
+  uint32_t prev = kNone;
+  Addr cursor = g.recorded_base;
+  auto unmapped = [&](Addr from, Addr to) {
+    uint32_t b = new_block(device_addr(from), to - from, g.stream, g.small);
+    blocks_[b].mapped = false;
+    blocks_[b].segment = g.segment;
+    prev = chain(prev, b);
+    pool.unmapped.insert(address_key(b));
+  };
+  for (const RecordedSegment* r : g.ranges) {
+    if (r->address < cursor || r->address + r->total_size > recorded_end) return false;  // inconsistent
+    if (r->address > cursor) unmapped(cursor, r->address);
+    if (!device_.map_pages(device_addr(r->address), r->total_size, g.stream)) return false;
+    grow_reserved(r->total_size);
+    prev = lay_out(*r, device_addr(r->address), g.segment, prev, live);
+    cursor = r->address + r->total_size;
+  }
+  if (cursor < recorded_end) unmapped(cursor, recorded_end);
+  return true;
+}
+
+}  // namespace fraglab::detail

@@ -24,6 +24,7 @@
 // touch no block memory.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <algorithm>
@@ -87,6 +88,11 @@ class PytorchCachingAllocator {
   void free(uint32_t block);
   // emptyCache()
   void empty_cache();
+  // Recreates the recording allocator's state at a trace's first event: its segments and expandable
+  // ranges through the device, the live blocks where they were, the space between them as cached free
+  // blocks. Returns the live blocks' indices in the state's order, or nullopt when the device refuses
+  // the memory (a capacity below what was reserved then).
+  std::optional<std::vector<uint32_t>> adopt(const InitialState& state);
 
   const PytorchBlock& block(uint32_t i) const { return blocks_[i]; }
   const PytorchStats& stats() const { return stats_; }
@@ -198,6 +204,21 @@ class PytorchCachingAllocator {
   uint32_t try_allocate_expandable_block(StreamIndex stream, Pool& pool, uint64_t size);
   void unmap_block(uint32_t b);
   void release_expandable_segment(uint32_t b);
+
+  // adopting an initial state
+  struct ExpandableGroup {
+    StreamIndex stream;
+    bool small;
+    std::array<int64_t, 2> pool;
+    uint32_t segment;    // into segments_
+    Addr recorded_base;  // the recording's address of the segment's start
+    std::vector<const RecordedSegment*> ranges;
+  };
+  bool adopt_expandable(const ExpandableGroup& g, std::vector<std::pair<Addr, uint32_t>>& live);
+  uint64_t estimate_block_size(uint64_t requested, uint64_t room, bool small, bool expandable) const;
+  uint32_t lay_out(const RecordedSegment& seg, Addr base, uint32_t segment, uint32_t prev,
+                   std::vector<std::pair<Addr, uint32_t>>& live);
+  uint32_t chain(uint32_t prev, uint32_t b);
 
   void grow_reserved(uint64_t bytes);
   void shrink_reserved(uint64_t bytes);

@@ -1,0 +1,235 @@
+// Snapshots as users take them (tests/data/snapshots, recorded on an H100 with PyTorch 2.11 by
+// scripts/record_snapshot_cases.sh): histories that begin after the model was built, ring buffers
+// that wrapped, snapshots without history, OOMs under a memory fraction. Each replays call for call
+// from the state reconstructed at its first entry, and its recorded peak is PyTorch's own counter
+// (reserved_bytes.all.peak, reset when recording began).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "sim/fidelity.h"
+#include "traces/initial_state.h"
+#include "traces/trace_io.h"
+#include "traces/trace_stats.h"
+
+using namespace fraglab;
+
+namespace {
+
+const std::string kCases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots";
+
+std::map<std::string, nlohmann::json> case_stats() {
+  std::map<std::string, nlohmann::json> out;
+  std::ifstream in(kCases + "/stats.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) {
+      auto j = nlohmann::json::parse(line);
+      out[j.at("file").get<std::string>()] = j;
+    }
+  return out;
+}
+
+uint64_t recorded_peak(const Trace& trace) {
+  MemorySource source(trace);
+  return compute_stats(source).recorded_peak_reserved;
+}
+
+void check_exact(const std::string& file, const nlohmann::json& stats) {
+  INFO("trace " << file);
+  Trace trace = load_trace(kCases + "/" + file);
+  FidelityOptions options;
+  if (stats["capacity_bytes"].is_number()) options.capacity = stats["capacity_bytes"].get<uint64_t>();
+  FidelityResult r = check_fidelity(trace, options);
+  std::string context;
+  for (const auto& l : r.context) context += l + "\n";
+  INFO("divergence at event " << r.event_index << ": " << r.what << "\n" << context);
+  CHECK(r.exact);
+  CHECK(r.ooms == stats["trace_ooms"].get<uint64_t>());
+  const uint64_t peak = stats["stats"]["reserved_bytes.all.peak"].get<uint64_t>();
+  CHECK(r.recorded_peak == peak);
+  CHECK(r.simulated_peak == peak);
+  CHECK(recorded_peak(trace) == peak);
+  if (stats["at_record_start"].is_object() && stats["record"] != "start") {
+    // Recording began late: the state at the first entry is what PyTorch held then.
+    CHECK(trace.meta.initial.reserved() == stats["at_record_start"]["reserved_bytes.all.current"].get<uint64_t>());
+    CHECK(trace.meta.initial.live_blocks > 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("snapshot cases: late and ring-buffered histories replay exactly from their first entry", "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file : {"gpt2_train.default_late2.pickle.gz", "gpt2_train.expandable_late2.pickle.gz",
+                           "bert_varlen_train.default_ring60000.pickle.gz",
+                           "bert_varlen_train.expandable_ring60000.pickle.gz",
+                           "side_stream_prefetch.default_ring700.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
+TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly with their capacity", "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file : {"gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz", "gpt2_oom_backoff.expandable_cap0.12.pickle.gz",
+                           "bert_varlen_oom.default_cap0.16.pickle.gz", "bert_varlen_oom.expandable_cap0.16.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
+TEST_CASE("snapshot cases: a snapshot without history is a state", "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (std::string base : {"gpt2_train.default_nohistory", "side_stream_prefetch.expandable_nohistory"}) {
+    INFO(base);
+    const auto& st = stats[base + ".pickle.gz"];
+    Trace dict = load_trace(kCases + "/" + base + ".pickle.gz");
+    Trace list = load_trace(kCases + "/" + base + ".segments.pickle.gz");  // torch.cuda.memory_snapshot()
+    CHECK(dict.meta.history_absent);
+    CHECK(list.meta.history_absent);
+    CHECK(dict.meta.initial.reserved() == st["stats"]["reserved_bytes.all.current"].get<uint64_t>());
+    CHECK(list.meta.initial == dict.meta.initial);
+    CHECK(dict.events.size() == dict.meta.initial.live_blocks);
+    uint64_t requested = 0;
+    for (const Event& e : dict.events) requested += e.size;
+    CHECK(requested == st["stats"]["requested_bytes.all.current"].get<uint64_t>());
+  }
+}
+
+// ---- reconstruction rules, one by one -------------------------------------------------------
+
+namespace {
+constexpr uint64_t MiB = 1ull << 20;
+Event entry(EventKind k, Addr a, uint64_t size, StreamIndex stream = 0) {
+  Event e;
+  e.kind = k;
+  e.addr = a;
+  e.size = size;
+  e.stream = stream;
+  return e;
+}
+RecordedSegment segment(Addr a, uint64_t size, bool expandable = false) {
+  RecordedSegment s;
+  s.address = a;
+  s.total_size = size;
+  s.is_expandable = expandable;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("initial state: segments freed in the history existed, those it allocated did not", "[snapshot_cases]") {
+  std::vector<RecordedSegment> final_segments = {segment(0x100000000, 40 * MiB)};
+  std::vector<Event> history = {entry(EventKind::SegmentFree, 0x200000000, 20 * MiB),
+                                entry(EventKind::SegmentAlloc, 0x100000000, 40 * MiB)};
+  InitialState st = reconstruct_initial_state(history, final_segments);
+  REQUIRE(st.segments.size() == 1);
+  CHECK(st.segments[0].address == 0x200000000);
+  CHECK(st.segments[0].total_size == 20 * MiB);
+  CHECK(st.reserved() == 20 * MiB);
+}
+
+TEST_CASE("initial state: expandable ranges undo maps and unmaps", "[snapshot_cases]") {
+  // Final: one mapped range [base, base+60 MiB). The history mapped its last 20 MiB and unmapped a
+  // 20 MiB range after it: at the start, [base, base+40) and [base+60, base+80) were mapped.
+  Addr base = 0x300000000;
+  std::vector<RecordedSegment> final_segments = {segment(base, 60 * MiB, true)};
+  std::vector<Event> history = {entry(EventKind::SegmentUnmap, base + 60 * MiB, 20 * MiB),
+                                entry(EventKind::SegmentMap, base + 40 * MiB, 20 * MiB)};
+  InitialState st = reconstruct_initial_state(history, final_segments);
+  REQUIRE(st.segments.size() == 2);
+  CHECK(st.segments[0].address == base);
+  CHECK(st.segments[0].total_size == 40 * MiB);
+  CHECK(st.segments[1].address == base + 60 * MiB);
+  CHECK(st.segments[1].total_size == 20 * MiB);
+  CHECK(st.segments[1].is_expandable);
+}
+
+TEST_CASE("initial state: a block first freed was live; its end is where the next allocation in its gap starts",
+          "[snapshot_cases]") {
+  Addr s = 0x400000000;
+  std::vector<RecordedSegment> final_segments = {segment(s, 20 * MiB)};
+  std::vector<Event> history = {
+      entry(EventKind::Alloc, s + 6 * MiB, 3 * MiB),          // lands in the free block after A: A was 6 MiB
+      entry(EventKind::FreeRequested, s, 5 * MiB + 100),      // A: requested 5 MiB + 100 bytes
+      entry(EventKind::Free, s, 5 * MiB + 100),
+      entry(EventKind::Free, s + 12 * MiB, 1 * MiB + 512),    // B: completion only (requested before)
+  };
+  InitialState st = reconstruct_initial_state(history, final_segments);
+  REQUIRE(st.segments.size() == 1);
+  REQUIRE(st.segments[0].blocks.size() == 2);
+  CHECK(st.live_blocks == 2);
+  const RecordedBlock& a = st.segments[0].blocks[0];
+  const RecordedBlock& b = st.segments[0].blocks[1];
+  CHECK(a.address == s);
+  CHECK(a.size == 6 * MiB);  // from the allocation at s + 6 MiB
+  CHECK(a.requested_size == 5 * MiB + 100);
+  CHECK(a.state == RecordedBlock::State::ActiveAllocated);
+  CHECK(b.address == s + 12 * MiB);
+  CHECK(b.size == 0);  // nothing shows where B ended: the replaying model estimates it
+  CHECK(b.state == RecordedBlock::State::ActivePendingFree);
+}
+
+TEST_CASE("initial state: blocks live at the end that the history never mentions were live all along",
+          "[snapshot_cases]") {
+  Addr s = 0x500000000;
+  RecordedSegment seg = segment(s, 2 * MiB);
+  seg.small_pool = true;
+  RecordedBlock ghost;
+  ghost.address = s + 512;
+  ghost.size = 1024;
+  ghost.requested_size = 1000;
+  ghost.state = RecordedBlock::State::ActiveAllocated;
+  RecordedBlock later = ghost;
+  later.address = s + 4096;
+  seg.blocks = {ghost, later};
+  std::vector<Event> history = {entry(EventKind::Alloc, s + 4096, 1000)};
+  InitialState st = reconstruct_initial_state(history, {seg});
+  REQUIRE(st.segments.size() == 1);
+  REQUIRE(st.segments[0].blocks.size() == 1);
+  CHECK(st.segments[0].blocks[0].address == s + 512);
+  CHECK(st.segments[0].blocks[0].size == 1024);  // exact: the final segments say so
+  CHECK(st.segments[0].blocks[0].requested_size == 1000);
+}
+
+TEST_CASE("initial state: frees of blocks in no known segment are counted, not placed", "[snapshot_cases]") {
+  std::vector<Event> history = {entry(EventKind::Free, 0x600000000, 4096)};
+  InitialState st = reconstruct_initial_state(history, {});
+  CHECK(st.live_blocks == 0);
+  CHECK(st.unplaced_frees == 1);
+  CHECK(st.segments.empty());
+}
+
+TEST_CASE("initial state: a history from process start has an empty state", "[snapshot_cases]") {
+  Addr s = 0x700000000;
+  RecordedSegment seg = segment(s, 20 * MiB);
+  RecordedBlock b;
+  b.address = s;
+  b.size = 20 * MiB;
+  b.requested_size = 20 * MiB;
+  b.state = RecordedBlock::State::ActiveAllocated;
+  seg.blocks = {b};
+  std::vector<Event> history = {entry(EventKind::SegmentAlloc, s, 20 * MiB), entry(EventKind::Alloc, s, 20 * MiB)};
+  CHECK(reconstruct_initial_state(history, {seg}).empty());
+}
+
+TEST_CASE("snapshot cases: the PyTorch 2.0 layout reads as the same trace, without times", "[snapshot_cases]") {
+  // tests/tools/to_pytorch20.py rewrote the late-start recording as PyTorch 2.0 wrote snapshots: blocks
+  // without 'address' (they tile the segment) or 'requested_size' (in 'history'), no 'time_us', protocol 2.
+  Trace now = load_trace(kCases + "/gpt2_train.default_late2.pickle.gz");
+  Trace old = load_trace(kCases + "/gpt2_train.default_late2.torch20.pickle.gz");
+  CHECK_FALSE(old.meta.has_times);
+  CHECK(now.meta.has_times);
+  REQUIRE(old.events.size() == now.events.size());
+  for (size_t i = 0; i < now.events.size(); ++i) {
+    Event a = now.events[i], b = old.events[i];
+    a.time_us = b.time_us = 0;
+    REQUIRE(a == b);
+  }
+  CHECK(old.meta.initial == now.meta.initial);
+  FidelityResult r = check_fidelity(old, FidelityOptions{});
+  CHECK(r.exact);
+  CHECK(r.recorded_peak == 15286140928ull);
+}

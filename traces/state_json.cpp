@@ -1,0 +1,100 @@
+#include "traces/state_json.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace fraglab {
+
+namespace {
+
+using nlohmann::json;
+
+uint64_t u64(const json& v, const char* what) {
+  if (!v.is_number_unsigned()) throw std::out_of_range(std::string(what) + " must be a non-negative integer");
+  return v.get<uint64_t>();
+}
+
+int64_t i64(const json& v, const char* what) {
+  if (!v.is_number_integer()) throw std::out_of_range(std::string(what) + " must be an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw std::out_of_range(std::string(what) + " is out of range");
+  return v.get<int64_t>();
+}
+
+uint64_t index_below(const json& v, size_t limit, const char* what) {
+  uint64_t i = u64(v, what);
+  if (i >= limit) throw std::out_of_range(std::string(what) + " " + std::to_string(i) + " is not in the trace's table");
+  return i;
+}
+
+}  // namespace
+
+json segments_to_json(const std::vector<RecordedSegment>& segments) {
+  json out = json::array();
+  for (const RecordedSegment& s : segments) {
+    json blocks = json::array();
+    for (const RecordedBlock& b : s.blocks)
+      blocks.push_back({b.address, b.size, b.requested_size, static_cast<int>(b.state), b.stack});
+    out.push_back({{"address", s.address},
+                   {"total_size", s.total_size},
+                   {"stream", s.stream},
+                   {"small", s.small_pool},
+                   {"expandable", s.is_expandable},
+                   {"pool", {s.pool_id[0], s.pool_id[1]}},
+                   {"blocks", std::move(blocks)}});
+  }
+  return out;
+}
+
+std::vector<RecordedSegment> segments_from_json(const json& j, size_t stream_count, size_t stack_count) {
+  std::vector<RecordedSegment> out;
+  for (const json& s : j) {
+    RecordedSegment seg;
+    seg.address = u64(s.at("address"), "a segment's address");
+    seg.total_size = u64(s.at("total_size"), "a segment's size");
+    seg.stream = static_cast<StreamIndex>(index_below(s.at("stream"), stream_count, "a segment's stream"));
+    seg.small_pool = s.at("small").get<bool>();
+    seg.is_expandable = s.at("expandable").get<bool>();
+    seg.pool_id = {i64(s.at("pool").at(0), "a pool id"), i64(s.at("pool").at(1), "a pool id")};
+    for (const json& b : s.at("blocks")) {
+      RecordedBlock blk;
+      blk.address = u64(b.at(0), "a block's address");
+      blk.size = u64(b.at(1), "a block's size");
+      blk.requested_size = u64(b.at(2), "a block's requested size");
+      uint64_t state = u64(b.at(3), "a block's state");
+      if (state > static_cast<uint64_t>(RecordedBlock::State::ActivePendingFree))
+        throw std::out_of_range("a block's state is unknown");
+      blk.state = static_cast<RecordedBlock::State>(state);
+      blk.stack = static_cast<StackId>(index_below(b.at(4), stack_count, "a block's stack"));
+      if (blk.state != RecordedBlock::State::Inactive) {
+        seg.allocated_size += blk.size;
+        seg.requested_size += blk.requested_size;
+      }
+      seg.blocks.push_back(blk);
+    }
+    seg.active_size = seg.allocated_size;
+    out.push_back(std::move(seg));
+  }
+  return out;
+}
+
+json initial_to_json(const InitialState& st) {
+  return {{"segments", segments_to_json(st.segments)},
+          {"live_blocks", st.live_blocks},
+          {"estimated_requests", st.estimated_requests},
+          {"unplaced_frees", st.unplaced_frees}};
+}
+
+InitialState initial_from_json(const json& j, size_t stream_count, size_t stack_count) {
+  InitialState st;
+  st.segments = segments_from_json(j.at("segments"), stream_count, stack_count);
+  st.live_blocks = u64(j.at("live_blocks"), "live_blocks");
+  st.estimated_requests = u64(j.at("estimated_requests"), "estimated_requests");
+  st.unplaced_frees = u64(j.at("unplaced_frees"), "unplaced_frees");
+  uint64_t blocks = 0;
+  for (const RecordedSegment& s : st.segments) blocks += s.blocks.size();
+  if (blocks != st.live_blocks) throw std::out_of_range("live_blocks disagrees with the segments' blocks");
+  return st;
+}
+
+}  // namespace fraglab

@@ -1,0 +1,20 @@
+// The allocator states a trace carries (the state at the first event of a mid-run history, the
+// recording's final segments) as JSON, for the native format's meta section and the JSON Lines
+// header: one encoding, written and read in one place.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "traces/trace.h"
+
+namespace fraglab {
+
+nlohmann::json segments_to_json(const std::vector<RecordedSegment>& segments);
+// Throws std::out_of_range / nlohmann::json::exception on a malformed value (callers turn them into
+// FormatErrors with their file and offset or line).
+std::vector<RecordedSegment> segments_from_json(const nlohmann::json& j, size_t stream_count, size_t stack_count);
+
+nlohmann::json initial_to_json(const InitialState& state);
+InitialState initial_from_json(const nlohmann::json& j, size_t stream_count, size_t stack_count);
+
+}  // namespace fraglab
