@@ -22,6 +22,7 @@ class Oracle final : public Policy {
   Oracle(Device& device, std::shared_ptr<const detail::OfflinePlan> plan) : device_(device), plan_(std::move(plan)) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
+    if (req.id == kTransientRequest) return std::nullopt;  // a recorded OOM: nothing planned for it
     if (req.event_index >= plan_->offset_at.size() || plan_->offset_at[req.event_index] == detail::kUnplanned ||
         plan_->size_at[req.event_index] < req.size)
       throw std::logic_error("oracle: allocation at event " + std::to_string(req.event_index) +

@@ -8,6 +8,7 @@
 
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
+#include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "traces/trace_io.h"
 
@@ -26,6 +27,12 @@ int run_fidelity(const FidelityArgs& args) {
   FidelityOptions options;
   options.policy = args.policy;
   if (!args.capacity.empty()) options.capacity = parse_size(args.capacity);
+  // An OOM'd recording ran under a limit: without --capacity, infer it from the oom entries.
+  std::optional<InferredCapacity> inferred;
+  if (!options.capacity && (inferred = infer_capacity(trace))) {
+    options.capacity = inferred->bytes;
+    if (!args.json) fmt::print(stderr, "note: {}\n", inferred->describe());
+  }
   options.hint_addresses = !args.no_hints;
   FidelityResult r = check_fidelity(trace, options);
   if (args.json) {
@@ -39,6 +46,7 @@ int run_fidelity(const FidelityArgs& args) {
                      {"recorded_peak_reserved", r.recorded_peak},
                      {"simulated_peak_reserved", r.simulated_peak}};
     if (options.capacity) j["capacity"] = *options.capacity;
+    if (inferred) j["capacity_inferred"] = inferred->describe();
     if (!r.exact) j["divergence"] = {{"event_index", r.event_index}, {"what", r.what}, {"context", r.context}};
     fmt::print("{}\n", j.dump(2));
   } else if (r.exact) {

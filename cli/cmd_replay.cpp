@@ -9,6 +9,7 @@
 #include "cli/device_arg.h"
 #include "cli/replay_cuda.h"
 #include "sim/bounds.h"
+#include "sim/capacity.h"
 #include "sim/result_json.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
@@ -79,8 +80,18 @@ void print_one(const ReplayResult& r, uint64_t bound) {
   fmt::print("final             reserved {}, allocated {}\n", format_size(r.final_reserved),
              format_size(r.final_allocated));
   for (const auto& o : r.ooms)
-    fmt::print("OUT OF MEMORY     at event {}: {} requested with {} reserved, {} allocated\n", o.event_index,
-               format_size(o.size), format_size(o.reserved), format_size(o.allocated));
+    if (!o.recorded)
+      fmt::print("OUT OF MEMORY     at event {}: {} requested with {} reserved, {} allocated\n", o.event_index,
+                 format_size(o.size), format_size(o.reserved), format_size(o.allocated));
+  if (!r.recorded_ooms.empty()) {
+    fmt::print("recorded OOMs     {} of {} would have been served under this policy (each tried where the recording "
+               "failed it, then given back: the program went on without it)\n",
+               r.recorded_ooms_served(), r.recorded_ooms.size());
+    for (const auto& o : r.recorded_ooms)
+      fmt::print("  event {:>8}: {} requested: {} ({} reserved, {} allocated then)\n", o.event_index,
+                 format_size(o.size), o.served ? "served" : "OUT OF MEMORY, as recorded", format_size(o.reserved),
+                 format_size(o.allocated));
+  }
   fmt::print("replay time       {:.3f} s ({:.1f} M events/s)\n", r.seconds,
              r.seconds > 0 ? static_cast<double>(r.events) / r.seconds / 1e6 : 0.0);
 }
@@ -132,6 +143,15 @@ int run_replay(const ReplayArgs& a) {
   }
   uint64_t bound = bounds.live_bytes;
   SimDeviceConfig config = sim_config(a.capacity);
+  // An OOM'd recording ran under a limit: without --capacity, infer it from the oom entries.
+  if (!streamed && !config.capacity)
+    if (auto inferred = infer_capacity(trace)) {
+      config.capacity = inferred->bytes;
+      fmt::print(stderr, "note: {}\n", inferred->describe());
+    }
+  if (!streamed && trace.meta.history_absent)
+    fmt::print(stderr, "note: {} holds no history (a snapshot of segments only): nothing to replay but its state; "
+                       "`fraglab info` summarises it\n", a.path);
 
   std::unique_ptr<AtomicFile> timeline;
   if (!a.timeline.empty()) {

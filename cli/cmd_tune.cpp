@@ -46,6 +46,7 @@ std::string signed_size(int64_t bytes) {
 nlohmann::json candidate_json(const TuneCandidate& c) {
   return {{"conf", c.conf},           {"stage", c.stage}, {"peak_reserved", c.peak_reserved},
           {"peak_allocated", c.peak_allocated}, {"device_calls", c.device_calls}, {"ooms", c.ooms},
+          {"recorded_ooms", c.recorded_ooms}, {"recorded_ooms_served", c.recorded_ooms_served},
           {"replay_seconds", c.seconds}};
 }
 
@@ -60,6 +61,8 @@ void print_json(const TuneReport& r) {
       {"recorded_peak_reserved", r.recorded_peak_reserved},
       {"recorded_conf", r.recorded_conf},
       {"capacity", r.capacity ? nlohmann::json(*r.capacity) : nlohmann::json(nullptr)},
+      {"capacity_inferred", r.capacity_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.capacity_note)},
+      {"oom_live_excess", r.oom_live_excess},
       {"best", candidate_json(r.best())},
       {"best_env", "PYTORCH_CUDA_ALLOC_CONF=" + r.best().conf},
       {"recorded", candidate_json(r.recorded)},
@@ -86,6 +89,19 @@ void print_text(const TuneReport& r, size_t top) {
   fmt::print("predicted peak    {} ({} bytes), {} against the recorded settings ({:+.1f}%)\n",
              format_size(best.peak_reserved), best.peak_reserved, signed_size(-saving),
              r.recorded.peak_reserved ? -100.0 * static_cast<double>(saving) / static_cast<double>(r.recorded.peak_reserved) : 0.0);
+  if (!r.capacity_note.empty()) fmt::print("note              {}\n", r.capacity_note);
+  if (best.recorded_ooms) {
+    if (best.recorded_ooms_failed() == 0)
+      fmt::print("recorded OOMs     all {} would have been served under the best setting (the recorded one serves {})\n",
+                 best.recorded_ooms, r.recorded.recorded_ooms_served);
+    else
+      fmt::print("recorded OOMs     no setting serves them all: the best serves {} of {}; at the worst OOM the live "
+                 "bytes exceed the capacity by {} (reduce the batch by about {:.0f}%)\n",
+                 best.recorded_ooms_served, best.recorded_ooms, format_size(r.oom_live_excess),
+                 r.capacity && *r.capacity ? 100.0 * static_cast<double>(r.oom_live_excess) /
+                                                 static_cast<double>(*r.capacity + r.oom_live_excess)
+                                           : 0.0);
+  }
   if (r.capacity)
     fmt::print("capacity          {}: {}\n", format_size(*r.capacity),
                r.fits() ? "fits" : best.ooms ? fmt::format("does NOT fit ({} allocations fail)", best.ooms) : "does NOT fit");

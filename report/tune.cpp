@@ -9,6 +9,7 @@
 
 #include "allocators/policy_options.h"
 #include "allocators/registry.h"
+#include "sim/capacity.h"
 #include "sim/replay.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
@@ -34,7 +35,7 @@ size_t TuneCandidate::keys_set() const {
 
 bool TuneReport::fits() const {
   const TuneCandidate& b = best();
-  return b.ooms == 0 && (!capacity || b.peak_reserved <= *capacity);
+  return b.ooms == 0 && b.recorded_ooms_failed() == 0 && (!capacity || b.peak_reserved <= *capacity);
 }
 
 std::string policy_string(const std::string& policy, const std::string& conf) {
@@ -46,7 +47,7 @@ namespace {
 using Choice = std::vector<size_t>;  // a value index per dimension
 
 auto score(const TuneCandidate& c) {
-  return std::tuple(c.ooms > 0, c.peak_reserved, c.device_calls, c.keys_set(), c.conf);
+  return std::tuple(c.recorded_ooms_failed(), c.ooms > 0, c.peak_reserved, c.device_calls, c.keys_set(), c.conf);
 }
 
 class Search {
@@ -122,7 +123,9 @@ class Search {
     c.peak_reserved = r.reserved.bytes;
     c.peak_allocated = r.allocated.bytes;
     c.device_calls = r.calls.total();
-    c.ooms = r.ooms.size();
+    c.ooms = static_cast<uint64_t>(std::count_if(r.ooms.begin(), r.ooms.end(), [](const OomRecord& o) { return !o.recorded; }));
+    c.recorded_ooms = r.recorded_ooms.size();
+    c.recorded_ooms_served = r.recorded_ooms_served();
     c.seconds = r.seconds;
     return c;
   }
@@ -197,14 +200,39 @@ std::vector<Choice> product(const std::vector<std::vector<size_t>>& lists) {
 
 }  // namespace
 
-TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
+// The largest excess of live requested bytes (the failed request included) over the capacity at a
+// recorded OOM: what no setting can serve.
+uint64_t oom_live_excess(const Trace& trace, uint64_t capacity) {
+  std::vector<uint64_t> size_of;
+  uint64_t live = 0, excess = 0;
+  for (const Event& e : trace.events) {
+    if (e.kind == EventKind::Alloc) {
+      if (e.id >= size_of.size()) size_of.resize(e.id + 1u);
+      size_of[e.id] = e.size;
+      live += e.size;
+    } else if (e.kind == EventKind::Free && e.id < size_of.size()) {
+      live -= std::min(live, size_of[e.id]);
+    } else if (e.kind == EventKind::Oom && live + e.size > capacity) {
+      excess = std::max(excess, live + e.size - capacity);
+    }
+  }
+  return excess;
+}
+
+TuneReport tune(const std::string& trace_path, const TuneOptions& options) {
   TuneReport report;
   report.trace = trace_path;
-  report.policy = o.policy;
-  report.capacity = o.capacity;
-  const PolicyInfo* info = find_policy(o.policy);
-  if (!info) throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
+  report.policy = options.policy;
+  const PolicyInfo* info = find_policy(options.policy);
+  if (!info) throw PolicyConfigError("unknown policy '" + options.policy + "' (fraglab policies lists them)");
   Trace trace = load_trace(trace_path);
+  TuneOptions o = options;
+  if (!o.capacity)
+    if (auto inferred = infer_capacity(trace)) {
+      o.capacity = inferred->bytes;
+      report.capacity_note = inferred->describe();
+    }
+  report.capacity = o.capacity;
   MemorySource stats_source(trace);
   TraceStats stats = compute_stats(stats_source);
   report.events = stats.events;
@@ -279,6 +307,8 @@ TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.recorded = s.at(recorded_conf);
   report.ranking = s.ranking();
+  if (report.capacity && report.best().recorded_ooms_failed())
+    report.oom_live_excess = oom_live_excess(trace, *report.capacity);
   return report;
 }
 

@@ -10,8 +10,10 @@
 //      outcomes only: a value that changes nothing is not combined);
 //   3. refine: coordinate descent from the best so far, each knob through all its values,
 //      until no single change improves (interactions the product missed).
-// Candidates are ordered by (ran out of memory, peak reserved, device calls, number of keys
-// set): the lowest peak that fits, and the simplest setting among equals. Results are
+// Candidates are ordered by (recorded OOMs still failing, ran out of memory, peak reserved, device
+// calls, number of keys set): for a job that hit OOMs, the setting that would have served most of
+// them; then the lowest peak that fits, and the simplest setting among equals. Without --capacity
+// an OOM'd recording is searched under the limit inferred from its oom entries (sim/capacity.h). Results are
 // cached by setting, so no setting is replayed twice.
 #pragma once
 
@@ -35,7 +37,10 @@ std::vector<TuneDimension> pytorch_search_space(bool with_capacity);
 struct TuneCandidate {
   std::string conf;  // "key:value,key:value" ("" = every default)
   std::string stage;  // "recorded", "given", "sweep", "combine" or "refine": where it was first tried
-  uint64_t peak_reserved = 0, peak_allocated = 0, device_calls = 0, ooms = 0;
+  uint64_t peak_reserved = 0, peak_allocated = 0, device_calls = 0;
+  uint64_t ooms = 0;                  // the trace's requests this setting failed
+  uint64_t recorded_ooms = 0, recorded_ooms_served = 0;  // the recording's OOMs, and how many this setting serves
+  uint64_t recorded_ooms_failed() const { return recorded_ooms - recorded_ooms_served; }
   double seconds = 0;
   size_t keys_set() const;
 };
@@ -54,6 +59,10 @@ struct TuneReport {
   uint64_t events = 0, live_bytes_bound = 0, recorded_peak_reserved = 0;
   std::string recorded_conf;      // the trace's PYTORCH_CUDA_ALLOC_CONF, "" when none recorded
   std::optional<uint64_t> capacity;
+  std::string capacity_note;      // how the capacity was inferred, when it was
+  // When even the best setting fails a recorded OOM: by how much the live bytes at that OOM (the
+  // request included) exceed the capacity, the largest over the recorded OOMs (0: they fit in bytes).
+  uint64_t oom_live_excess = 0;
   TuneCandidate recorded;         // the recorded setting, replayed
   std::vector<TuneCandidate> ranking;  // every setting tried, best first
   size_t search_space_size = 0;   // settings an exhaustive grid would replay

@@ -12,7 +12,11 @@ nlohmann::json to_json(const ReplayResult& r) {
   nlohmann::json ooms = nlohmann::json::array();
   for (const auto& o : r.ooms)
     ooms.push_back({{"event_index", o.event_index}, {"size", o.size}, {"stream", o.stream},
-                    {"reserved", o.reserved}, {"allocated", o.allocated}});
+                    {"reserved", o.reserved}, {"allocated", o.allocated}, {"recorded", o.recorded}});
+  nlohmann::json recorded = nlohmann::json::array();
+  for (const auto& o : r.recorded_ooms)
+    recorded.push_back({{"event_index", o.event_index}, {"request_bytes", o.size}, {"stream", o.stream},
+                        {"served", o.served}, {"reserved", o.reserved}, {"allocated", o.allocated}});
   return {
       {"policy", r.policy},
       {"events", r.events},
@@ -33,6 +37,8 @@ nlohmann::json to_json(const ReplayResult& r) {
         {"unmap", r.calls.unmaps}, {"reserve", r.calls.reserves}, {"release", r.calls.releases},
         {"failed", r.calls.failed}, {"total", r.calls.total()}}},
       {"ooms", ooms},
+      {"recorded_ooms", recorded},
+      {"recorded_ooms_served", r.recorded_ooms_served()},
       {"stopped_on_oom", r.stopped_on_oom},
       {"replay_seconds", r.seconds},
   };

@@ -1,0 +1,38 @@
+// The memory limit a recording ran under, inferred from its `oom` entries when the user gives no
+// --capacity: the question "would another setting have fit?" needs the limit the job hit.
+//
+// PyTorch records, for each failed request, the request (rounded) and the device's free memory
+// (cudaMemGetInfo). Two kinds of limit explain a failure:
+//  - a memory fraction (set_per_process_memory_fraction(F)): alloc_block refuses when the reserved
+//    bytes plus the segment it would create pass F x the device's memory, though the GPU has room
+//    (the recorded free memory exceeds the segment). Every successful device call and every failure
+//    bound the limit from below and above; the fraction with the fewest decimals whose limit
+//    ((size_t)(F * total memory), as setMemoryFraction computes it) lies in those bounds is taken.
+//  - the device itself: cudaMalloc failed, so the limit is what the process held plus what was
+//    free: reserved + device_free at the failure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "traces/trace.h"
+
+namespace fraglab {
+
+// cudaDeviceProp::totalGlobalMem of the H100 80GB HBM3 the bundled recordings were made on.
+constexpr uint64_t kDefaultTotalMemory = 85017493504ull;
+
+struct InferredCapacity {
+  uint64_t bytes = 0;          // the capacity to replay with
+  uint64_t low = 0, high = 0;  // every capacity in [low, high] is consistent with the recording
+  std::optional<double> fraction;  // F, when the limit is set_per_process_memory_fraction(F) of total_memory
+  bool device_limit = false;   // the GPU itself ran out (reserved + device_free)
+  size_t ooms = 0;
+  std::string describe(uint64_t total_memory = kDefaultTotalMemory) const;
+};
+
+// nullopt when the trace records no OOM.
+std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = kDefaultTotalMemory);
+
+}  // namespace fraglab
