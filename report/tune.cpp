@@ -34,7 +34,7 @@ size_t TuneCandidate::keys_set() const {
 
 bool TuneReport::fits() const {
   const TuneCandidate& b = best();
-  return b.ooms == 0 && (!capacity || b.peak_reserved <= *capacity);
+  return !b.fails() && (!capacity || b.peak_reserved <= *capacity);
 }
 
 std::string policy_string(const std::string& policy, const std::string& conf) {
@@ -46,7 +46,7 @@ namespace {
 using Choice = std::vector<size_t>;  // a value index per dimension
 
 auto score(const TuneCandidate& c) {
-  return std::tuple(c.ooms > 0, c.peak_reserved, c.device_calls, c.keys_set(), c.conf);
+  return std::tuple(c.fails(), c.peak_reserved, c.device_calls, c.keys_set(), c.conf);
 }
 
 class Search {
@@ -113,10 +113,17 @@ class Search {
     options.on_oom = OnOom::Skip;
     SimDeviceConfig config;
     config.capacity = o_.capacity;
-    MemorySource source(trace_);
-    ReplayResult r = replay_simulated(source, PolicySpec::parse(policy_string(o_.policy, conf)), config, options,
-                                      &trace_.events);
+    PolicySpec spec = PolicySpec::parse(policy_string(o_.policy, conf));
+    ReplayResult r;
+    std::vector<bool> served;
+    if (o_.probes.empty()) {
+      MemorySource source(trace_);
+      r = replay_simulated(source, spec, config, options, &trace_.events);
+    } else {
+      r = replay_with_probes(trace_, spec, o_.capacity, o_.probes, served);
+    }
     TuneCandidate c;
+    c.unserved = static_cast<uint64_t>(std::count(served.begin(), served.end(), false));
     c.conf = conf;
     c.stage = stage;
     c.peak_reserved = r.reserved.bytes;
@@ -169,9 +176,9 @@ std::vector<std::vector<size_t>> promising_values(const Search& s, const std::ve
       return &s.at(c);
     };
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score(*alone(a)) < score(*alone(b)); });
-    std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> outcomes;
+    std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> outcomes;
     for (size_t v : order) {
-      auto outcome = std::tuple(alone(v)->peak_reserved, alone(v)->device_calls, alone(v)->ooms);
+      auto outcome = std::tuple(alone(v)->peak_reserved, alone(v)->device_calls, alone(v)->ooms, alone(v)->unserved);
       if (std::find(outcomes.begin(), outcomes.end(), outcome) != outcomes.end()) continue;
       outcomes.push_back(outcome);
       kept[d].push_back(v);
@@ -198,13 +205,17 @@ std::vector<Choice> product(const std::vector<std::vector<size_t>>& lists) {
 }  // namespace
 
 TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
+  if (!find_policy(o.policy)) throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
+  return tune(load_trace(trace_path), trace_path, o);
+}
+
+TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& o) {
   TuneReport report;
   report.trace = trace_path;
   report.policy = o.policy;
   report.capacity = o.capacity;
   const PolicyInfo* info = find_policy(o.policy);
   if (!info) throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
-  Trace trace = load_trace(trace_path);
   MemorySource stats_source(trace);
   TraceStats stats = compute_stats(stats_source);
   report.events = stats.events;

@@ -11,7 +11,9 @@
 //   3. refine: coordinate descent from the best so far, each knob through all its values,
 //      until no single change improves (interactions the product missed).
 // Candidates are ordered by (ran out of memory, peak reserved, device calls, number of keys
-// set): the lowest peak that fits, and the simplest setting among equals. Results are
+// set): the lowest peak that fits, and the simplest setting among equals. With probes (the
+// requests of recorded OOMs, for `fraglab diagnose`), a setting that leaves one unserved
+// counts as out of memory too. Results are
 // cached by setting, so no setting is replayed twice.
 #pragma once
 
@@ -19,6 +21,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "report/stepped_replay.h"
 
 namespace fraglab {
 
@@ -36,7 +40,9 @@ struct TuneCandidate {
   std::string conf;  // "key:value,key:value" ("" = every default)
   std::string stage;  // "recorded", "given", "sweep", "combine" or "refine": where it was first tried
   uint64_t peak_reserved = 0, peak_allocated = 0, device_calls = 0, ooms = 0;
+  uint64_t unserved = 0;  // probes (TuneOptions::probes) the setting could not serve
   double seconds = 0;
+  bool fails() const { return ooms > 0 || unserved > 0; }
   size_t keys_set() const;
 };
 
@@ -47,6 +53,9 @@ struct TuneOptions {
   std::vector<std::string> also;  // settings to try besides the search (e.g. the ones in use), ranked with the rest
   unsigned jobs = 0;       // threads; 0 = every core
   size_t keep_per_dimension = 3;  // values of each knob carried into the product
+  // Requests tried just before their events (report/stepped_replay.h): recorded OOMs, which
+  // a setting must serve to fit. Sorted by event index.
+  std::vector<Probe> probes;
 };
 
 struct TuneReport {
@@ -69,5 +78,7 @@ std::string policy_string(const std::string& policy, const std::string& conf);
 
 // Loads `trace_path` and searches. Throws FormatError / PolicyConfigError on bad input.
 TuneReport tune(const std::string& trace_path, const TuneOptions& options);
+// The same on a trace already loaded (`name` labels it in the report).
+TuneReport tune(Trace trace, const std::string& name, const TuneOptions& options);
 
 }  // namespace fraglab
