@@ -35,7 +35,7 @@ void assign_sites(TraceInfo& info) {
   std::vector<uint32_t> site_of_stack(stacks.size(), 0);
   for (size_t s = 1; s < stacks.size(); ++s) {
     if (stacks[s].empty()) continue;
-    std::string label = site_label(stacks[s]);
+    std::string label = fraglab::site_label(stacks[s]);
     auto [it, added] = by_label.emplace(label, static_cast<uint32_t>(sites.size()));
     if (added) sites.push_back({label, 0, 0, true});
     site_of_stack[s] = it->second;
@@ -62,7 +62,6 @@ void assign_sites(TraceInfo& info) {
 
 }  // namespace
 
-std::string site_label(const std::vector<StackFrame>& frames) { return fraglab::site_label(frames); }
 
 int64_t TraceInfo::time_at(uint64_t index) const {
   if (trace.events.empty()) return 0;
