@@ -165,7 +165,8 @@ void print_diagnosis(const Diagnosis& d, const DiagnoseReport& r, const Trace& t
   fmt::print("  stranded free bytes by the {} of the blocks pinning their segments:\n", by);
   for (size_t k = 0; k < d.stranded_by.size() && k < top; ++k) {
     const auto& s = d.stranded_by[k];
-    fmt::print("    {:>10}  {:>5} block(s)  {}{}\n", format_size(s.bytes), s.count, s.key,
+    bool whole = s.oldest_events == 0 && s.key.rfind("(wholly", 0) == 0;  // counts segments, not blocks
+    fmt::print("    {:>10}  {:>5} {}  {}{}\n", format_size(s.bytes), s.count, whole ? "segment(s)" : "block(s)  ", s.key,
                s.oldest_events ? "  (" + age_text(s) + ")" : "");
   }
   if (d.stranded_by.size() > top) fmt::print("    ({} more: --top or --json)\n", d.stranded_by.size() - top);

@@ -101,16 +101,16 @@ void print_json(const TraceDiff& d) {
 
 // One row of the side-by-side table: a byte count in both runs and their difference.
 void bytes_row(const char* what, uint64_t a, uint64_t b) {
-  fmt::print("{:<24} {:>22} {:>22} {:>22}\n", what, fmt::format("{} ({})", format_size(a), a),
+  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", what, fmt::format("{} ({})", format_size(a), a),
              fmt::format("{} ({})", format_size(b), b), signed_size(delta(a, b)) + percent(a, b));
 }
 
 void count_row(const char* what, uint64_t a, uint64_t b) {
-  fmt::print("{:<24} {:>22} {:>22} {:>22}\n", what, a, b, fmt::format("{:+}", delta(a, b)) + percent(a, b));
+  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", what, a, b, fmt::format("{:+}", delta(a, b)) + percent(a, b));
 }
 
 void text_row(const char* what, const std::string& a, const std::string& b) {
-  fmt::print("{:<24} {:>22} {:>22}\n", what, a, b);
+  fmt::print("{:<24} {:>26} {:>26}\n", what, a, b);
 }
 
 std::string fragmentation_text(const Fragmentation& f) {
@@ -135,7 +135,7 @@ void print_text(const TraceDiff& d, size_t top) {
   fmt::print("A  {}\nB  {}\n", a.trace, b.trace);
   fmt::print("replayed under {} on {}\n\n", d.policy,
              d.capacity ? "a simulated device of " + format_size(*d.capacity) : std::string("an unlimited simulated device"));
-  fmt::print("{:<24} {:>22} {:>22} {:>22}\n", "", "A", "B", "B - A");
+  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", "", "A", "B", "B - A");
   auto conf = [](const std::string& c) { return c.empty() ? std::string("(default)") : c; };
   text_row("recorded settings", conf(a.recorded_conf), conf(b.recorded_conf));
   count_row("replay events", a.events, b.events);

@@ -178,9 +178,9 @@ Verdict verdict_without_oom(const Trace& trace, const std::string& name, std::op
                                                                static_cast<double>(r.recorded.peak_reserved))
                                            : 0.0;
   v.text = fmt::format("no OOM to explain. The lowest predicted peak reserved of {} settings tried is {} with "
-                       "PYTORCH_CUDA_ALLOC_CONF=\"{}\", {:.1f}% below the recorded setting's {} ({}).",
+                       "PYTORCH_CUDA_ALLOC_CONF=\"{}\", {:.1f}% below the recorded setting's {} (recorded: {}).",
                        v.settings_tried, format_size(v.peak_reserved), v.conf, saving,
-                       format_size(v.recorded_setting_peak), conf_text(v.recorded_conf));
+                       format_size(v.recorded_setting_peak), v.recorded_conf.empty() ? "every default" : v.recorded_conf);
   return v;
 }
 

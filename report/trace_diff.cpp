@@ -63,9 +63,11 @@ std::vector<GroupDiff> match_groups(const std::vector<AllocGroup>& a, const std:
     d.a.key = d.b.key = key;
     out.push_back(d);
   }
-  // What changes the memory a run needs first: bytes live at the peak, then traffic.
+  // What changes the memory a run needs first: bytes live at the peak, then traffic; among
+  // equal differences, the groups that matter most.
   auto order = [](const GroupDiff& d) {
-    return std::tuple(magnitude(d.delta_live_at_peak()), magnitude(d.delta_bytes()), magnitude(d.delta_allocs()));
+    return std::tuple(magnitude(d.delta_live_at_peak()), magnitude(d.delta_bytes()), magnitude(d.delta_allocs()),
+                      std::max(d.a.live_at_peak, d.b.live_at_peak), std::max(d.a.bytes, d.b.bytes));
   };
   std::stable_sort(out.begin(), out.end(), [&](const GroupDiff& x, const GroupDiff& y) { return order(x) > order(y); });
   return out;
