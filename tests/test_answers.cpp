@@ -272,12 +272,14 @@ TEST_CASE("recorded OOMs are probed at their events; the verdict needs a capacit
 
 TEST_CASE("diagnose --json has the documented fields; bad --at is a usage error", "[diagnose]") {
   int status = 0;
-  std::string out = run_capture("diagnose " + kCorpus + "seed_examples.default.pickle.gz --capacity 3GiB -j 2 --json",
+  std::string out = run_capture("diagnose " + kCorpus + "seed_examples.default.pickle.gz --capacity 1536MiB -j 2 --json",
                                 status);
   REQUIRE(status == 0);
   auto j = nlohmann::json::parse(out);
   REQUIRE(j["ooms"].is_array());
   REQUIRE_FALSE(j["ooms"].empty());
+  CHECK(j["ooms"][0]["source"] == "replay");  // the 1 GiB tensors of the loop do not fit twice in 1.5 GiB
+  CHECK(j["ooms"][0]["request_bytes"] == 1073741824ull);
   for (const auto& oom : j["ooms"])
     for (const char* key : {"event_index", "request_bytes", "largest_free_bytes", "reserved_bytes", "allocated_bytes",
                             "verdict"})

@@ -152,8 +152,8 @@ class HookTest(unittest.TestCase):
     def test_the_real_fraglab_diagnoses_the_dump(self):
         os.environ["PATH"] = os.path.dirname(os.environ["FRAGLAB_CLI"])
         stub = StubTorch(self.snapshot)
-        # seed_examples peaks above 4 GiB: under a 3 GiB capacity its replay runs out of memory.
-        hook = self.enable(stub, capacity=3 << 30, fraglab=os.path.basename(os.environ["FRAGLAB_CLI"]))
+        # seed_examples reserves 2 GiB at its peak: under 1.5 GiB its replay runs out of memory.
+        hook = self.enable(stub, capacity=3 << 29, fraglab=os.path.basename(os.environ["FRAGLAB_CLI"]))
         stub.oom()
         text = "\n".join(self.printed)
         self.assertIn("verdict", text)
