@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "allocators/policy_options.h"
+#include "allocators/registry.h"
 #include "report/alloc_groups.h"
 #include "traces/trace_stats.h"
 
@@ -271,7 +272,10 @@ Diagnosis diagnose_state(SteppedReplay& replay, const PolicySpec& spec, Diagnosi
   d.could_serve = could_serve(st, namer, request, stream, top);
   // A recorded OOM is tried against the policy (a failed try runs its recovery, as the
   // recording allocator did); a replayed one is known to fail, and the engine tries it next.
-  if (source == Diagnosis::Source::Recorded || (source == Diagnosis::Source::Event && request))
+  // Offline planners place only the trace's own allocations: they are not asked.
+  const PolicyInfo* info = find_policy(spec.name);
+  bool askable = info && !info->needs_whole_trace;
+  if (askable && (source == Diagnosis::Source::Recorded || (source == Diagnosis::Source::Event && request)))
     d.served_in_replay = replay.probe({d.event_index, request, stream});
   return d;
 }
@@ -306,6 +310,9 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
   constexpr size_t kMaxReplayOoms = 16;
   if (o.at.kind == DiagnoseAt::Oom) {
     for (const Probe& p : recorded) moments.push_back({p.event_index, p.size, p.stream, Diagnosis::Source::Recorded});
+    if (!recorded.empty() && !whole.ooms.empty())  // allocations the recording served: the model disagrees
+      rep.note = fmt::format("the replay under the capacity also fails {} allocation(s) the recording served (the "
+                             "first at event {}).", whole.ooms.size(), whole.ooms.front().event_index);
     if (moments.empty())
       for (const OomRecord& r : whole.ooms) {
         if (moments.size() == kMaxReplayOoms) {
