@@ -65,6 +65,7 @@ PolicyInfo policy_info_oracle() {
                     return std::make_unique<Oracle>(ctx.device, detail::shared_plan_greedy_by_size(*ctx.events, align));
                   }};
   info.needs_whole_trace = true;
+  info.is_bound = true;  // it sees the future: what no online allocator can do
   return info;
 }
 

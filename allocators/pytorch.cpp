@@ -9,6 +9,8 @@
 // (its allocator_settings); options given here override them. A device capacity
 // (--capacity) models torch.cuda.set_per_process_memory_fraction. docs/pytorch-model.md
 // says what is modelled and how exactly it matches real recordings.
+#include <algorithm>
+
 #include "allocators/detail/pytorch_pool.h"
 #include "allocators/registry.h"
 
@@ -84,7 +86,9 @@ PolicyInfo policy_info_pytorch() {
           "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
           options,
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            uint64_t total = ctx.options.get_size("total_memory", kDefaultTotalMemory);
+            // The GPU's memory is at least what the device may hand out (a capacity from an H200's
+            // snapshot, say), so that expandable segments reserve enough address space.
+            uint64_t total = ctx.options.get_size("total_memory", std::max(kDefaultTotalMemory, ctx.device.capacity().value_or(0)));
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
             return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total);
           }};

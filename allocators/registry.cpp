@@ -39,6 +39,21 @@ const PolicyInfo* find_policy(const std::string& name) {
   return nullptr;
 }
 
+std::string preallocation_note(const std::string& policy, std::optional<uint64_t> capacity) {
+  try {
+    PolicySpec spec = PolicySpec::parse(policy);
+    const PolicyInfo* info = find_policy(spec.name);
+    return info && info->preallocation ? info->preallocation(spec.options, capacity) : "";
+  } catch (const PolicyConfigError&) {
+    return "";  // a label that is not a policy string (tests, merged shards): nothing to say
+  }
+}
+
+bool is_bound_policy(const std::string& policy) {
+  const PolicyInfo* info = find_policy(policy.substr(0, policy.find(':')));
+  return info && info->is_bound;
+}
+
 PolicySpec PolicySpec::parse(const std::string& text) {
   PolicySpec spec;
   spec.text = text;

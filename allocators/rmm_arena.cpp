@@ -272,6 +272,12 @@ PolicyInfo policy_info_rmm_arena() {
         return std::make_unique<RmmArena>(ctx.device, size);
       }};
   info.alignment = kAlign;
+  info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t> capacity) {
+    uint64_t size = o.get_size("arena_size", 0);
+    if (size) return "arena of " + format_size(size);
+    return capacity ? "arena of half the device (" + format_size(*capacity / 2) + ")"
+                    : std::string("arena of half the device (40 GiB on an unlimited device)");
+  };
   return info;
 }
 

@@ -152,6 +152,11 @@ PolicyInfo policy_info_rmm_binning() {
                                             maximum ? std::optional<uint64_t>(maximum) : std::nullopt);
       }};
   info.alignment = StreamOrderedPool::kAlignment;
+  info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
+    uint64_t initial = o.get_size("initial_size", 0);
+    std::string note = "each bin takes " + std::to_string(o.get_int("blocks_to_preallocate", 128)) + " blocks at a time";
+    return initial ? "initial pool of " + format_size(initial) + "; " + note : note;
+  };
   return info;
 }
 

@@ -51,6 +51,10 @@ PolicyInfo policy_info_rmm_pool() {
                                          maximum ? std::optional<uint64_t>(maximum) : std::nullopt);
       }};
   info.alignment = detail::StreamOrderedPool::kAlignment;
+  info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
+    uint64_t initial = o.get_size("initial_size", 0);
+    return initial ? "initial pool of " + format_size(initial) : std::string();
+  };
   return info;
 }
 

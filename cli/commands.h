@@ -27,6 +27,8 @@ void add_export(CLI::App& app, CommandFn& run);
 void add_fidelity(CLI::App& app, CommandFn& run);
 void add_tune(CLI::App& app, CommandFn& run);
 void add_ops(CLI::App& app, CommandFn& run);
+void add_diff(CLI::App& app, CommandFn& run);
+void add_diagnose(CLI::App& app, CommandFn& run);
 
 // --capacity text ("80GiB", "" = unlimited) -> device config.
 SimDeviceConfig sim_config(const std::string& capacity);

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   cli::add_fidelity(app, run);
   cli::add_tune(app, run);
   cli::add_ops(app, run);
+  cli::add_diff(app, run);
+  cli::add_diagnose(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

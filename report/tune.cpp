@@ -35,7 +35,7 @@ size_t TuneCandidate::keys_set() const {
 
 bool TuneReport::fits() const {
   const TuneCandidate& b = best();
-  return b.ooms == 0 && b.recorded_ooms_failed() == 0 && (!capacity || b.peak_reserved <= *capacity);
+  return !b.fails() && (!capacity || b.peak_reserved <= *capacity);
 }
 
 std::string policy_string(const std::string& policy, const std::string& conf) {
@@ -114,9 +114,9 @@ class Search {
     options.on_oom = OnOom::Skip;
     SimDeviceConfig config;
     config.capacity = o_.capacity;
+    PolicySpec spec = PolicySpec::parse(policy_string(o_.policy, conf));
     MemorySource source(trace_);
-    ReplayResult r = replay_simulated(source, PolicySpec::parse(policy_string(o_.policy, conf)), config, options,
-                                      &trace_.events);
+    ReplayResult r = replay_simulated(source, spec, config, options, &trace_.events);
     TuneCandidate c;
     c.conf = conf;
     c.stage = stage;
@@ -172,9 +172,9 @@ std::vector<std::vector<size_t>> promising_values(const Search& s, const std::ve
       return &s.at(c);
     };
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score(*alone(a)) < score(*alone(b)); });
-    std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> outcomes;
+    std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> outcomes;
     for (size_t v : order) {
-      auto outcome = std::tuple(alone(v)->peak_reserved, alone(v)->device_calls, alone(v)->ooms);
+      auto outcome = std::tuple(alone(v)->peak_reserved, alone(v)->device_calls, alone(v)->ooms, alone(v)->recorded_ooms_failed());
       if (std::find(outcomes.begin(), outcomes.end(), outcome) != outcomes.end()) continue;
       outcomes.push_back(outcome);
       kept[d].push_back(v);
@@ -219,13 +219,17 @@ uint64_t oom_live_excess(const Trace& trace, uint64_t capacity) {
   return excess;
 }
 
-TuneReport tune(const std::string& trace_path, const TuneOptions& options) {
+TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
+  if (!find_policy(o.policy)) throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
+  return tune(load_trace(trace_path), trace_path, o);
+}
+
+TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& options) {
   TuneReport report;
   report.trace = trace_path;
   report.policy = options.policy;
   const PolicyInfo* info = find_policy(options.policy);
   if (!info) throw PolicyConfigError("unknown policy '" + options.policy + "' (fraglab policies lists them)");
-  Trace trace = load_trace(trace_path);
   TuneOptions o = options;
   if (!o.capacity)
     if (auto inferred = infer_capacity(trace)) {

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "report/stepped_replay.h"
+
 namespace fraglab {
 
 struct TuneDimension {
@@ -42,6 +44,7 @@ struct TuneCandidate {
   uint64_t recorded_ooms = 0, recorded_ooms_served = 0;  // the recording's OOMs, and how many this setting serves
   uint64_t recorded_ooms_failed() const { return recorded_ooms - recorded_ooms_served; }
   double seconds = 0;
+  bool fails() const { return ooms > 0 || recorded_ooms_failed() > 0; }
   size_t keys_set() const;
 };
 
@@ -78,5 +81,7 @@ std::string policy_string(const std::string& policy, const std::string& conf);
 
 // Loads `trace_path` and searches. Throws FormatError / PolicyConfigError on bad input.
 TuneReport tune(const std::string& trace_path, const TuneOptions& options);
+// The same on a trace already loaded (`name` labels it in the report).
+TuneReport tune(Trace trace, const std::string& name, const TuneOptions& options);
 
 }  // namespace fraglab

@@ -87,8 +87,8 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         ++out.ooms;
         const uint64_t segment = detail::pytorch_allocation_size(e.size);  // e.size is round_size()'s
         out.high = std::min(out.high, reserved + segment - 1);
-        const uint64_t device_free = e.addr;
-        if (device_free < segment) {  // the GPU had no room: cudaMalloc failed
+        const uint64_t device_free = e.addr;  // 0: not recorded
+        if (device_free != 0 && device_free < segment) {  // the GPU had no room: cudaMalloc failed
           out.device_limit = true;
           device_bound = std::min(device_bound, reserved + device_free);
         }
@@ -98,7 +98,9 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
     }
     previous = e.kind;
   }
-  if (out.ooms == 0 && !limit_seen) return std::nullopt;
+  // A log that records none of its allocator's device calls (an RMM log) shows no limit's bounds.
+  const bool calls_recorded = !trace.meta.initial.empty() || out.low > 0;
+  if ((out.ooms == 0 && !limit_seen) || !calls_recorded) return std::nullopt;
   if (out.device_limit) {
     out.bytes = device_bound;
     return out;

@@ -323,7 +323,7 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
     parse_pytorch_snapshot(bytes, "two", {2});
     FAIL("accepted");
   } catch (const FormatError& e) {
-    CHECK(std::string(e.what()).find("no trace for device 2; devices: 0 (0 entries), 1 (1 entries)") !=
+    CHECK(std::string(e.what()).find("no data for device 2; devices with data: 1 (1 entries)") !=
           std::string::npos);
   }
 }
@@ -336,7 +336,7 @@ TEST_CASE("CLI info: allocations and peak with its event index", "[snapshot]") {
   CHECK(r.output.find("(13594206920 bytes) requested, at event 5866") != std::string::npos);
   CliResult bad = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device 3");
   CHECK(bad.code == 2);
-  CHECK(bad.output.find("no trace for device 3; devices: 0 (22984 entries)") != std::string::npos);
+  CHECK(bad.output.find("no data for device 3; devices with data: 0 (22984 entries)") != std::string::npos);
   CliResult usage = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device banana");
   CHECK(usage.code == 2);
 }

@@ -466,12 +466,21 @@ bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
 uint32_t PytorchCachingAllocator::try_allocate_expandable_block(StreamIndex stream, Pool& pool, uint64_t size) {
   uint32_t candidate = find_expandable_block(stream, pool, size);
   if (candidate == kNone) return kNone;
+  // A request larger than a whole new segment's range (1 1/8 of the GPU's memory) cannot be mapped:
+  // PyTorch's cuMemCreate fails first, the GPU having less memory than that. Out of memory, not a crash.
+  uint64_t reach = 0;
+  for (uint32_t b = candidate; b != kNone && !blocks_[b].allocated && reach < size; b = blocks_[b].next)
+    reach += blocks_[b].size;
+  if (reach < size) return kNone;
   // candidate: unmapped -> null, unmapped -> free -> *, or free -> unmapped -> *
   if (!blocks_[candidate].mapped && !map_block(candidate, std::min(blocks_[candidate].size, size))) return kNone;
   while (blocks_[candidate].size < size) {
     // free -> unmapped: map some of the unmapped part, which merges into the free block
     uint64_t remaining = size - blocks_[candidate].size;
     uint32_t next = blocks_[candidate].next;
+    // Nothing left to map: the request is larger than a whole segment's address range (1 1/8 of the
+    // GPU's memory). PyTorch's cuMemCreate fails long before, as the GPU has not that much memory.
+    if (next == kNone || blocks_[next].mapped) return kNone;
     if (!map_block(next, std::min(remaining, blocks_[next].size))) return kNone;
     candidate = next;
   }

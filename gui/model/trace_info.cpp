@@ -5,31 +5,12 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "traces/alloc_site.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::gui {
 
 namespace {
-
-bool ends_with(const std::string& s, const char* suffix) {
-  std::string_view x(suffix);
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
-
-// PyTorch's own Python package (installed under site-/dist-packages, or a source tree's
-// torch/) and C++ frames (c10, aten, the caching allocator) are plumbing, not the site.
-bool is_torch_internal(const StackFrame& f) {
-  const std::string& file = f.filename;
-  if (file.find("packages/torch/") != std::string::npos || file.rfind("torch/", 0) == 0) return true;
-  return file.empty() || file == "??" || ends_with(file, ".cpp") || ends_with(file, ".h") || ends_with(file, ".cu") ||
-         ends_with(file, ".cuh") || ends_with(file, ".cc");
-}
-
-std::string frame_label(const StackFrame& f) {
-  auto slash = f.filename.find_last_of('/');
-  std::string file = slash == std::string::npos ? f.filename : f.filename.substr(slash + 1);
-  return f.name + "  " + file + ":" + std::to_string(f.line);
-}
 
 std::vector<uint64_t> match_frees(const Trace& trace) {
   std::vector<uint64_t> free_index(trace.events.size(), TraceInfo::kNever);
@@ -54,7 +35,7 @@ void assign_sites(TraceInfo& info) {
   std::vector<uint32_t> site_of_stack(stacks.size(), 0);
   for (size_t s = 1; s < stacks.size(); ++s) {
     if (stacks[s].empty()) continue;
-    std::string label = site_label(stacks[s]);
+    std::string label = fraglab::site_label(stacks[s]);
     auto [it, added] = by_label.emplace(label, static_cast<uint32_t>(sites.size()));
     if (added) sites.push_back({label, 0, 0, true});
     site_of_stack[s] = it->second;
@@ -81,11 +62,6 @@ void assign_sites(TraceInfo& info) {
 
 }  // namespace
 
-std::string site_label(const std::vector<StackFrame>& frames) {
-  if (frames.empty()) return "(no stack recorded)";
-  auto it = std::find_if(frames.begin(), frames.end(), [](const StackFrame& f) { return !is_torch_internal(f); });
-  return frame_label(it == frames.end() ? frames.front() : *it);
-}
 
 int64_t TraceInfo::time_at(uint64_t index) const {
   if (trace.events.empty()) return 0;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "traces/alloc_site.h"
 #include "traces/trace.h"
 #include "traces/trace_stats.h"
 
@@ -51,7 +52,7 @@ std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path);
 // Reads a trace file of any supported format; throws FormatError (or std::exception) on bad input.
 std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path);
 
-// The label of a stack's allocation site (see AllocSite).
-std::string site_label(const std::vector<StackFrame>& frames);
+// The label of a stack's allocation site (see AllocSite; traces/alloc_site.h).
+using fraglab::site_label;
 
 }  // namespace fraglab::gui

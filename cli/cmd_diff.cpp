@@ -1,0 +1,187 @@
+// fraglab diff A B [--policy P] [--capacity C] [--top N] [--json]: two traces side by side
+// (two runs, two steps, two ranks): recorded and replayed peaks, fragmentation at each peak,
+// device calls, and allocations by call site, size class and stream with the largest
+// differences first (report/trace_diff.h).
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/policy_options.h"
+#include "cli/commands.h"
+#include "report/trace_diff.h"
+
+namespace fraglab::cli {
+
+namespace {
+
+struct DiffArgs {
+  std::string a, b, policy = "pytorch", capacity;
+  size_t top = 10;
+  bool json = false;
+};
+
+int64_t delta(uint64_t a, uint64_t b) { return static_cast<int64_t>(b) - static_cast<int64_t>(a); }
+
+std::string signed_size(int64_t bytes) {
+  return (bytes < 0 ? "-" : "+") + format_size(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes));
+}
+
+std::string percent(uint64_t a, uint64_t b) {
+  return a ? fmt::format(" ({:+.1f}%)", 100.0 * static_cast<double>(delta(a, b)) / static_cast<double>(a)) : "";
+}
+
+nlohmann::json fragmentation_json(const Fragmentation& f) {
+  return {{"event_index", f.event_index}, {"reserved", f.reserved},        {"allocated", f.allocated},
+          {"free_bytes", f.free_bytes},   {"largest_free", f.largest_free}, {"free_ranges", f.free_ranges},
+          {"external", f.external()}};
+}
+
+nlohmann::json calls_json(const DeviceCallCounts& c) {
+  return {{"total", c.total()},  {"segment_allocs", c.segment_allocs}, {"segment_frees", c.segment_frees},
+          {"maps", c.maps},      {"unmaps", c.unmaps},                 {"reserves", c.reserves},
+          {"releases", c.releases}, {"failed", c.failed}};
+}
+
+nlohmann::json run_json(const RunSummary& s) {
+  return {{"trace", s.trace},
+          {"recorded_conf", s.recorded_conf},
+          {"events", s.events},
+          {"allocs", s.allocs},
+          {"total_requested", s.total_requested},
+          {"live_bytes_bound", s.live_bytes_bound},
+          {"live_peak_event", s.live_peak_event},
+          {"recorded_peak_reserved", s.recorded_peak_reserved},
+          {"recorded_device_calls", s.recorded_device_calls},
+          {"recorded_ooms", s.recorded_ooms},
+          {"peak_reserved", s.peak_reserved},
+          {"peak_reserved_event", s.peak_reserved_event},
+          {"peak_allocated", s.peak_allocated},
+          {"ooms", s.ooms},
+          {"fragmentation_at_peak", fragmentation_json(s.at_peak)},
+          {"device_calls", calls_json(s.calls)},
+          {"has_stacks", s.groups.has_stacks}};
+}
+
+nlohmann::json groups_json(const std::vector<GroupDiff>& groups) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& g : groups)
+    out.push_back({{"key", g.key},
+                   {"a", {{"allocs", g.a.allocs}, {"bytes", g.a.bytes}, {"live_at_peak", g.a.live_at_peak}}},
+                   {"b", {{"allocs", g.b.allocs}, {"bytes", g.b.bytes}, {"live_at_peak", g.b.live_at_peak}}},
+                   {"delta", {{"allocs", g.delta_allocs()}, {"bytes", g.delta_bytes()},
+                              {"live_at_peak", g.delta_live_at_peak()}}}});
+  return out;
+}
+
+void print_json(const TraceDiff& d) {
+  const RunSummary &a = d.a, &b = d.b;
+  nlohmann::json out = {
+      {"policy", d.policy},
+      {"capacity", d.capacity ? nlohmann::json(*d.capacity) : nlohmann::json(nullptr)},
+      {"a", run_json(a)},
+      {"b", run_json(b)},
+      {"delta",
+       {{"events", delta(a.events, b.events)},
+        {"allocs", delta(a.allocs, b.allocs)},
+        {"live_bytes_bound", delta(a.live_bytes_bound, b.live_bytes_bound)},
+        {"recorded_peak_reserved", delta(a.recorded_peak_reserved, b.recorded_peak_reserved)},
+        {"recorded_device_calls", delta(a.recorded_device_calls, b.recorded_device_calls)},
+        {"peak_reserved", delta(a.peak_reserved, b.peak_reserved)},
+        {"peak_allocated", delta(a.peak_allocated, b.peak_allocated)},
+        {"free_at_peak", delta(a.at_peak.free_bytes, b.at_peak.free_bytes)},
+        {"largest_free_at_peak", delta(a.at_peak.largest_free, b.at_peak.largest_free)},
+        {"device_calls", delta(a.calls.total(), b.calls.total())},
+        {"ooms", delta(a.ooms, b.ooms)}}},
+      {"by_site", groups_json(d.by_site)},
+      {"by_size_class", groups_json(d.by_size_class)},
+      {"by_stream", groups_json(d.by_stream)},
+  };
+  fmt::print("{}\n", out.dump(2));
+}
+
+// One row of the side-by-side table: a byte count in both runs and their difference.
+void bytes_row(const char* what, uint64_t a, uint64_t b) {
+  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", what, fmt::format("{} ({})", format_size(a), a),
+             fmt::format("{} ({})", format_size(b), b), signed_size(delta(a, b)) + percent(a, b));
+}
+
+void count_row(const char* what, uint64_t a, uint64_t b) {
+  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", what, a, b, fmt::format("{:+}", delta(a, b)) + percent(a, b));
+}
+
+void text_row(const char* what, const std::string& a, const std::string& b) {
+  fmt::print("{:<24} {:>26} {:>26}\n", what, a, b);
+}
+
+std::string fragmentation_text(const Fragmentation& f) {
+  return fmt::format("{:.3f} of {}", f.external(), format_size(f.free_bytes));
+}
+
+void print_groups(const char* title, const std::vector<GroupDiff>& groups, size_t top) {
+  fmt::print("\nby {} ({} groups, largest difference first: bytes live at the live peak, then bytes allocated)\n",
+             title, groups.size());
+  fmt::print("  {:>12} {:>12} {:>12}  {:>12} {:>9}  {}\n", "live A", "live B", "delta live", "delta bytes",
+             "delta n", "group");
+  for (size_t i = 0; i < groups.size() && i < top; ++i) {
+    const auto& g = groups[i];
+    fmt::print("  {:>12} {:>12} {:>12}  {:>12} {:>+9}  {}\n", format_size(g.a.live_at_peak), format_size(g.b.live_at_peak),
+               signed_size(g.delta_live_at_peak()), signed_size(g.delta_bytes()), g.delta_allocs(), g.key);
+  }
+  if (groups.size() > top) fmt::print("  ({} more: --top or --json)\n", groups.size() - top);
+}
+
+void print_text(const TraceDiff& d, size_t top) {
+  const RunSummary &a = d.a, &b = d.b;
+  fmt::print("A  {}\nB  {}\n", a.trace, b.trace);
+  fmt::print("replayed under {} on {}\n\n", d.policy,
+             d.capacity ? "a simulated device of " + format_size(*d.capacity) : std::string("an unlimited simulated device"));
+  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", "", "A", "B", "B - A");
+  auto conf = [](const std::string& c) { return c.empty() ? std::string("(default)") : c; };
+  text_row("recorded settings", conf(a.recorded_conf), conf(b.recorded_conf));
+  count_row("replay events", a.events, b.events);
+  count_row("allocations", a.allocs, b.allocs);
+  bytes_row("live-bytes bound", a.live_bytes_bound, b.live_bytes_bound);
+  bytes_row("recorded peak reserved", a.recorded_peak_reserved, b.recorded_peak_reserved);
+  count_row("recorded device calls", a.recorded_device_calls, b.recorded_device_calls);
+  if (a.recorded_ooms || b.recorded_ooms) count_row("recorded OOMs", a.recorded_ooms, b.recorded_ooms);
+  bytes_row("peak reserved (replay)", a.peak_reserved, b.peak_reserved);
+  bytes_row("peak allocated", a.peak_allocated, b.peak_allocated);
+  bytes_row("free at reserved peak", a.at_peak.free_bytes, b.at_peak.free_bytes);
+  bytes_row("largest free range", a.at_peak.largest_free, b.at_peak.largest_free);
+  text_row("fragmentation at peak", fragmentation_text(a.at_peak), fragmentation_text(b.at_peak));
+  count_row("device calls (replay)", a.calls.total(), b.calls.total());
+  if (a.ooms || b.ooms) count_row("OOMs (replay)", a.ooms, b.ooms);
+  if (a.groups.has_stacks || b.groups.has_stacks) print_groups("call site", d.by_site, top);
+  else fmt::print("\nby call site: no stacks recorded (record with context=\"alloc\", stacks=\"python\")\n");
+  print_groups("size class", d.by_size_class, top);
+  print_groups("stream", d.by_stream, top);
+}
+
+}  // namespace
+
+void add_diff(CLI::App& app, CommandFn& run) {
+  static DiffArgs a;
+  auto* cmd = app.add_subcommand("diff", "Compare two traces (runs, steps, ranks): peaks, fragmentation, device calls, "
+                                         "allocations by call site, size class and stream");
+  cmd->add_option("a", a.a, "First trace (A)")->required();
+  cmd->add_option("b", a.b, "Second trace (B)")->required();
+  cmd->add_option("--policy", a.policy,
+                  "Policy both are replayed under (default pytorch: each trace's recorded settings; "
+                  "pytorch:recorded_settings=false for the same settings)");
+  cmd->add_option("--capacity", a.capacity, "Simulated device capacity, e.g. 20GiB (default unlimited)");
+  cmd->add_option("--top", a.top, "Rows per grouping in the text output");
+  cmd->add_flag("--json", a.json, "Print JSON: objects a, b and delta, and every group");
+  cmd->callback([&run] {
+    run = [] {
+      DiffOptions o;
+      o.policy = a.policy;
+      if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
+      TraceDiff d = diff_traces(a.a, a.b, o);
+      if (a.json) print_json(d);
+      else print_text(d, a.top);
+      return 0;
+    };
+  });
+}
+
+}  // namespace fraglab::cli

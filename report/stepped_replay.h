@@ -1,0 +1,81 @@
+// A replay that stops where the caller asks and shows the allocator's state there.
+//
+// `fraglab diagnose` needs "the state just before event i" (a recorded OOM, a peak) and to
+// ask the policy there for a request the recording could not serve; tune's verdict search
+// asks the same question under every candidate setting. Both drive the engine event by event
+// through this class instead of ReplayEngine::run.
+//
+// The device chain is SimDevice <- StreamRecordingDevice <- TrackingDevice <- policy: the
+// adaptor remembers which stream each segment and mapping was obtained for (the engine's
+// TrackingDevice knows where memory is, not for whom), so free space can be split by stream.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "allocators/registry.h"
+#include "sim/replay.h"
+
+namespace fraglab {
+
+// A device adaptor that records the stream of every segment and page mapping.
+class StreamRecordingDevice final : public Device {
+ public:
+  explicit StreamRecordingDevice(Device& upstream) : upstream_(upstream) {}
+  std::optional<Addr> allocate_segment(uint64_t size, StreamIndex stream) override;
+  void free_segment(Addr addr, uint64_t size) override;
+  uint64_t granularity() const override { return upstream_.granularity(); }
+  std::optional<Addr> reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
+  bool map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
+  void unmap_pages(Addr addr, uint64_t size) override;
+  void release_range(Addr addr, uint64_t size) override { upstream_.release_range(addr, size); }
+  bool alias_pages(Addr dst, Addr src, uint64_t size) override { return upstream_.alias_pages(dst, src, size); }
+  uint64_t reserved_bytes() const override { return upstream_.reserved_bytes(); }
+  std::optional<uint64_t> capacity() const override { return upstream_.capacity(); }
+
+  // The stream memory at `addr` was obtained for (the first mapping's, for a virtual range), if any.
+  std::optional<StreamIndex> stream_at(Addr addr) const;
+
+ private:
+  Device& upstream_;
+  std::map<Addr, std::pair<uint64_t, StreamIndex>> pieces_;  // segments and mapped runs: start -> (size, stream)
+};
+
+// A request tried against the policy at a point of the replay (a recorded OOM's).
+struct Probe {
+  uint64_t event_index = 0;  // tried just before this event
+  uint64_t size = 0;
+  StreamIndex stream = 0;
+};
+
+class SteppedReplay {
+ public:
+  SteppedReplay(const Trace& trace, const PolicySpec& spec, std::optional<uint64_t> capacity);
+
+  // Applies the events before `index` not applied yet. False when the trace ends first.
+  bool advance_to(uint64_t index);
+  // Asks the policy for the request now and gives the block straight back: would it have
+  // been served? (The block, if any, goes back to the policy's cache as a free would.)
+  bool probe(const Probe& request);
+  void finish() { advance_to(trace_.events.size()); }
+
+  uint64_t position() const { return position_; }
+  const ReplayEngine& engine() const { return *engine_; }
+  const TrackingDevice& device() const { return tracking_; }
+  const StreamRecordingDevice& streams() const { return streams_; }
+  const Trace& trace() const { return trace_; }
+  ReplayResult take_result() { return engine_->take_result(); }
+
+ private:
+  const Trace& trace_;
+  SimDevice sim_;
+  StreamRecordingDevice streams_;
+  TrackingDevice tracking_;
+  std::unique_ptr<Policy> policy_;
+  std::unique_ptr<ReplayEngine> engine_;
+  uint64_t position_ = 0;
+};
+
+
+}  // namespace fraglab

@@ -1,0 +1,89 @@
+#include "report/trace_diff.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+
+#include "allocators/registry.h"
+#include "sim/replay.h"
+#include "traces/trace_io.h"
+#include "traces/trace_stats.h"
+
+namespace fraglab {
+
+namespace {
+
+RunSummary summarize_run(const std::string& path, const DiffOptions& o) {
+  Trace trace = load_trace(path);
+  RunSummary s;
+  s.trace = path;
+  auto conf = trace.meta.allocator_settings.find("PYTORCH_CUDA_ALLOC_CONF");
+  if (conf != trace.meta.allocator_settings.end()) s.recorded_conf = conf->second;
+  MemorySource stats_source(trace);
+  TraceStats stats = compute_stats(stats_source);
+  s.events = stats.events;
+  s.allocs = stats.by_kind[static_cast<size_t>(EventKind::Alloc)];
+  s.total_requested = stats.total_requested;
+  s.live_bytes_bound = stats.peak_live_requested;
+  s.live_peak_event = stats.peak_live_index;
+  s.recorded_peak_reserved = stats.recorded_peak_reserved;
+  for (EventKind k : {EventKind::SegmentAlloc, EventKind::SegmentFree, EventKind::SegmentMap, EventKind::SegmentUnmap})
+    s.recorded_device_calls += stats.by_kind[static_cast<size_t>(k)];
+  s.recorded_ooms = stats.by_kind[static_cast<size_t>(EventKind::Oom)];
+
+  ReplayOptions options;
+  options.on_oom = OnOom::Skip;
+  options.oracle_bound = false;  // the diff shows no oracle bound: skip its planning
+  SimDeviceConfig config;
+  config.capacity = o.capacity;
+  MemorySource source(trace);
+  ReplayResult r = replay_simulated(source, PolicySpec::parse(o.policy), config, options, &trace.events);
+  s.peak_reserved = r.reserved.bytes;
+  s.peak_reserved_event = r.reserved.event_index;
+  s.peak_allocated = r.allocated.bytes;
+  s.ooms = r.ooms.size();
+  s.at_peak = r.at_peak;
+  s.calls = r.calls;
+  s.groups = break_down(trace, stats.peak_live_index);
+  return s;
+}
+
+uint64_t magnitude(int64_t v) { return static_cast<uint64_t>(v < 0 ? -v : v); }
+
+}  // namespace
+
+std::vector<GroupDiff> match_groups(const std::vector<AllocGroup>& a, const std::vector<AllocGroup>& b) {
+  std::map<std::string, GroupDiff> by_key;
+  for (const auto& g : a) by_key[g.key].a = g;
+  for (const auto& g : b) by_key[g.key].b = g;
+  std::vector<GroupDiff> out;
+  for (auto& [key, d] : by_key) {
+    d.key = key;
+    d.a.key = d.b.key = key;
+    out.push_back(d);
+  }
+  // What changes the memory a run needs first: bytes live at the peak, then traffic; among
+  // equal differences, the groups that matter most.
+  auto order = [](const GroupDiff& d) {
+    return std::tuple(magnitude(d.delta_live_at_peak()), magnitude(d.delta_bytes()), magnitude(d.delta_allocs()),
+                      std::max(d.a.live_at_peak, d.b.live_at_peak), std::max(d.a.bytes, d.b.bytes));
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const GroupDiff& x, const GroupDiff& y) { return order(x) > order(y); });
+  return out;
+}
+
+TraceDiff diff_traces(const std::string& a, const std::string& b, const DiffOptions& options) {
+  TraceDiff d;
+  d.policy = options.policy;
+  d.capacity = options.capacity;
+  PolicySpec::parse(options.policy);  // a malformed policy fails before any loading
+  d.a = summarize_run(a, options);
+  d.b = summarize_run(b, options);
+  d.by_site = match_groups(d.a.groups.by_site, d.b.groups.by_site);
+  d.by_size_class = match_groups(d.a.groups.by_size_class, d.b.groups.by_size_class);
+  d.by_stream = match_groups(d.a.groups.by_stream, d.b.groups.by_stream);
+  return d;
+}
+
+}  // namespace fraglab

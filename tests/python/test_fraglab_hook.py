@@ -1,0 +1,164 @@
+"""fraglab_hook against a stub of the torch API (CI has no torch): recording is started
+bounded, the OOM observer is attached, an OOM writes the snapshot with rank and time in its
+name, prints the diagnose command, and runs it when fraglab is on PATH.
+
+Run by CTest (tests/CMakeLists.txt) with PYTHONPATH=python/, FRAGLAB_SOURCE_DIR and
+FRAGLAB_CLI (the built fraglab, whose `diagnose` the last test runs for real).
+"""
+
+import gzip
+import os
+import pickle
+import re
+import stat
+import sys
+import tempfile
+import types
+import unittest
+
+SOURCE_DIR = os.environ.get("FRAGLAB_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+SNAPSHOT = os.path.join(SOURCE_DIR, "traces", "corpus", "seed_examples.default.pickle.gz")
+
+
+class StubTorch:
+    """The parts of torch the hook calls, recording what it was asked."""
+
+    def __init__(self, snapshot, fraction=None, total_memory=80 << 30, dist_rank=None):
+        self.history_calls = []
+        self.observers = []
+        torch = types.ModuleType("torch")
+        cuda = types.ModuleType("torch.cuda")
+        memory = types.ModuleType("torch.cuda.memory")
+        memory._record_memory_history = lambda **kw: self.history_calls.append(kw)
+        memory._snapshot = lambda device=None: snapshot
+        cuda.memory = memory
+        if fraction is not None:
+            cuda.get_per_process_memory_fraction = lambda device=None: fraction
+        cuda.get_device_properties = lambda device: types.SimpleNamespace(total_memory=total_memory)
+        torch.cuda = cuda
+        c = types.ModuleType("torch._C")
+        c._cuda_attach_out_of_memory_observer = self.observers.append
+        torch._C = c
+        dist = types.ModuleType("torch.distributed")
+        dist.is_available = lambda: True
+        dist.is_initialized = lambda: dist_rank is not None
+        dist.get_rank = lambda: dist_rank
+        torch.distributed = dist
+        self.modules = {"torch": torch, "torch.cuda": cuda, "torch.cuda.memory": memory, "torch._C": c,
+                        "torch.distributed": dist}
+
+    def install(self):
+        sys.modules.update(self.modules)
+
+    def oom(self, requested=1 << 30):
+        for observer in self.observers:
+            observer(0, requested, 70 << 30, 512 << 20)
+
+
+def fake_fraglab(directory):
+    """A `fraglab` that writes its arguments to args.txt and prints a line."""
+    path = os.path.join(directory, "fraglab")
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\necho "$@" > "${0%/*}/args.txt"\necho "fake diagnosis"\n')
+    os.chmod(path, os.stat(path).st_mode | stat.S_IEXEC)
+    return path
+
+
+class HookTest(unittest.TestCase):
+    def setUp(self):
+        with gzip.open(SNAPSHOT, "rb") as f:
+            self.snapshot = pickle.load(f)
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = self.tmp.name
+        self.printed = []
+        self.saved_env = dict(os.environ)
+        for variable in ("RANK", "LOCAL_RANK", "SLURM_PROCID"):
+            os.environ.pop(variable, None)
+        os.environ["PATH"] = self.out  # no fraglab unless a test puts one there
+        import fraglab_hook
+
+        self.hook_module = fraglab_hook
+
+    def tearDown(self):
+        os.environ.clear()
+        os.environ.update(self.saved_env)
+        for name in list(sys.modules):
+            if name == "torch" or name.startswith("torch."):
+                del sys.modules[name]
+        self.tmp.cleanup()
+
+    def enable(self, stub, **kw):
+        stub.install()
+        return self.hook_module.enable(self.out, print_fn=self.printed.append, **kw)
+
+    def test_enable_starts_bounded_recording_and_attaches_one_observer(self):
+        stub = StubTorch(self.snapshot)
+        self.enable(stub, max_entries=5000)
+        self.assertEqual(len(stub.history_calls), 1)
+        self.assertEqual(stub.history_calls[0]["enabled"], "all")
+        self.assertEqual(stub.history_calls[0]["max_entries"], 5000)
+        self.assertEqual(stub.history_calls[0]["stacks"], "python")
+        self.assertEqual(len(stub.observers), 1)
+        with self.assertRaises(ValueError):
+            self.hook_module.enable(self.out, max_entries=0)
+
+    def test_oom_writes_the_snapshot_with_rank_and_time_and_prints_the_command(self):
+        stub = StubTorch(self.snapshot, dist_rank=3)
+        hook = self.enable(stub)
+        stub.oom()
+        self.assertEqual(len(hook.dumps), 1)
+        path = hook.dumps[0]
+        self.assertRegex(os.path.basename(path), r"^oom_rank3_\d{8}-\d{6}-\d{3}_pid\d+\.pickle\.gz$")
+        with gzip.open(path, "rb") as f:
+            self.assertEqual(pickle.load(f), self.snapshot)
+        self.assertFalse(os.path.exists(path + ".part"))
+        text = "\n".join(self.printed)
+        self.assertIn("allocating 1073741824 bytes", text)
+        self.assertIn(f"fraglab diagnose {path}", text)
+        self.assertIn("not on PATH", text)
+        stub.oom()  # max_dumps=1: a second OOM (a job backing off) writes nothing more
+        self.assertEqual(len(hook.dumps), 1)
+        self.assertEqual(len(os.listdir(self.out)), 1)
+
+    def test_rank_from_the_launcher_and_capacity_from_the_memory_fraction(self):
+        os.environ["RANK"] = "7"
+        stub = StubTorch(self.snapshot, fraction=0.25, total_memory=80 << 30)
+        hook = self.enable(stub, max_dumps=2)
+        stub.oom()
+        stub.oom()
+        self.assertEqual(len(hook.dumps), 2)
+        self.assertNotEqual(hook.dumps[0], hook.dumps[1])
+        self.assertIn("_rank7_", hook.dumps[0])
+        self.assertIn(f"--capacity {20 << 30}", "\n".join(self.printed))
+
+    def test_a_failing_dump_is_reported_not_raised(self):
+        stub = StubTorch(self.snapshot)
+        stub.modules["torch.cuda.memory"]._snapshot = lambda device=None: (_ for _ in ()).throw(RuntimeError("boom"))
+        hook = self.enable(stub)
+        stub.oom()
+        self.assertEqual(hook.dumps, [])
+        self.assertIn("could not save", "\n".join(self.printed))
+
+    def test_runs_fraglab_diagnose_when_it_is_on_path(self):
+        fake_fraglab(self.out)
+        stub = StubTorch(self.snapshot)
+        hook = self.enable(stub, capacity=1 << 30, diagnose_args=["--json"])
+        stub.oom()
+        with open(os.path.join(self.out, "args.txt")) as f:
+            self.assertEqual(f.read().split(), ["diagnose", hook.dumps[0], "--capacity", str(1 << 30), "--json"])
+        self.assertIn("fake diagnosis", "\n".join(self.printed))
+
+    @unittest.skipUnless(os.environ.get("FRAGLAB_CLI"), "FRAGLAB_CLI not set")
+    def test_the_real_fraglab_diagnoses_the_dump(self):
+        os.environ["PATH"] = os.path.dirname(os.environ["FRAGLAB_CLI"])
+        stub = StubTorch(self.snapshot)
+        # seed_examples reserves 2 GiB at its peak: under 1.5 GiB its replay runs out of memory.
+        hook = self.enable(stub, capacity=3 << 29, fraglab=os.path.basename(os.environ["FRAGLAB_CLI"]))
+        stub.oom()
+        text = "\n".join(self.printed)
+        self.assertIn("verdict", text)
+        self.assertRegex(text, r"OOM at event \d+")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
