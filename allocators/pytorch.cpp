@@ -3,10 +3,12 @@
 // Design source: PyTorch 2.11, c10/cuda/CUDACachingAllocator.cpp (the algorithm) and
 // c10/core/AllocatorConfig.cpp / c10/cuda/CUDAAllocatorConfig.cpp (the settings). The model
 // itself is allocators/detail/pytorch_pool.h; the settings parser
-// allocators/detail/pytorch_config.h. Options are PYTORCH_CUDA_ALLOC_CONF, verbatim:
+// allocators/detail/pytorch_config.h. Options are PYTORCH_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF)
+// text, verbatim:
 //   --policy 'pytorch:expandable_segments:True,max_split_size_mb:128'
 // Plain `pytorch` on a PyTorch snapshot starts from the settings the recording process used
-// (its allocator_settings); options given here override them. A device capacity
+// (its allocator_settings: the recorded PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF text, in
+// PyTorch's order, then the values it parsed); options given here override them. A device capacity
 // (--capacity) models torch.cuda.set_per_process_memory_fraction. docs/pytorch-model.md
 // says what is modelled and how exactly it matches real recordings.
 #include <algorithm>
@@ -82,7 +84,7 @@ PolicyInfo policy_info_pytorch() {
       {"total_memory", "85017493504", "the GPU's memory (totalGlobalMem); sizes expandable address ranges"},
   };
   return {"pytorch",
-          "PyTorch's CUDA caching allocator, exact (PYTORCH_CUDA_ALLOC_CONF options)",
+          "PyTorch's CUDA caching allocator, exact (PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF options)",
           "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
           options,
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {

@@ -15,7 +15,7 @@ void add_convert(CLI::App& app, CommandFn& run) {
   static std::string in, out, to;
   static DeviceOptions device;
   auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (by extension or --to)");
-  cmd->add_option("input", in, "Input trace")->required();
+  cmd->add_option("input", in, "Input trace: " + format_list())->required();
   cmd->add_option("output", out, "Output trace (.fltrace or .jsonl)")->required();
   cmd->add_option("--to", to,
                   "Output format: native or jsonl (default: from the extension); a snapshot needs a policy's "

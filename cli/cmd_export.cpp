@@ -49,7 +49,7 @@ void add_export(CLI::App& app, CommandFn& run) {
   static ExportArgs a;
   auto* cmd = app.add_subcommand(
       "export", "Replay a trace through a policy and write it for PyTorch's memory_viz (snapshot) or Perfetto");
-  cmd->add_option("trace", a.trace, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
+  cmd->add_option("trace", a.trace, "Trace file: " + format_list())->required();
   cmd->add_option("output", a.out, "Output: .pickle[.gz] (snapshot) or .json (perfetto)")->required();
   cmd->add_option("-p,--policy", a.policy, "Policy with options, e.g. bestfit (default)");
   cmd->add_option("--to", a.to, "snapshot or perfetto (default: from the output's extension)")

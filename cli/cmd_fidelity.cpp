@@ -1,7 +1,9 @@
 // fraglab fidelity TRACE [--capacity C] [--policy P] [--json]: replays a recorded PyTorch
 // trace with the `pytorch` policy under the recorded settings and checks that the model
 // makes the same device calls and holds the same reserved bytes after every event.
-// Exit 0 when exact, 1 on the first divergence (printed with the events around it).
+// Exit 0 when exact, 1 on the first divergence (printed with the events around it), 2 when
+// the trace records no device calls of its allocator (an RMM log: requests only), so there is
+// nothing to compare.
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
@@ -22,8 +24,28 @@ struct FidelityArgs {
   int device = 0;
 };
 
+// The device calls fidelity compares: segment events in the history, or at least the
+// allocator's final segments (which a history that began late explains the calls by).
+bool records_device_calls(const Trace& trace) {
+  if (!trace.meta.segments.empty()) return true;
+  for (const Event& e : trace.events)
+    if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentMap ||
+        e.kind == EventKind::SegmentUnmap)
+      return true;
+  return false;
+}
+
 int run_fidelity(const FidelityArgs& args) {
   Trace trace = load_trace(args.path, ReadOptions{args.device});
+  if (!records_device_calls(trace)) {
+    fmt::print(stderr,
+               "fraglab: {} ({}) records no device calls of its allocator (no segment_alloc, segment_free, "
+               "segment_map or segment_unmap events and no final segments), so there is nothing to compare a "
+               "policy's calls with. fidelity needs a PyTorch snapshot; `fraglab replay` compares policies on "
+               "any trace.\n",
+               args.path, trace.meta.format);
+    return 2;
+  }
   FidelityOptions options;
   options.policy = args.policy;
   if (!args.capacity.empty()) options.capacity = parse_size(args.capacity);
@@ -67,7 +89,8 @@ int run_fidelity(const FidelityArgs& args) {
 void add_fidelity(CLI::App& app, CommandFn& run) {
   auto args = std::make_shared<FidelityArgs>();
   auto* cmd = app.add_subcommand("fidelity", "check a policy's model against a recorded allocator trace, call for call");
-  cmd->add_option("trace", args->path, "recorded trace (PyTorch snapshot .pickle[.gz], .jsonl, .fltrace)")->required();
+  cmd->add_option("trace", args->path, "recorded trace with the allocator's device calls (a PyTorch snapshot, or a "
+                                       "trace converted from one); formats: " + format_list())->required();
   cmd->add_option("--capacity", args->capacity,
                   "the recording's memory limit (set_per_process_memory_fraction x total memory), e.g. 17003498700");
   cmd->add_option("--policy", args->policy, "the model to check (default: pytorch under the recorded settings)");

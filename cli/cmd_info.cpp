@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "allocators/detail/pytorch_config.h"
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
@@ -66,7 +67,7 @@ void add_info(CLI::App& app, CommandFn& run) {
   static std::string path;
   static DeviceOptions device;
   static bool as_json = false;
-  cmd->add_option("trace", path, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
+  cmd->add_option("trace", path, "Trace file: " + format_list())->required();
   add_device_options(cmd, device);
   cmd->add_flag("--json", as_json, "Print JSON");
   cmd->callback([&run] {
@@ -141,9 +142,8 @@ void add_info(CLI::App& app, CommandFn& run) {
       fmt::print("sizes        {}\n", dist_line(s.sizes, true));
       fmt::print("lifetimes    {} events\n", dist_line(s.lifetimes_events, false));
       fmt::print("lifetimes    {} us\n", dist_line(s.lifetimes_us, false));
-      auto conf = m.allocator_settings.find("PYTORCH_CUDA_ALLOC_CONF");
-      if (conf != m.allocator_settings.end())
-        fmt::print("recorded with PYTORCH_CUDA_ALLOC_CONF='{}'\n", conf->second);
+      if (auto conf = detail::recorded_conf(m.allocator_settings))
+        fmt::print("recorded with {}='{}'\n", conf.variable, *conf.text);
       return 0;
     };
   });

@@ -58,7 +58,7 @@ void add_ops(CLI::App& app, CommandFn& run) {
   static OpsArgs a;
   auto* cmd = app.add_subcommand("ops", "Write a trace's allocations and frees as a plain op list "
                                         "(input of bench/torch_reference)");
-  cmd->add_option("trace", a.path, "Trace file")->required();
+  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
   cmd->add_option("-o,--output", a.out, "Op list to write")->required();
   add_device_options(cmd, a.device);
   cmd->callback([&run] { run = [] { return run_ops(a); }; });

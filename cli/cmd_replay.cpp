@@ -208,7 +208,7 @@ int run_replay(const ReplayArgs& a) {
 void add_replay(CLI::App& app, CommandFn& run) {
   static ReplayArgs a;
   auto* cmd = app.add_subcommand("replay", "Replay a trace through allocator policies on the simulated device");
-  cmd->add_option("trace", a.path, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
+  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
   cmd->add_option("-p,--policy", a.policies,
                   "Policy with options, e.g. bestfit:align=512 or 'pytorch:expandable_segments:True'; "
                   "repeat for several; 'all' for every registered policy")

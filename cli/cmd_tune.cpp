@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "report/policy_grid.h"
 #include "report/tune.h"
+#include "traces/trace_io.h"
 
 namespace fraglab::cli {
 
@@ -143,7 +144,7 @@ int run_tune(const TuneArgs& a) {
 void add_tune(CLI::App& app, CommandFn& run) {
   static TuneArgs a;
   auto* cmd = app.add_subcommand("tune", "Search PyTorch's allocator settings (PYTORCH_CUDA_ALLOC_CONF) for a trace");
-  cmd->add_option("trace", a.path, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
+  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
   cmd->add_option("--capacity", a.capacity,
                   "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; exit 1 when the best does not fit");
   cmd->add_option("-j,--jobs", a.jobs, "Threads (default: every core)");

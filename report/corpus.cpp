@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
+#include "traces/trace_io.h"
 
 namespace fraglab {
 
@@ -15,32 +14,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kTraceExtensions[] = {".pickle.gz", ".pickle", ".pkl.gz", ".pkl", ".fltrace", ".jsonl.gz", ".jsonl"};
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// A directory may hold JSON Lines files that are not traces (a corpus's stats.jsonl):
-// a trace's first line is its header or an event (jsonl_format.h).
-bool jsonl_looks_like_trace(const std::string& path) {
-  if (ends_with(path, ".gz")) return true;  // compressed: let the reader decide
-  std::ifstream in(path);
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && (j.contains("fraglab_trace") || j.contains("op"));
-}
-
 bool is_glob(const std::string& p) { return p.find_first_of("*?[") != std::string::npos; }
 
 void add_directory(const std::string& dir, std::vector<std::string>& out) {
   for (const auto& entry : fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
     if (!entry.is_regular_file()) continue;
     std::string path = entry.path().string();
-    if (!has_trace_extension(path)) continue;
-    if (ends_with(path, ".jsonl") && !jsonl_looks_like_trace(path)) continue;
-    out.push_back(path);
+    if (looks_like_trace_file(path)) out.push_back(path);
   }
 }
 
@@ -71,18 +51,8 @@ std::vector<std::string> glob_matches(const std::string& pattern) {
 
 }  // namespace
 
-bool has_trace_extension(const std::string& path) {
-  for (const char* ext : kTraceExtensions)
-    if (ends_with(path, ext)) return true;
-  return false;
-}
-
 std::string trace_display_name(const std::string& path) {
-  std::string name = fs::path(path).filename().string();
-  for (const char* ext : kTraceExtensions)
-    if (ends_with(name, ext) && name.size() > std::char_traits<char>::length(ext))
-      return name.substr(0, name.size() - std::char_traits<char>::length(ext));
-  return name;
+  return strip_trace_extension(fs::path(path).filename().string());
 }
 
 std::vector<std::string> expand_corpus(const std::vector<std::string>& paths) {

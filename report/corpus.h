@@ -2,8 +2,8 @@
 //
 // A path may be a trace file (any supported format; always taken, a bad one fails the
 // run with its FormatError), a directory (searched recursively for files with a trace
-// extension; `.jsonl` files there are taken only when their first line looks like a
-// trace, so a corpus's stats.jsonl is skipped), or a glob pattern (`traces/*.pickle.gz`,
+// extension; `.json`, `.jsonl` and `.csv` files there are taken only when their content is
+// a trace (traces/format_sniff.h), so a corpus's stats.jsonl is skipped), or a glob pattern (`traces/*.pickle.gz`,
 // expanded by POSIX glob(3), each match then treated as above). The result is sorted
 // and free of duplicates, so the job matrix, its shards and the report are the same
 // whatever order the file system lists things in.
@@ -16,9 +16,6 @@ namespace fraglab {
 
 // Throws std::invalid_argument when a path matches nothing or the result is empty.
 std::vector<std::string> expand_corpus(const std::vector<std::string>& paths);
-
-// True for names ending in an extension trace_io reads (.pickle[.gz], .pkl[.gz], .fltrace, .jsonl[.gz]).
-bool has_trace_extension(const std::string& path);
 
 // Short display name: the file name without its trace extension ("gpt2_train.default").
 std::string trace_display_name(const std::string& path);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <tuple>
 
+#include "allocators/detail/pytorch_config.h"
 #include "allocators/policy_options.h"
 #include "allocators/registry.h"
 #include "sim/capacity.h"
@@ -242,8 +243,7 @@ TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& o
   report.events = stats.events;
   report.live_bytes_bound = stats.peak_live_requested;
   report.recorded_peak_reserved = stats.recorded_peak_reserved;
-  auto recorded = trace.meta.allocator_settings.find("PYTORCH_CUDA_ALLOC_CONF");
-  if (recorded != trace.meta.allocator_settings.end()) report.recorded_conf = recorded->second;
+  if (auto recorded = detail::recorded_conf(trace.meta.allocator_settings)) report.recorded_conf = *recorded.text;
   // Every candidate is a complete setting: nothing inherited from the recording.
   trace.meta.allocator_settings.clear();
 

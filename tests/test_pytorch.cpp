@@ -121,6 +121,38 @@ TEST_CASE("pytorch: recorded settings are the start, the command line overrides 
   CHECK_THROWS_AS(make_policy(PolicySpec::parse("pytorch"), sim, meta), PolicyConfigError);
 }
 
+TEST_CASE("pytorch: PYTORCH_ALLOC_CONF is read where PYTORCH_CUDA_ALLOC_CONF is, in PyTorch's order", "[pytorch]") {
+  // Only the newer name recorded (a trace from a recorder that saved the environment).
+  std::map<std::string, std::string> settings = {{"PYTORCH_ALLOC_CONF", "expandable_segments:True,max_split_size_mb:64"}};
+  auto conf = recorded_conf(settings);
+  REQUIRE(conf);
+  CHECK(std::string(conf.variable) == "PYTORCH_ALLOC_CONF");
+  PytorchAllocatorConfig c;
+  c.apply_recorded(settings);
+  CHECK(c.expandable_segments);
+  CHECK(c.max_split_size == 64 * MiB);
+
+  // Both set: PyTorch parses the first of PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF,
+  // PYTORCH_ALLOC_CONF that is set (AcceleratorAllocatorConfig::instance()).
+  settings["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:256";
+  CHECK(std::string(recorded_conf(settings).variable) == "PYTORCH_CUDA_ALLOC_CONF");
+  PytorchAllocatorConfig both;
+  both.apply_recorded(settings);
+  CHECK_FALSE(both.expandable_segments);
+  CHECK(both.max_split_size == 256 * MiB);
+  settings.erase("PYTORCH_CUDA_ALLOC_CONF");
+  settings["PYTORCH_HIP_ALLOC_CONF"] = "garbage_collection_threshold:0.5";
+  CHECK(std::string(recorded_conf(settings).variable) == "PYTORCH_HIP_ALLOC_CONF");
+  CHECK_FALSE(recorded_conf({{"max_split_size", "-1"}}));
+
+  // Through the policy, with the recorded text under the new name only.
+  TraceMeta meta;
+  meta.allocator_settings = {{"PYTORCH_ALLOC_CONF", "max_split_size_mb:nonsense"}};
+  SimDevice sim;
+  CHECK_THROWS(make_policy(PolicySpec::parse("pytorch"), sim, meta));
+  CHECK(make_policy(PolicySpec::parse("pytorch:recorded_settings=false"), sim, meta) != nullptr);
+}
+
 TEST_CASE("pytorch: size rounding and segment sizes", "[pytorch]") {
   PytorchAllocatorConfig plain;
   CHECK(pytorch_round_size(1, plain) == 512);

@@ -144,3 +144,92 @@ TEST_CASE("rmm log: pointers and streams without 0x (RMM 24.10-25.02) and (nil) 
   CHECK(t.events[1].kind == EventKind::Oom);
   CHECK(t.events[2].kind == EventKind::Free);
 }
+
+TEST_CASE("rmm log: every Time format RMM writes or documents, with or without the header", "[rmm]") {
+  // The real H100 log rewritten: its HH:MM:SS.ffffff times as epoch seconds (RMM's user guide),
+  // as HH:MM:SS:ffffff (RMM before April 2021), and without the header line. The events must not
+  // change; epoch times shift every time_us by one constant.
+  const std::string real = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_h100.csv";
+  const Trace original = load_trace(real);
+  const std::string text = read_file(real);
+  constexpr int64_t kMidnight = 1763769600;  // 2025-11-22 00:00:00 UTC
+  std::string epoch, colon, headerless;
+  size_t rows = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    std::string line = text.substr(pos, end - pos);
+    pos = end == std::string::npos ? text.size() : end + 1;
+    if (line.rfind("Thread,", 0) == 0) {
+      epoch += line + "\n";
+      colon += line + "\n";
+      continue;
+    }
+    size_t c0 = line.find(','), c1 = line.find(',', c0 + 1);
+    std::string t = line.substr(c0 + 1, c1 - c0 - 1);  // HH:MM:SS.ffffff
+    REQUIRE(t.size() == 15);
+    int64_t seconds = kMidnight + std::stoll(t.substr(0, 2)) * 3600 + std::stoll(t.substr(3, 2)) * 60 + std::stoll(t.substr(6, 2));
+    epoch += line.substr(0, c0 + 1) + std::to_string(seconds) + "." + t.substr(9) + line.substr(c1) + "\n";
+    colon += line.substr(0, c0 + 1) + t.substr(0, 8) + ":" + t.substr(9) + line.substr(c1) + "\n";
+    headerless += line + "\n";
+    ++rows;
+  }
+  REQUIRE(rows == original.events.size() + original.meta.dropped_unknown_frees);
+  Trace from_epoch = parse_rmm_log(epoch, "epoch.csv");
+  Trace from_colon = parse_rmm_log(colon, "colon.csv");
+  Trace from_headerless = parse_rmm_log(headerless, "headerless.csv");
+  CHECK(from_colon.events == original.events);
+  CHECK(from_headerless.events == original.events);
+  REQUIRE(from_epoch.events.size() == original.events.size());
+  const int64_t shift = from_epoch.events[0].time_us - original.events[0].time_us;
+  CHECK(shift == kMidnight * 1000000);
+  for (size_t i = 0; i < original.events.size(); ++i) {
+    Event e = from_epoch.events[i];
+    e.time_us -= shift;
+    CHECK(e == original.events[i]);
+  }
+  // A headerless log is recognised by its rows, whatever the file is called.
+  fs::path path = fs::temp_directory_path() / ("fraglab_rmm_headerless_" + std::to_string(::getpid()) + ".log");
+  std::ofstream(path) << headerless;
+  CHECK(detect_format(path.string()) == TraceFormat::RmmLog);
+  CHECK(load_trace(path.string()).events == original.events);
+  fs::remove(path);
+}
+
+TEST_CASE("rmm log: failed allocations with an empty, (nil) or 0x0 pointer; deallocate; repeated headers", "[rmm]") {
+  Trace t = parse_rmm_log("\n" + kHeader +
+                              "7,1763800000.000238,allocate,0x7f8a40000000,256,0x0\n"
+                              "7,1763800000.000240,allocate failure,,1099511627776,0x0\n"
+                              "7,1763800000.000241,allocate failure,(nil),1099511627776,0\n"
+                              "7,1763800000.0003,allocate failure,0x0,1099511627776,0x0\n" + kHeader +
+                              "7,1763800001,deallocate,0x7f8a40000000,256,0x0\n",
+                          "doc.csv");
+  REQUIRE(t.events.size() == 5);
+  CHECK(t.events[0].time_us == 1763800000000238);
+  for (size_t i = 1; i <= 3; ++i) {
+    CHECK(t.events[i].kind == EventKind::Oom);
+    CHECK(t.events[i].size == 1099511627776ull);
+  }
+  CHECK(t.events[3].time_us == 1763800000000300);
+  CHECK(t.events[4].kind == EventKind::Free);
+  CHECK(t.events[4].time_us == 1763800001000000);
+  CHECK(parse_rmm_log(kHeader, "header-only.csv").events.empty());
+
+  auto reject = [](const std::string& text, uint64_t line, const std::string& what) {
+    try {
+      parse_rmm_log(text, "log.csv");
+      FAIL("accepted: " << text);
+    } catch (const FormatError& e) {
+      INFO(e.what());
+      CHECK(e.position() == line);
+      CHECK(std::string(e.what()).find(what) != std::string::npos);
+    }
+  };
+  reject(kHeader + "7,1763800000.000238,allocate,,256,0x0\n", 2, "bad pointer ''");  // only failures may lack it
+  reject(kHeader + "7,1763800000.,allocate,0x1,256,0x0\n", 2, "bad time");
+  reject(kHeader + "7,-1763800000.5,allocate,0x1,256,0x0\n", 2, "bad time");
+  reject(kHeader + "7,1763800000.1234567890,allocate,0x1,256,0x0\n", 2, "bad time");
+  reject(kHeader + "7,10:00:00,000000,allocate,0x1,256,0x0\n", 2, "more than 6 fields");
+  reject(kHeader + "7,10:00:00-000000,allocate,0x1,256,0x0\n", 2, "bad time");
+  reject("\n\n", 1, "empty file");
+  reject("policy,peak\nbestfit,12\n", 1, "not an RMM log");
+}

@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 
@@ -52,6 +54,20 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
   }
   inflateEnd(&zs);
   out.resize(produced);
+  return out;
+}
+
+std::string gunzip_prefix(std::string_view compressed, size_t max_out) {
+  std::string out(max_out, '\0');
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return {};
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  zs.avail_in = static_cast<uInt>(std::min<size_t>(compressed.size(), 1u << 30));
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(std::min<size_t>(max_out, 1u << 30));
+  inflate(&zs, Z_SYNC_FLUSH);  // whatever the outcome, zs.total_out bytes are good
+  out.resize(zs.total_out);
+  inflateEnd(&zs);
   return out;
 }
 

@@ -31,8 +31,10 @@
 
 #include "traces/addr_map.h"
 #include "traces/format_error.h"
+#include "traces/format_sniff.h"
 #include "traces/gzip.h"
 #include "traces/initial_state.h"
+#include "traces/json_snapshot.h"
 #include "traces/pickle_reader.h"
 
 namespace fraglab {
@@ -536,6 +538,7 @@ class MappedFile {
 }  // namespace
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
+  if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, options);  // transcoded to pickle there
   Document doc = Document::parse(bytes, name);
   return Importer(doc, options).run();
 }

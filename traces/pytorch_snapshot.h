@@ -22,9 +22,11 @@
 
 namespace fraglab {
 
-// `bytes` is the (already decompressed) pickle; `name` names it in errors.
+// `bytes` is the (already decompressed) pickle, or the same dict JSON-encoded (then it goes
+// through traces/json_snapshot.h, which transcodes it to pickle and comes back here);
+// `name` names it in errors.
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options);
-// Reads .pickle (memory-mapped, not copied) or .pickle.gz.
+// Reads a snapshot file, pickle or JSON, plain (memory-mapped, not copied) or gzipped.
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options);
 
 }  // namespace fraglab

@@ -2,6 +2,7 @@
 // none), so a full CSV library would add nothing but a dependency.
 #include "traces/rmm_log_format.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +17,7 @@ namespace {
 
 constexpr uint64_t kAbsurdSize = 1ull << 50;  // as for JSON Lines: 1 PiB is corrupt input
 constexpr int64_t kDayUs = 24ll * 3600 * 1000000;
+constexpr const char* kHeader = "Thread,Time,Action,Pointer,Size,Stream";
 
 struct RmmParser {
   const std::string& name;
@@ -28,9 +30,8 @@ struct RmmParser {
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_line(name, line, what); }
 
-  // Thread ids and sizes are decimal; pointers and streams are hexadecimal, written with a
-  // 0x prefix by RMM up to 24.08 and without one by 24.10-25.02 builds (fmt's {:x} of the
-  // integer value); the spdlog/rapids_logger versions print a null pointer as "(nil)".
+  // Thread ids and sizes are decimal; pointers and streams hexadecimal, with or without 0x,
+  // and a null pointer "(nil)" (rmm_log_format.h says which version writes what).
   uint64_t number(std::string_view field, const char* what, bool hex = false) const {
     int base = hex ? 16 : 10;
     if (hex && field == "(nil)") return 0;
@@ -45,21 +46,47 @@ struct RmmParser {
     return v;
   }
 
-  // HH:MM:SS.ffffff -> microseconds, continuing across midnight.
+  // The Time column, in microseconds. Clock times (HH:MM:SS.ffffff, or HH:MM:SS:ffffff from
+  // RMM before April 2021) carry no date: they continue across midnight. Epoch seconds
+  // (1763800000.000238, as RMM's user guide shows) are absolute.
   int64_t time(std::string_view t) {
+    if (t.size() == 15 && t[2] == ':' && t[5] == ':') return clock_time(t);
+    return epoch_time(t);
+  }
+
+  int64_t clock_time(std::string_view t) {
     unsigned h = 0, m = 0, s = 0, us = 0;
     auto digits = [&](size_t at, size_t n, unsigned& out) {
-      if (t.size() < at + n) return false;
       auto [end, ec] = std::from_chars(t.data() + at, t.data() + at + n, out);
       return ec == std::errc() && end == t.data() + at + n;
     };
-    if (t.size() != 15 || t[2] != ':' || t[5] != ':' || t[8] != '.' || !digits(0, 2, h) || !digits(3, 2, m) ||
-        !digits(6, 2, s) || !digits(9, 6, us) || h > 23 || m > 59 || s > 60)
-      fail("bad time '" + std::string(t) + "' (expected HH:MM:SS.ffffff)");
+    if ((t[8] != '.' && t[8] != ':') || !digits(0, 2, h) || !digits(3, 2, m) || !digits(6, 2, s) || !digits(9, 6, us) ||
+        h > 23 || m > 59 || s > 60)
+      bad_time(t);
     int64_t v = ((static_cast<int64_t>(h) * 60 + m) * 60 + s) * 1000000 + us;
     if (last_time >= 0 && v + day_offset < last_time - kDayUs / 2) day_offset += kDayUs;
     last_time = v + day_offset;
     return last_time;
+  }
+
+  // Seconds since the epoch with up to 9 decimals, kept to the microsecond; no floating
+  // point, so 1763800000.000238 stays exact.
+  int64_t epoch_time(std::string_view t) const {
+    size_t dot = t.find('.');
+    std::string_view whole = t.substr(0, dot), frac = dot == std::string_view::npos ? "" : t.substr(dot + 1);
+    int64_t seconds = 0;
+    auto [end, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), seconds);
+    if (whole.empty() || ec != std::errc() || end != whole.data() + whole.size() || seconds < 0 ||
+        seconds > INT64_MAX / 1000000 - 1 || frac.size() > 9 || frac.find_first_not_of("0123456789") != std::string_view::npos ||
+        (dot != std::string_view::npos && frac.empty()))
+      bad_time(t);
+    int64_t us = 0;
+    for (size_t i = 0; i < 6; ++i) us = us * 10 + (i < frac.size() ? frac[i] - '0' : 0);
+    return seconds * 1000000 + us;
+  }
+
+  [[noreturn]] void bad_time(std::string_view t) const {
+    fail("bad time '" + std::string(t) + "' (expected HH:MM:SS.ffffff or seconds since the epoch)");
   }
 
   StackId thread_context(uint64_t tid) {
@@ -82,7 +109,9 @@ struct RmmParser {
     Event e;
     StackId thread = thread_context(number(f[0], "thread id"));
     e.time_us = time(f[1]);
-    uint64_t ptr = number(f[3], "pointer", true);
+    // A failed allocation has no pointer: "0x0" (fmt), "(nil)" (printf's %p) or nothing.
+    bool failure = f[2] == "allocate failure";
+    uint64_t ptr = failure && f[3].empty() ? 0 : number(f[3], "pointer", true);
     uint64_t size = number(f[4], "size");
     if (size > kAbsurdSize) fail("size " + std::to_string(size) + " is absurdly large");
     e.stream = trace.meta.intern_stream(number(f[5], "stream", true));
@@ -94,7 +123,7 @@ struct RmmParser {
       e.addr = ptr;
       e.stack = thread;
       live.emplace(ptr, std::make_pair(e.id, size));
-    } else if (f[2] == "free") {
+    } else if (f[2] == "free" || f[2] == "deallocate") {
       auto it = live.find(ptr);
       if (it == live.end()) {
         ++trace.meta.dropped_unknown_frees;  // allocated before logging began
@@ -107,11 +136,11 @@ struct RmmParser {
       e.id = it->second.first;
       slots.release(e.id);
       live.erase(it);
-    } else if (f[2] == "allocate failure") {
+    } else if (failure) {
       e.kind = EventKind::Oom;
       e.size = size;
     } else {
-      fail("unknown action '" + std::string(f[2]) + "' (allocate, free, allocate failure)");
+      fail("unknown action '" + std::string(f[2]) + "' (allocate, free, allocate failure, deallocate)");
     }
     trace.events.push_back(e);
   }
@@ -123,19 +152,21 @@ Trace parse_rmm_log(const std::string& text, const std::string& name) {
   RmmParser p{name, {}, {}, {}, {}, 0, 0, -1};
   p.trace.meta.format = "rmm-log";
   p.trace.meta.source = name;
-  bool header = false;
+  bool header = false, rows = false;
   for_each_line(text, p.line, [&](std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) return;
-    if (!header) {
-      if (line != "Thread,Time,Action,Pointer,Size,Stream")
-        p.fail("not an RMM log: the first line must be Thread,Time,Action,Pointer,Size,Stream");
+    if (line == kHeader) {  // at the top, or again where logs were concatenated
       header = true;
       return;
     }
+    // Without the header (some tools print the rows alone), the columns are in its order.
+    if (!header && !rows && std::count(line.begin(), line.end(), ',') != 5)
+      p.fail(std::string("not an RMM log: the first line must be ") + kHeader + " or a row of those six fields");
+    rows = true;
     p.row(line);
   });
-  if (!header) throw FormatError::at_line(name, 1, "empty file: not an RMM log");
+  if (!header && !rows) throw FormatError::at_line(name, 1, "empty file: not an RMM log");
   return std::move(p.trace);
 }
 

@@ -1,13 +1,19 @@
-// Opening and writing traces in every supported format, chosen by file extension
-// (or, for reading, by the file's first bytes when the extension says nothing).
+// Opening and writing traces in every supported format. Reading goes by the file's content
+// (traces/format_sniff.h), so a name need not match; the extension picks the reader only when
+// the content is not recognised (then that reader says what is wrong), and picks the format
+// of files written.
 //
-//   .pickle, .pickle.gz, .pkl   PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)
-//   .fltrace                    fraglab's native format (traces/native_format.h)
-//   .jsonl, .jsonl.gz           JSON Lines, for small hand-written traces (traces/jsonl_format.h)
-//   .csv, .csv.gz               RMM logging_resource_adaptor log, read only (traces/rmm_log_format.h)
+//   .pickle .pkl .json [.gz]   PyTorch memory snapshot (torch.cuda.memory._dump_snapshot),
+//                              pickled (protocols 0-5) or JSON-encoded (traces/json_snapshot.h)
+//   .fltrace                   fraglab's native format (traces/native_format.h)
+//   .jsonl [.gz]               JSON Lines, for small hand-written traces (traces/jsonl_format.h)
+//   .csv [.gz]                 RMM logging_resource_adaptor log, read only (traces/rmm_log_format.h)
+//
+// The formats live in one table in trace_io.cpp; format_list() prints it for help texts.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "traces/trace.h"
@@ -17,10 +23,21 @@ namespace fraglab {
 enum class TraceFormat { PytorchSnapshot, Native, Jsonl, RmmLog };
 
 const char* format_name(TraceFormat format);
-// By extension; throws FormatError for an unknown one.
+// Every readable format with its file names, one line, for help texts and errors.
+std::string format_list();
+// By extension (for writing); throws FormatError for an unknown one.
 TraceFormat format_for_path(const std::string& path);
 // "snapshot"/"pickle", "native"/"fltrace", "jsonl", "rmm" -> format; throws std::invalid_argument.
 TraceFormat parse_format_name(const std::string& name);
+// By content; nullopt when no format recognises it. Throws FormatError when unreadable.
+std::optional<TraceFormat> detect_format(const std::string& path);
+
+// For directory scans: the name ends in a trace extension, and for names other files share
+// too (.json, .jsonl, .csv) the content is a trace.
+bool has_trace_extension(const std::string& path);
+bool looks_like_trace_file(const std::string& path);
+// "x/gpt2.default.pickle.gz" -> "x/gpt2.default"; a name without a trace extension unchanged.
+std::string strip_trace_extension(const std::string& name);
 
 struct ReadOptions {
   int device = 0;  // snapshots record one trace per device

@@ -166,12 +166,18 @@ void PytorchAllocatorConfig::apply(const std::string& conf) {
   }
 }
 
+RecordedConf recorded_conf(const std::map<std::string, std::string>& settings) {
+  for (const char* variable : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
+    if (auto it = settings.find(variable); it != settings.end()) return {variable, &it->second};
+  return {};
+}
+
 void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::string>& settings) {
   // The text the process started with; a program may also have changed settings later
   // (torch.cuda.memory._set_allocator_settings), which the parsed values below reflect.
-  if (auto it = settings.find("PYTORCH_CUDA_ALLOC_CONF"); it != settings.end()) {
+  if (RecordedConf conf = recorded_conf(settings)) {
     *this = PytorchAllocatorConfig{};
-    apply(it->second);
+    apply(*conf.text);
   }
   auto get = [&](const char* key) -> const std::string* {
     auto it = settings.find(key);

@@ -1,5 +1,5 @@
 // PytorchAllocatorConfig: the settings of PyTorch's CUDA caching allocator, parsed from
-// PYTORCH_CUDA_ALLOC_CONF text exactly as PyTorch 2.11 parses it.
+// PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF text exactly as PyTorch 2.11 parses it.
 //
 // Source: c10/core/AllocatorConfig.{h,cpp} (AllocatorConfig::parseArgs, lexArgs,
 // parseMaxSplitSize, parseRoundUpPower2Divisions, roundup_power2_divisions(size)) and
@@ -22,6 +22,21 @@ constexpr uint64_t kMiB = 1024 * 1024;
 // interval 0 (sizes below it use interval 0 too), [32 GiB, 64 GiB) and above use 15.
 constexpr size_t kRoundUpPowerOfTwoIntervals = 16;
 
+// The settings text a recording's process started from, and the variable it came from.
+// PyTorch takes the first of PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF (ROCm) and
+// PYTORCH_ALLOC_CONF that is set, the newer backend-neutral name last "for backward
+// compatibility" (c10/core/AllocatorConfig.cpp, AcceleratorAllocatorConfig::instance(); before
+// that c10/cuda/CUDAAllocatorConfig.h, CUDAAllocatorConfig::instance(), in the same order). A
+// snapshot stores the parsed text under "PYTORCH_CUDA_ALLOC_CONF" whichever variable it came
+// from (torch/csrc/cuda/memory_snapshot.cpp: last_allocator_settings); traces from elsewhere
+// (a recorder that saved the environment) may carry any of the names, read in that order.
+struct RecordedConf {
+  const char* variable = nullptr;
+  const std::string* text = nullptr;
+  explicit operator bool() const { return text != nullptr; }
+};
+RecordedConf recorded_conf(const std::map<std::string, std::string>& settings);
+
 struct PytorchAllocatorConfig {
   uint64_t max_split_size = UINT64_MAX;          // max_split_size_mb; unset = SIZE_MAX
   uint64_t max_non_split_rounding_size = 20 * kMiB;  // max_non_split_rounding_mb (kLargeBuffer)
@@ -35,7 +50,7 @@ struct PytorchAllocatorConfig {
   // Applies `conf` on top of the current values (command-line overrides).
   // Throws PolicyConfigError with PyTorch's message on text PyTorch rejects.
   void apply(const std::string& conf);
-  // Applies a snapshot's `allocator_settings` (the recorded PYTORCH_CUDA_ALLOC_CONF, then the
+  // Applies a snapshot's `allocator_settings` (the recorded settings text, recorded_conf(), then the
   // parsed values the allocator reported: max_split_size, garbage_collection_threshold,
   // expandable_segments, roundup_power2_divisions).
   void apply_recorded(const std::map<std::string, std::string>& settings);

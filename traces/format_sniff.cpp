@@ -1,0 +1,167 @@
+#include "traces/format_sniff.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "traces/format_error.h"
+#include "traces/gzip.h"
+
+namespace fraglab {
+
+namespace {
+
+std::string_view skip_bom_and_space(std::string_view s) {
+  if (s.starts_with("\xEF\xBB\xBF")) s.remove_prefix(3);
+  size_t i = s.find_first_not_of(" \t\r\n");
+  return i == std::string_view::npos ? std::string_view{} : s.substr(i);
+}
+
+// The keys of a JSON value's first object: the top-level object's own keys, or, for an
+// array, those of its first element. Stops (returns false) once it has them; the head is a
+// prefix of the file, so running out of input is expected and harmless.
+class FirstKeys final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<std::string> keys;
+  bool top_is_array = false;
+
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t) override { return scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return scalar(); }
+  bool number_float(number_float_t, const string_t&) override { return scalar(); }
+  bool string(string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return false; }
+  bool start_object(std::size_t) override { return open(false); }
+  bool key(string_t& k) override {
+    if (depth_ == target_) keys.push_back(k);
+    return keys.size() < 64;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  int depth_ = 0, target_ = 1;
+
+  bool open(bool array) {
+    if (depth_ == 0 && array) top_is_array = true, target_ = 2;
+    ++depth_;
+    // An array's first element must be an object for it to have keys.
+    return !(top_is_array && depth_ == 2 && array);
+  }
+  bool close() { return --depth_ >= target_; }  // the first object is done
+  bool scalar() { return !(top_is_array && depth_ == 1); }  // an array of scalars: no keys
+};
+
+FirstKeys first_keys(std::string_view head) {
+  FirstKeys sax;
+  head = skip_bom_and_space(head);
+  nlohmann::json::sax_parse(head.begin(), head.end(), &sax, nlohmann::json::input_format_t::json, /*strict=*/false);
+  return sax;
+}
+
+template <size_t N>
+bool any_of(const std::vector<std::string>& keys, const std::array<std::string_view, N>& wanted) {
+  for (const auto& k : keys)
+    for (std::string_view w : wanted)
+      if (k == w) return true;
+  return false;
+}
+
+// torch/csrc/cuda/memory_snapshot.cpp: the snapshot dict's keys (allocator_settings alone
+// proves nothing: a JSON Lines header has one too) and a segment dict's.
+constexpr std::array<std::string_view, 5> kSnapshotKeys = {"device_traces", "segments", "external_annotations",
+                                                          "host_segments", "host_traces"};
+constexpr std::array<std::string_view, 4> kSegmentKeys = {"address", "total_size", "blocks", "segment_type"};
+constexpr std::array<std::string_view, 2> kJsonlKeys = {"fraglab_trace", "op"};
+
+std::string_view first_line(std::string_view s) {
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string_view::npos) end = s.size();
+    std::string_view line = s.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty()) return line;
+    start = end + 1;
+  }
+  return {};
+}
+
+bool is_decimal(std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos; }
+
+}  // namespace
+
+FileHead read_head(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
+  FileHead head;
+  head.bytes.resize(max_bytes);
+  size_t got = 0;
+  while (got < max_bytes) {
+    ssize_t n = ::read(fd, head.bytes.data() + got, max_bytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  head.bytes.resize(got);
+  if (is_gzip(head.bytes)) {
+    head.bytes = gunzip_prefix(head.bytes, max_bytes);
+    head.gzip = true;
+  }
+  return head;
+}
+
+bool looks_like_native(std::string_view head) { return head.starts_with("FLTRACE"); }
+
+bool looks_like_pickle(std::string_view head) {
+  if (head.size() < 2) return false;
+  auto b0 = static_cast<unsigned char>(head[0]);
+  char b1 = head[1];
+  if (b0 == 0x80) return b1 >= 2 && b1 <= 5;  // PROTO n: protocol 2 and later always start with it
+  // Protocols 0 and 1 have no PROTO. Python's pickler opens a dict or list with MARK + DICT/LIST
+  // (protocol 0) or EMPTY_DICT/EMPTY_LIST and a memo PUT (protocol 1).
+  if (b0 == '(') return std::string_view("dlt}])").find(b1) != std::string_view::npos;
+  if (b0 == '}' || b0 == ']' || b0 == ')') return std::string_view("q(r.").find(b1) != std::string_view::npos;
+  return false;
+}
+
+bool starts_as_json(std::string_view bytes) {
+  std::string_view s = skip_bom_and_space(bytes);
+  return !s.empty() && (s[0] == '{' || s[0] == '[');
+}
+
+bool looks_like_json_snapshot(std::string_view head) {
+  if (!starts_as_json(head)) return false;
+  FirstKeys k = first_keys(head);
+  if (k.top_is_array) return any_of(k.keys, kSegmentKeys);
+  return any_of(k.keys, kSnapshotKeys) && !any_of(k.keys, kJsonlKeys);
+}
+
+bool looks_like_jsonl(std::string_view head) {
+  std::string_view line = first_line(skip_bom_and_space(head));
+  if (!line.starts_with('{')) return false;
+  FirstKeys k = first_keys(line);
+  return !k.top_is_array && any_of(k.keys, kJsonlKeys);
+}
+
+bool looks_like_rmm_log(std::string_view head) {
+  std::string_view line = first_line(head);
+  if (line == "Thread,Time,Action,Pointer,Size,Stream") return true;
+  // A log printed without its header (rmm_log_format.h): Thread,Time,Action,Pointer,Size,Stream.
+  if (std::count(line.begin(), line.end(), ',') != 5) return false;
+  size_t c0 = line.find(','), c1 = line.find(',', c0 + 1), c2 = line.find(',', c1 + 1);
+  std::string_view thread = line.substr(0, c0), action = line.substr(c1 + 1, c2 - c1 - 1);
+  return is_decimal(thread) &&
+         (action == "allocate" || action == "free" || action == "allocate failure" || action == "deallocate");
+}
+
+}  // namespace fraglab
