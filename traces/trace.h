@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,11 @@ struct RecordedSegment {
   bool operator==(const RecordedSegment&) const = default;
 };
 
+constexpr size_t kMaxStreamIndex = UINT16_MAX;
+struct TooManyStreams : std::length_error {
+  TooManyStreams() : std::length_error("more than 65,536 distinct streams (events hold a 16-bit stream index)") {}
+};
+
 // Everything about a trace that is not an event.
 struct TraceMeta {
   std::string source;  // where the trace came from (file name, generator command)
@@ -104,6 +110,7 @@ struct TraceMeta {
   // The recording allocator's segments when the trace ended (PyTorch snapshots only).
   std::vector<RecordedSegment> segments;
 
+  // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   StreamIndex intern_stream(uint64_t handle);
   bool operator==(const TraceMeta&) const = default;
 };
