@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/jsonl_format.h"
 #include "traces/native_format.h"
@@ -76,6 +77,7 @@ TraceFormat parse_format_name(const std::string& name) {
 }
 
 std::unique_ptr<EventSource> open_trace(const std::string& path, const ReadOptions& options) {
+  require_regular_file(path);  // a directory reads as an empty trace, a FIFO blocks: both refused
   TraceFormat format;
   try {
     format = format_for_path(path);
