@@ -47,7 +47,7 @@ void add_info(CLI::App& app, CommandFn& run) {
                          {"by_kind", kinds},
                          {"allocations", s.by_kind[0]},
                          {"streams", s.streams_used},
-                         {"time_span_us", s.last_time_us - s.first_time_us},
+                         {"time_span_us", s.time_span_us()},
                          {"peak_live_requested", {{"bytes", s.peak_live_requested}, {"event_index", s.peak_live_index}}},
                          {"peak_live_count", s.peak_live_count},
                          {"never_freed", s.never_freed},
@@ -66,7 +66,7 @@ void add_info(CLI::App& app, CommandFn& run) {
       fmt::print("recorded     {} segment allocs, {} segment frees, {} maps, {} unmaps, {} OOMs\n", s.by_kind[4],
                  s.by_kind[5], s.by_kind[6], s.by_kind[7], s.by_kind[8]);
       fmt::print("streams      {}\n", s.streams_used);
-      fmt::print("time span    {:.3f} s\n", static_cast<double>(s.last_time_us - s.first_time_us) / 1e6);
+      fmt::print("time span    {:.3f} s\n", static_cast<double>(s.time_span_us()) / 1e6);
       fmt::print("peak live    {} ({} bytes) requested, at event {}; {} blocks live at most\n",
                  format_size(s.peak_live_requested), s.peak_live_requested, s.peak_live_index, s.peak_live_count);
       if (s.recorded_peak_reserved)
