@@ -33,6 +33,8 @@ namespace {
 using detail::round_up;
 
 constexpr uint64_t kAlign = 512;
+// The pool keeps one byte per granularity page of its range: 64 TiB is 32 MB of page table.
+constexpr uint64_t kMaxVaSize = uint64_t{1} << 46;
 constexpr uint32_t kCompleted = UINT32_MAX;  // free list of frees every stream may reuse
 
 struct AsyncOptions {
@@ -303,11 +305,11 @@ PolicyInfo policy_info_cuda_async() {
             o.release_threshold = ctx.options.get_size("release_threshold", 0);
             o.opportunistic = ctx.options.get_bool("opportunistic", true);
             o.internal_dependencies = ctx.options.get_bool("internal_dependencies", true);
-            int64_t lag = ctx.options.get_int("event_lag", 1);
+            int64_t lag = ctx.options.get_int("event_lag", 1, 0, INT32_MAX);
             if (lag < 0) throw PolicyConfigError("cuda_async: event_lag must be >= 0");
             o.event_lag = static_cast<uint64_t>(lag);
             uint64_t g = ctx.device.granularity();
-            uint64_t va = ctx.options.get_size("va_size", 0);
+            uint64_t va = ctx.options.get_size("va_size", 0, kMaxVaSize);
             if (va == 0) va = ctx.device.capacity() ? 4 * *ctx.device.capacity() : 1ull << 40;
             o.va_size = round_up(va, g);
             return std::make_unique<CudaAsyncPool>(ctx.device, o);

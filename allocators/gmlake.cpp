@@ -355,9 +355,9 @@ PolicyInfo policy_info_gmlake() {
            {"small_segment", "2MiB", "segment size of the small pool"},
            {"max_sblocks", "4096", "stitched blocks cached before the free ones are released"}},
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            uint64_t small_size = ctx.options.get_size("small_size", 1ull << 20);
-            uint64_t small_segment = ctx.options.get_size("small_segment", 2ull << 20);
-            int64_t max_sblocks = ctx.options.get_int("max_sblocks", 4096);
+            uint64_t small_size = ctx.options.get_size("small_size", 1ull << 20, kMaxOptionAlign);
+            uint64_t small_segment = ctx.options.get_size("small_segment", 2ull << 20, kMaxOptionAlign);
+            int64_t max_sblocks = ctx.options.get_int("max_sblocks", 4096, 1, 1 << 24);
             if (small_segment < small_size || small_segment % 512 || small_segment == 0)
               throw PolicyConfigError("gmlake: small_segment must be a multiple of 512 B and >= small_size");
             if (max_sblocks < 1) throw PolicyConfigError("gmlake: max_sblocks must be positive");

@@ -59,7 +59,7 @@ PolicyInfo policy_info_oracle() {
                   "TFLite GreedyBySizePlanner; XLA GlobalDecreasingSizeBestFitHeap",
                   {{"align", "512", "block sizes round up to a multiple of this"}},
                   [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-                    uint64_t align = ctx.options.get_size("align", 512);
+                    uint64_t align = ctx.options.get_size("align", 512, kMaxOptionAlign);
                     if (align == 0 || (align & (align - 1)))
                       throw PolicyConfigError("oracle: align must be a power of two");
                     return std::make_unique<Oracle>(ctx.device, detail::shared_plan_greedy_by_size(*ctx.events, align));

@@ -35,7 +35,7 @@ PolicyInfo policy_info_passthrough() {
                   "CUDA runtime cudaMalloc/cudaFree",
                   {{"align", "512", "request sizes round up to a multiple of this (cudaMalloc's 512 B granularity)"}},
                   [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-                    uint64_t align = ctx.options.get_size("align", 512);
+                    uint64_t align = ctx.options.get_size("align", 512, kMaxOptionAlign);
                     if (align == 0) throw PolicyConfigError("passthrough: align must be positive");
                     return std::make_unique<Passthrough>(ctx.device, align);
                   }};

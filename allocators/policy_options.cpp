@@ -54,17 +54,22 @@ std::string PolicyOptions::get_string(const std::string& key, const std::string&
   return it == values_.end() ? def : it->second;
 }
 
-uint64_t PolicyOptions::get_size(const std::string& key, uint64_t def) const {
+uint64_t PolicyOptions::get_size(const std::string& key, uint64_t def, uint64_t max) const {
   auto it = values_.find(key);
   if (it == values_.end()) return def;
+  uint64_t v = 0;
   try {
-    return parse_size(it->second);
+    v = parse_size(it->second);
   } catch (const std::invalid_argument& e) {
     throw PolicyConfigError("option " + key + ": " + e.what());
   }
+  if (v > max)
+    throw PolicyConfigError("option " + key + ": '" + it->second + "' is larger than the most it accepts, " +
+                            format_size(max) + " (" + std::to_string(max) + " bytes)");
+  return v;
 }
 
-int64_t PolicyOptions::get_int(const std::string& key, int64_t def) const {
+int64_t PolicyOptions::get_int(const std::string& key, int64_t def, int64_t min, int64_t max) const {
   auto it = values_.find(key);
   if (it == values_.end()) return def;
   size_t used = 0;
@@ -76,6 +81,9 @@ int64_t PolicyOptions::get_int(const std::string& key, int64_t def) const {
   }
   if (used == 0 || used != it->second.size())
     throw PolicyConfigError("option " + key + ": '" + it->second + "' is not an integer");
+  if (v < min || v > max)
+    throw PolicyConfigError("option " + key + ": " + std::to_string(v) + " is outside " + std::to_string(min) + ".." +
+                            std::to_string(max));
   return v;
 }
 

@@ -17,6 +17,13 @@ class PolicyConfigError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// The largest size any option takes: the simulated device's address space (2^48 bytes, what
+// PyTorch's block addresses and every GPU's virtual address space fit in). Larger values are
+// refused where they are given rather than failing deep inside a policy.
+constexpr uint64_t kMaxOptionBytes = uint64_t{1} << 48;
+// Alignments and granularities above this are nonsense for a GPU allocator.
+constexpr uint64_t kMaxOptionAlign = uint64_t{1} << 30;
+
 struct OptionSpec {
   std::string key;
   std::string default_value;
@@ -35,8 +42,10 @@ class PolicyOptions {
   // Typed getters; the default applies when the key is absent. Bad values throw
   // PolicyConfigError naming the key.
   std::string get_string(const std::string& key, const std::string& def) const;
-  uint64_t get_size(const std::string& key, uint64_t def) const;  // accepts units: 2MiB, 512KB
-  int64_t get_int(const std::string& key, int64_t def) const;
+  // Sizes accept units (2MiB, 512KB) and must not exceed `max`.
+  uint64_t get_size(const std::string& key, uint64_t def, uint64_t max = kMaxOptionBytes) const;
+  // Integers must lie in [min, max].
+  int64_t get_int(const std::string& key, int64_t def, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
   double get_double(const std::string& key, double def) const;
   bool get_bool(const std::string& key, bool def) const;
 

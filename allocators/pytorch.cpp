@@ -15,6 +15,7 @@
 
 #include "allocators/detail/pytorch_pool.h"
 #include "allocators/registry.h"
+#include "traces/format_error.h"
 
 namespace fraglab {
 namespace {
@@ -58,7 +59,14 @@ const char* const kConfKeys[] = {"max_split_size_mb",         "max_non_split_rou
 
 detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
   detail::PytorchAllocatorConfig config;
-  if (ctx.options.get_bool("recorded_settings", true)) config.apply_recorded(ctx.meta.allocator_settings);
+  if (ctx.options.get_bool("recorded_settings", true)) {
+    try {
+      config.apply_recorded(ctx.meta.allocator_settings);
+    } catch (const PolicyConfigError& e) {
+      // The settings came from the trace: bad input in that file, named as such.
+      throw FormatError::in_file(ctx.meta.source, std::string("recorded allocator settings: ") + e.what());
+    }
+  }
   std::string conf;
   for (const char* key : kConfKeys)
     if (ctx.options.has(key)) conf += (conf.empty() ? "" : ",") + std::string(key) + ":" + ctx.options.get_string(key, "");

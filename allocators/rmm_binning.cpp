@@ -140,7 +140,7 @@ PolicyInfo policy_info_rmm_binning() {
        {"maximum_size", "0", "the pool's maximum size (0 = none)"}},
       [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
         int64_t lo = ctx.options.get_int("min_exponent", 18), hi = ctx.options.get_int("max_exponent", 22);
-        int64_t per_chunk = ctx.options.get_int("blocks_to_preallocate", 128);
+        int64_t per_chunk = ctx.options.get_int("blocks_to_preallocate", 128, 1, 1 << 16);
         if (lo < 8 || hi > 40 || lo > hi)
           throw PolicyConfigError("rmm_binning: need 8 <= min_exponent <= max_exponent <= 40");
         if (per_chunk < 1) throw PolicyConfigError("rmm_binning: blocks_to_preallocate must be positive");

@@ -52,7 +52,7 @@ StateSummary summarize_state(const InitialState& st) {
 
 std::string time_span(const TraceMeta& m, const TraceStats& s) {
   if (!m.has_times) return "n/a (the recording has no timestamps)";
-  return fmt::format("{:.3f} s", static_cast<double>(s.last_time_us - s.first_time_us) / 1e6);
+  return fmt::format("{:.3f} s", static_cast<double>(s.time_span_us()) / 1e6);
 }
 
 nlohmann::json dist_json(const Distribution& d) {
@@ -86,7 +86,7 @@ void add_info(CLI::App& app, CommandFn& run) {
                          {"by_kind", kinds},
                          {"allocations", s.by_kind[0]},
                          {"streams", s.streams_used},
-                         {"time_span_us", m.has_times ? nlohmann::json(s.last_time_us - s.first_time_us)
+                         {"time_span_us", m.has_times ? nlohmann::json(s.time_span_us())
                                                       : nlohmann::json(nullptr)},
                          {"history", m.history_absent ? "none" : m.initial.empty() ? "from start" : "mid-run"},
                          {"state_at_first_entry",

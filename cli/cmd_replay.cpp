@@ -140,6 +140,11 @@ int run_replay(const ReplayArgs& a) {
   if (!streamed) {
     trace = load_trace(a.path, {device.trace_device});
     bounds = compute_bounds(trace.events, !a.no_oracle_bound);
+    if (bounds.oracle_unsearched)
+      fmt::print(stderr,
+                 "note: the oracle plan placed {} allocations without its best-fit search (too many live together "
+                 "for its work bound): the oracle bound is looser (docs/limits.md)\n",
+                 bounds.oracle_unsearched);
   }
   uint64_t bound = bounds.live_bytes;
   SimDeviceConfig config = sim_config(a.capacity);
@@ -164,6 +169,7 @@ int run_replay(const ReplayArgs& a) {
     ReplayOptions options;
     options.on_oom = a.on_oom == "skip" ? OnOom::Skip : OnOom::Stop;
     options.check_invariants = a.check;
+    options.oracle_bound = !a.no_oracle_bound;  // --no-oracle-bound: no plan anywhere, not only in the bounds
     std::string rows;
     if (timeline) {
       options.on_event = [&](const TimelinePoint& p) {

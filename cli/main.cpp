@@ -1,10 +1,14 @@
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "traces/format_error.h"
+#include "traces/read_limits.h"
 
 namespace fraglab::cli {
 
@@ -14,6 +18,43 @@ SimDeviceConfig sim_config(const std::string& capacity) {
   return config;
 }
 
+namespace {
+
+// Output that could not be written is an error like any other (`info ... > /dev/full`):
+// stdout is buffered, so the last write error shows at this flush.
+int check_stdout(int rc) {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  fmt::print(stderr, "fraglab: error: cannot write standard output: {}\n", std::strerror(errno ? errno : EIO));
+  return 2;
+}
+
+// --max-expansion: how many times its size on disk an input may grow to (docs/limits.md).
+void add_limit_option(CLI::App& app) {
+  static std::string value;
+  app.add_option("--max-expansion", value,
+                 "How many times its own size an input may inflate or expand to in memory (default 128, at least "
+                 "64 MiB; 'unlimited' lifts it): refuses decompression and alias bombs (docs/limits.md)")
+      ->each([](const std::string& v) {
+        ReadLimits limits;
+        if (v == "unlimited" || v == "0") {
+          limits.ratio = 0;
+        } else {
+          size_t used = 0;
+          unsigned long long n = 0;
+          try {
+            n = std::stoull(v, &used);
+          } catch (const std::exception&) {
+            used = 0;
+          }
+          if (used == 0 || used != v.size()) throw CLI::ValidationError("--max-expansion", "'" + v + "' is not a positive integer or 'unlimited'");
+          limits.ratio = n;
+        }
+        set_read_limits(limits);
+      });
+}
+
+}  // namespace
+
 }  // namespace fraglab::cli
 
 int main(int argc, char** argv) {
@@ -22,6 +63,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "fraglab 0.1.0");
   cli::CommandFn run;
+  cli::add_limit_option(app);
   cli::add_info(app, run);
   cli::add_replay(app, run);
   cli::add_convert(app, run);
@@ -48,18 +90,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return run ? run() : 2;
+    return cli::check_stdout(run ? run() : 2);
   } catch (const FormatError& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const PolicyConfigError& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const std::runtime_error& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", e.what());
+    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const std::exception& e) {
     // A broken internal invariant (a policy bug, say): report it rather than abort.
-    fmt::print(stderr, "fraglab: internal error: {}\n", e.what());
+    fmt::print(stderr, "fraglab: internal error: {}\n", printable(e.what()));
     return 3;
   }
   return 2;

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -10,6 +11,8 @@
 
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
+#include "traces/json_depth.h"
+#include "traces/read_limits.h"
 
 namespace fraglab {
 
@@ -173,6 +176,8 @@ namespace {
 
 json parse_file(const std::string& path) {
   std::string text = read_file(path);
+  if (uint64_t at = json_too_deep_at(text, kMaxJsonDepth); at != UINT64_MAX)
+    throw FormatError::at_offset(path, at, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -180,10 +185,23 @@ json parse_file(const std::string& path) {
   }
 }
 
+// nlohmann's get<uint64_t>() casts a float or a negative number (1e300 and -1 both came out
+// as 0, silently), so counts must be unsigned integers and times finite non-negative numbers.
+template <typename T>
+bool has_type(const json& v) {
+  if constexpr (std::is_same_v<T, uint64_t>) return v.is_number_unsigned();
+  if constexpr (std::is_same_v<T, double>)
+    return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0;
+  if constexpr (std::is_same_v<T, std::vector<uint64_t>>)
+    return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_unsigned(); });
+  return true;  // strings and nested objects: nlohmann's own type check suffices
+}
+
 template <typename T>
 T field(const json& j, const char* key, const std::string& path, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end()) throw FormatError::in_file(path, where + ": missing \"" + key + "\"");
+  if (!has_type<T>(*it)) throw FormatError::in_file(path, where + ": \"" + key + "\" is out of range or has the wrong type");
   try {
     return it->template get<T>();
   } catch (const json::exception&) {

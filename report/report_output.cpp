@@ -1,5 +1,13 @@
 #include "report/report_output.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -10,20 +18,90 @@
 
 namespace fraglab {
 
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::array<const char*, 5> kSetNames = {"results.csv", "results.json", "timings.json", "report.html",
+                                                   "summary.md"};
+
+bool is_set_name(const fs::path& name) {
+  for (const char* n : kSetNames)
+    if (name == n) return true;
+  return false;
+}
+
+[[noreturn]] void fail(const std::string& what, const fs::path& path, int err) {
+  throw std::runtime_error("cannot write " + path.string() + ": " + what + ": " + std::strerror(err));
+}
+
+// The files of one -o DIR run are one set: written into a fresh directory beside DIR, then
+// swapped in with one rename, so a run killed part-way never leaves a new results.csv beside
+// an old report.html. Files in DIR that are not part of a set stay where they are.
+class DirectorySet {
+ public:
+  // Absolute paths: the swap may move the working directory itself (-o .).
+  explicit DirectorySet(const std::string& dir) : dir_(fs::absolute(dir).lexically_normal()) {
+    if (dir_.filename().empty()) dir_ = dir_.parent_path();  // "out/" -> "out"
+    fs::path parent = dir_.has_parent_path() ? dir_.parent_path() : fs::path(".");
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec) throw std::runtime_error("cannot create directory " + parent.string() + ": " + ec.message());
+    if (fs::exists(dir_) && !fs::is_directory(dir_)) throw std::runtime_error("cannot write " + dir + ": not a directory");
+    staging_ = parent / ("." + dir_.filename().string() + ".tmp." + std::to_string(::getpid()));
+    fs::remove_all(staging_, ec);
+    if (::mkdir(staging_.c_str(), 0777) != 0) fail("cannot create a staging directory", staging_, errno);
+  }
+  ~DirectorySet() {
+    std::error_code ec;
+    if (!staging_.empty()) fs::remove_all(staging_, ec);
+  }
+
+  fs::path staged(const char* name) const { return staging_ / name; }
+
+  // Puts the staged set in place of DIR's.
+  void commit() {
+    if (!fs::exists(dir_)) {
+      if (::rename(staging_.c_str(), dir_.c_str()) != 0) fail("cannot rename the new set into place", dir_, errno);
+      staging_.clear();
+      return;
+    }
+    // Atomic swap where the filesystem has it; otherwise old aside, new in (a moment without DIR,
+    // never a mixed set).
+    fs::path old = staging_;
+    if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, dir_.c_str(), RENAME_EXCHANGE) != 0) {
+      old = staging_.string() + ".old";
+      if (::rename(dir_.c_str(), old.c_str()) != 0) fail("cannot move the old set aside", dir_, errno);
+      if (::rename(staging_.c_str(), dir_.c_str()) != 0) fail("cannot rename the new set into place", dir_, errno);
+    }
+    staging_ = old;  // now the old set; removed by the destructor
+    for (const auto& entry : fs::directory_iterator(old)) {
+      if (is_set_name(entry.path().filename())) continue;  // the old set's own files
+      fs::path back = dir_ / entry.path().filename();
+      if (!fs::exists(fs::symlink_status(back)) && ::rename(entry.path().c_str(), back.c_str()) != 0)
+        fail("cannot move " + entry.path().string() + " back", back, errno);
+    }
+  }
+
+ private:
+  fs::path dir_, staging_;
+};
+
+}  // namespace
+
 std::string write_reports(const CompareResults& results, const ReportPaths& given, const std::string& command) {
   ReportPaths paths = given;
+  std::unique_ptr<DirectorySet> set;
   if (!paths.dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(paths.dir, ec);
-    if (ec) throw std::runtime_error("cannot create directory " + paths.dir + ": " + ec.message());
+    set = std::make_unique<DirectorySet>(paths.dir);
     auto under = [&](std::string& p, const char* name) {
-      if (p.empty()) p = (std::filesystem::path(paths.dir) / name).string();
+      if (p.empty()) p = set->staged(name).string();
     };
-    under(paths.csv, "results.csv");
-    under(paths.json, "results.json");
-    under(paths.timings, "timings.json");
-    under(paths.html, "report.html");
-    under(paths.md, "summary.md");
+    under(paths.csv, kSetNames[0]);
+    under(paths.json, kSetNames[1]);
+    under(paths.timings, kSetNames[2]);
+    under(paths.html, kSetNames[3]);
+    under(paths.md, kSetNames[4]);
   }
   CompareSummary summary = summarize(results);
   std::string md = markdown_report(results, summary, command);
@@ -39,6 +117,7 @@ std::string write_reports(const CompareResults& results, const ReportPaths& give
   emit(paths.html, html_report(results, summary, command));
   emit(paths.md, md);
   for (auto& f : files) f->commit();
+  if (set) set->commit();
   return md;
 }
 

@@ -27,9 +27,11 @@ for f in traces/corpus/seed_examples.*.pickle.gz traces/corpus/side_stream_prefe
 done
 # Short JSONL seeds too: a 160 KB line file runs ~100 times a second, its first lines ~10,000.
 for f in "$seeds"/jsonl/*.jsonl; do head -n 40 "$f" >"${f%.jsonl}.head.jsonl"; done
-cp tests/data/recorder/*.jsonl tests/data/fuzz-regressions/*.jsonl "$seeds/jsonl/"
+cp tests/data/recorder/*.jsonl tests/data/fuzz-regressions/*.jsonl tests/data/fuzz-regressions/*.jsonl.gz "$seeds/jsonl/"
 cp tests/data/fuzz-regressions/*.fltrace "$seeds/native/"
-cp tests/data/*.csv "$seeds/csv/" 2>/dev/null || true
+# The hostile pickles (alias and decompression bombs, issue 15): the pickle target reads gzip too.
+cp tests/data/fuzz-regressions/*.pickle tests/data/fuzz-regressions/*.pickle.gz "$seeds/pickle/"
+cp tests/data/*.csv tests/data/fuzz-regressions/*.csv "$seeds/csv/" 2>/dev/null || true
 
 run() {  # target seed-dir runs
   local runs=$(($3 * scale))

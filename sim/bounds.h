@@ -18,6 +18,7 @@ namespace fraglab {
 struct TraceBounds {
   uint64_t live_bytes = 0;
   std::optional<uint64_t> oracle;  // absent when not computed (streamed traces, --no-oracle-bound)
+  uint64_t oracle_unsearched = 0;  // allocations the plan placed past its work bound (offline_plan.h)
 };
 
 // The live-bytes bound accumulated one event at a time (a streamed trace's first pass).

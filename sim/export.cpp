@@ -234,7 +234,12 @@ ExportSummary export_perfetto(const Trace& trace, const PolicySpec& spec, const 
   // Recorded time when the trace has it; otherwise event indices stand in for microseconds.
   bool timed = !trace.events.empty() && trace.events.front().time_us != trace.events.back().time_us;
   int64_t t0 = timed ? trace.events.front().time_us : 0;
-  auto ts = [&](const PlacedEvent& p) { return timed ? p.event.time_us - t0 : static_cast<int64_t>(p.event_index); };
+  auto ts = [&](const PlacedEvent& p) {
+    if (!timed) return static_cast<int64_t>(p.event_index);
+    int64_t d;  // saturated: recorded times are not checked for range, and may be hostile
+    if (__builtin_sub_overflow(p.event.time_us, t0, &d)) d = p.event.time_us < t0 ? INT64_MIN : INT64_MAX;
+    return d;
+  };
 
   std::string buf = "{\"displayTimeUnit\":\"ms\",\"otherData\":";
   buf += json{{"tool", "fraglab"}, {"trace", trace.meta.source}, {"policy", spec.text}}.dump();

@@ -21,8 +21,14 @@ bool SimDevice::fits(uint64_t size) const {
   return !config_.capacity || reserved_ + size <= *config_.capacity;
 }
 
-Addr SimDevice::take_address_space(uint64_t size) {
+std::optional<Addr> SimDevice::take_address_space(uint64_t size) {
+  // Addresses are never reused; past 2^48 (the most a GPU's virtual address space or a PyTorch
+  // block address holds) the device is out of memory, as a real one would be.
+  constexpr Addr kAddressSpaceEnd = Addr{1} << 48;
   Addr addr = next_address_;
+  if (addr > kAddressSpaceEnd || size > kAddressSpaceEnd - addr ||
+      kAddressSpaceEnd - addr - size < 2 * config_.segment_alignment)
+    return std::nullopt;
   // Leave a gap between allocations so that adjacent segments never look contiguous.
   next_address_ = round_up(addr + size, config_.segment_alignment) + config_.segment_alignment;
   return addr;
@@ -31,8 +37,9 @@ Addr SimDevice::take_address_space(uint64_t size) {
 std::optional<Addr> SimDevice::allocate_segment(uint64_t size, StreamIndex) {
   if (size == 0) misuse("zero-byte segment");
   if (!fits(size)) return std::nullopt;
-  Addr addr = take_address_space(size);
-  segments_.emplace(addr, size);
+  std::optional<Addr> addr = take_address_space(size);
+  if (!addr) return std::nullopt;
+  segments_.emplace(*addr, size);
   reserved_ += size;
   return addr;
 }
@@ -46,8 +53,8 @@ void SimDevice::free_segment(Addr addr, uint64_t size) {
 
 std::optional<Addr> SimDevice::reserve_range(uint64_t size) {
   if (size == 0 || size % config_.granularity) misuse("reserve_range size not a multiple of granularity");
-  Addr addr = take_address_space(size);
-  ranges_.emplace(addr, size);
+  std::optional<Addr> addr = take_address_space(size);
+  if (addr) ranges_.emplace(*addr, size);
   return addr;
 }
 

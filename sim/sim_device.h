@@ -49,7 +49,7 @@ class SimDevice final : public Device {
   };
 
   bool fits(uint64_t size) const;
-  Addr take_address_space(uint64_t size);
+  std::optional<Addr> take_address_space(uint64_t size);
   void check_vmm_args(Addr addr, uint64_t size, const char* call) const;
   bool any_mapped(Addr addr, uint64_t size) const;
   // Makes `at` a run boundary (splitting the run that contains it), in either map.

@@ -1,6 +1,11 @@
 // AtomicFile: writes go to a temporary file beside the target, which is renamed over
 // the target only on commit(). A failed or interrupted write never leaves a partial
 // file that looks complete; the temporary is removed when the object dies uncommitted.
+//
+// Only a regular file (or nothing) is ever replaced. A device, FIFO or socket at the path
+// (/dev/full, /dev/stdout's pipe) is written through in place; a symlink to a regular file
+// replaces its target and keeps the link; a directory is refused. Every write error, the
+// final flush and close included, throws std::runtime_error naming the path.
 #pragma once
 
 #include <cstdio>
@@ -20,12 +25,19 @@ class AtomicFile {
   void commit();  // flush, close, rename into place
 
  private:
-  std::string path_, temp_;
+  [[noreturn]] void fail(int err) const;
+  std::string path_;     // as given (named in errors)
+  std::string target_;   // the file renamed over (a symlink's target), empty when written through
+  std::string temp_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
 };
 
-// Reads a whole file (throws FormatError naming the file when it cannot).
+// Reads a whole regular file (throws FormatError naming the file when it cannot, or when the
+// path is a directory, FIFO or device: a FIFO would block, a directory reads as empty).
 std::string read_file(const std::string& path);
+
+// Throws FormatError unless `path` is a regular file (or a symlink to one); never opens it.
+void require_regular_file(const std::string& path);
 
 }  // namespace fraglab

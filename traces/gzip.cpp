@@ -6,12 +6,15 @@
 
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
+#include "traces/read_limits.h"
 
 namespace fraglab {
 
 std::string gunzip(const std::string& compressed, const std::string& name) {
+  // A decompression bomb (gzip reaches ~1000x) stops at the limit, before it is in memory.
+  const uint64_t limit = read_limits().budget(compressed.size());
   std::string out;
-  out.resize(std::max<size_t>(compressed.size() * 4, 1 << 16));
+  out.resize(std::min<uint64_t>(std::max<size_t>(compressed.size() * 4, 1 << 16), limit));
   z_stream zs{};
   // 16 + MAX_WBITS: gzip wrapper only.
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw FormatError::in_file(name, "zlib initialisation failed");
@@ -20,7 +23,17 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
   size_t produced = 0;
   int rc = Z_OK;
   for (;;) {
-    if (produced == out.size()) out.resize(out.size() * 2);
+    if (produced == out.size()) {
+      if (produced >= limit) {
+        uint64_t offset = compressed.size() - in_left;
+        inflateEnd(&zs);
+        throw FormatError::at_offset(
+            name, offset,
+            "gzip data inflates past " + std::to_string(limit) + " bytes (" + std::to_string(compressed.size()) +
+                " compressed): refused as a decompression bomb; " + kRaiseLimitHint);
+      }
+      out.resize(std::min<uint64_t>(out.size() * 2, limit));
+    }
     uInt in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
     zs.avail_in = in_chunk;
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);

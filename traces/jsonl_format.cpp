@@ -7,6 +7,9 @@
 #include "traces/format_error.h"
 #include "traces/gzip.h"
 #include "traces/state_json.h"
+#include "traces/json_depth.h"
+#include "traces/read_limits.h"
+#include "traces/stream_interner.h"
 #include "traces/text_lines.h"
 
 namespace fraglab {
@@ -15,8 +18,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// Sizes above this are taken for corrupt input rather than a real request (1 PiB).
-constexpr uint64_t kAbsurdSize = 1ull << 50;
+// Sizes above this are taken for corrupt input rather than a real request (read_limits.h).
+constexpr uint64_t kAbsurdSize = kMaxEventBytes;
 
 struct JsonlParser {
   const std::string& name;
@@ -24,6 +27,7 @@ struct JsonlParser {
   IdSlots slots;
   std::unordered_map<std::string, AllocId> user_ids;  // user's id (as text) -> slot
   uint64_t line = 0;
+  StreamInterner streams{trace.meta};
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_line(name, line, what); }
 
@@ -79,6 +83,7 @@ struct JsonlParser {
         m.intern_stream(v.get<uint64_t>());
       }
       if (m.streams.empty()) m.streams.push_back(0);
+      streams = StreamInterner(m);
     }
     if (auto s = h.find("allocator_settings"); s != h.end()) {
       if (!s->is_object()) fail("\"allocator_settings\" must be an object");
@@ -97,6 +102,9 @@ struct JsonlParser {
         m.stacks.push_back(std::move(frames));
       }
       if (m.stacks.empty()) m.stacks.emplace_back();
+      // Stack 0 means "no stack" in every format; a file that says otherwise would convert to
+      // a native trace that cannot be read back.
+      if (!m.stacks[0].empty()) fail("\"stacks\"[0] must be the empty stack (stack 0 means no stack recorded)");
     }
     if (auto s = h.find("source"); s != h.end() && s->is_string()) m.source = s->get<std::string>();
     m.dropped_unknown_frees = get_u64(h, "dropped_unknown_frees", 0);
@@ -120,7 +128,7 @@ struct JsonlParser {
     e.time_us = get_i64(obj, "t", 0);
     e.addr = get_u64(obj, "addr", 0);
     e.size = get_u64(obj, "size", 0, kAbsurdSize);
-    e.stream = trace.meta.intern_stream(get_u64(obj, "stream", 0));
+    e.stream = streams.intern(get_u64(obj, "stream", 0));
     e.stack = static_cast<StackId>(get_u64(obj, "stack", 0, UINT32_MAX));
     if (e.stack >= trace.meta.stacks.size()) fail("\"stack\" " + std::to_string(e.stack) + " is not in the header");
     switch (e.kind) {
@@ -160,13 +168,20 @@ Trace parse_jsonl(const std::string& text, const std::string& name) {
   bool first = true;
   for_each_line(text, p.line, [&](std::string_view line) {
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+    if (uint64_t at = json_too_deep_at(line, kMaxJsonDepth); at != UINT64_MAX)
+      p.fail("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at column " + std::to_string(at + 1));
     json obj = json::parse(line, nullptr, false);
     if (obj.is_discarded()) p.fail("not valid JSON");
     if (!obj.is_object()) p.fail("each line must be a JSON object");
-    if (first && obj.contains("fraglab_trace")) p.header(obj);
-    else p.event(obj);
+    try {
+      if (first && obj.contains("fraglab_trace")) p.header(obj);
+      else p.event(obj);
+    } catch (const TooManyStreams& e) {
+      p.fail(e.what());
+    }
     first = false;
   });
+  if (first) throw FormatError::at_line(name, 1, "empty file: no header and no events (not a JSON Lines trace)");
   return std::move(p.trace);
 }
 

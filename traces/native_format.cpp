@@ -18,7 +18,9 @@
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/state_json.h"
+#include "traces/json_depth.h"
 #include "traces/native_format_detail.h"
+#include "traces/read_limits.h"
 
 namespace fraglab {
 
@@ -239,6 +241,8 @@ void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t cou
     time = static_cast<int64_t>(static_cast<uint64_t>(time) + static_cast<uint64_t>(unzigzag(next(kTime))));
     e.time_us = time;
     e.size = fixed(kSize, size_len);
+    if (e.size > kMaxEventBytes) [[unlikely]]
+      column_error(kSize, "size larger than 2^48 bytes (corrupt)");
     const bool has_addr = addr_code != 0;
     uint64_t moved = addr + static_cast<uint64_t>(unzigzag(fixed(kAddr, addr_code - has_addr)));
     addr = has_addr ? moved : addr;
@@ -391,6 +395,7 @@ class NativeWriterImpl final : public NativeWriter {
                                   ": " + what);
     };
     if (static_cast<int>(e.kind) >= kEventKindCount) bad("unknown event kind");
+    if (e.size > kMaxEventBytes) bad("size " + std::to_string(e.size) + " is larger than 2^48 bytes");
     // Streams and stacks may still be interned later (set_meta), so only the
     // 16-bit stream index range is checked here; finish() checks against the final meta.
     if (e.stream > max_stream_) max_stream_ = e.stream;
@@ -428,6 +433,12 @@ class NativeWriterImpl final : public NativeWriter {
 
   // Checked at finish: every stream and stack the events named is in the final meta.
   void validate_meta() const {
+    // The reader's rules for the tables (meta_from_json), so nothing is written that cannot be read.
+    if (meta_.streams.empty() || meta_.streams.size() > kMaxStreamIndex + 1)
+      throw std::invalid_argument("native writer (" + path_ + "): the stream table must hold 1 to 65536 streams, not " +
+                                  std::to_string(meta_.streams.size()));
+    if (meta_.stacks.empty() || !meta_.stacks[0].empty())
+      throw std::invalid_argument("native writer (" + path_ + "): the stack table must start with the empty stack");
     if (max_stream_ >= meta_.streams.size())
       throw std::invalid_argument("native writer (" + path_ + "): events use stream index " +
                                   std::to_string(max_stream_) + " but the meta has " +
@@ -579,6 +590,11 @@ class NativeSource final : public EventSource {
                                        ? " runs past the end of the file"
                                        : " leaves bytes before the footer"));
     if (raw_size > kMaxMetaBytes) fail(meta_offset_ + 8, "meta size " + std::to_string(raw_size) + " is absurd");
+    // A meta that claims far more than the file could need is a decompression bomb.
+    if (raw_size > read_limits().budget(file_size_))
+      fail(meta_offset_ + 8, "meta size " + std::to_string(raw_size) + " is more than a " + std::to_string(file_size_) +
+                                 "-byte file may inflate to (" + std::to_string(read_limits().budget(file_size_)) +
+                                 " bytes): refused as a decompression bomb; " + kRaiseLimitHint);
     std::vector<uint8_t> compressed(compressed_size);
     pread_exact(meta_offset_ + kSectionBytes, compressed.data(), compressed.size());
     check_frame_size(meta_offset_ + 8, meta_offset_ + kSectionBytes, compressed.data(), compressed.size(), raw_size, "meta");
@@ -586,6 +602,9 @@ class NativeSource final : public EventSource {
     size_t n = ZSTD_decompressDCtx(dctx_, text.data(), text.size(), compressed.data(), compressed.size());
     if (ZSTD_isError(n)) fail(meta_offset_ + kSectionBytes, "meta: " + zstd_error(n));
     if (n != raw_size) fail(meta_offset_ + 8, "meta decompresses to " + std::to_string(n) + " bytes, not " + std::to_string(raw_size));
+    if (uint64_t at = json_too_deep_at(text, kMaxJsonDepth); at != UINT64_MAX)
+      fail(meta_offset_ + kSectionBytes, "meta: JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                             " levels at byte " + std::to_string(at) + " of the decompressed meta");
     try {
       meta_ = meta_from_json(json::parse(text));
     } catch (const json::exception& e) {

@@ -36,6 +36,8 @@
 #include "traces/initial_state.h"
 #include "traces/json_snapshot.h"
 #include "traces/pickle_reader.h"
+#include "traces/read_limits.h"
+#include "traces/stream_interner.h"
 
 namespace fraglab {
 
@@ -45,8 +47,8 @@ using pickle::Document;
 using pickle::Kind;
 using pickle::Value;
 
-// Sizes above this are taken for corrupt input rather than a real request (1 PiB).
-constexpr int64_t kAbsurdSize = int64_t{1} << 50;
+// Sizes above this are taken for corrupt input rather than a real request (read_limits.h).
+constexpr int64_t kAbsurdSize = static_cast<int64_t>(kMaxEventBytes);
 
 enum class Action : uint8_t {
   Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
@@ -98,9 +100,108 @@ Field parse_field(std::string_view s) {
   return Field::Other;
 }
 
+// Stack interning that costs what the input holds, however often it references one object
+// (an alias bomb references one 1 MB frame name thousands of times in a few KB): strings,
+// frames and frames lists are each looked at once per distinct object (memo references are the
+// same Value), and equal content meets in tables keyed by ids, never by copied text. Only the
+// text of each distinct stack is built, within the input's expansion budget (read_limits.h).
+class StackInterner {
+ public:
+  StackInterner(const Document& doc, TraceMeta& meta, uint64_t budget) : doc_(doc), meta_(meta), budget_(budget) {}
+
+  // The stack of a frames list; `fail` reports an error at the caller's position.
+  template <class Fail>
+  StackId stack_of(Value frames, Fail&& fail) {
+    if (frames.kind() != Kind::List || doc_.empty(frames)) return 0;
+    uint32_t list = doc_.container_index(frames);
+    if (auto it = stack_of_list_.find(list); it != stack_of_list_.end()) return it->second;
+    std::string key;  // frame ids, 4 bytes each
+    doc_.for_each(frames, [&](Value f) {
+      if (f.kind() != Kind::Dict) return;
+      uint32_t id = frame_of(f);
+      key.append(reinterpret_cast<const char*>(&id), sizeof id);
+    });
+    auto [it, inserted] = stack_of_key_.try_emplace(std::move(key), 0);
+    if (inserted) {
+      std::vector<StackFrame> stack;
+      for (size_t i = 0; i < it->first.size(); i += sizeof(uint32_t)) {
+        uint32_t id;
+        std::memcpy(&id, it->first.data() + i, sizeof id);
+        const FrameKey& k = frames_[id];
+        built_ += texts_[k.name].size() + texts_[k.filename].size() + sizeof(StackFrame);
+        if (built_ > budget_)
+          fail(fmt::format("stack frames expand to more than {} bytes of text: refused as an alias bomb (one "
+                           "frame referenced by many stacks); {}",
+                           budget_, kRaiseLimitHint));
+        stack.push_back({std::string(texts_[k.name]), std::string(texts_[k.filename]), k.line});
+      }
+      it->second = static_cast<StackId>(meta_.stacks.size());
+      meta_.stacks.push_back(std::move(stack));
+    }
+    stack_of_list_.emplace(list, it->second);
+    return it->second;
+  }
+
+ private:
+  struct FrameKey {
+    uint32_t name, filename;
+    int64_t line;
+    bool operator==(const FrameKey&) const = default;
+  };
+  struct FrameKeyHash {
+    size_t operator()(const FrameKey& k) const {
+      return std::hash<uint64_t>()((uint64_t{k.name} << 32 | k.filename) ^ static_cast<uint64_t>(k.line) * 0x9e3779b97f4a7c15ull);
+    }
+  };
+
+  uint32_t frame_of(Value dict) {
+    uint32_t index = doc_.container_index(dict);
+    if (auto it = frame_of_dict_.find(index); it != frame_of_dict_.end()) return it->second;
+    FrameKey k{text_id(doc_.find(dict, "name")), text_id(doc_.find(dict, "filename")), 0};
+    if (const Value* v = doc_.find(dict, "line"); v && v->is_int()) k.line = doc_.as_int(*v, "line");
+    auto [it, inserted] = frame_of_key_.try_emplace(k, static_cast<uint32_t>(frames_.size()));
+    if (inserted) frames_.push_back(k);
+    frame_of_dict_.emplace(index, it->second);
+    return it->second;
+  }
+
+  // Id of a str value's text ("" for anything else): by identity first, then by content.
+  uint32_t text_id(const Value* v) {
+    if (!v || !v->is_str()) return 0;
+    if (auto it = text_of_value_.find(*v); it != text_of_value_.end()) return it->second;
+    std::string_view text = doc_.as_str(*v, "frame text");
+    auto [it, inserted] = text_of_view_.try_emplace(text, static_cast<uint32_t>(texts_.size()));
+    if (inserted) texts_.push_back(text);
+    text_of_value_.emplace(*v, it->second);
+    return it->second;
+  }
+  struct ValueHash {
+    size_t operator()(Value v) const { return std::hash<uint64_t>()(v.payload() ^ static_cast<uint64_t>(v.kind()) << 60); }
+  };
+  struct ValueEq {
+    bool operator()(Value a, Value b) const { return a.same_object(b); }
+  };
+
+  const Document& doc_;
+  TraceMeta& meta_;
+  uint64_t budget_, built_ = 0;
+  std::vector<std::string_view> texts_{std::string_view()};  // views into the input; 0 = ""
+  std::unordered_map<Value, uint32_t, ValueHash, ValueEq> text_of_value_;
+  std::unordered_map<std::string_view, uint32_t> text_of_view_{{std::string_view(), 0}};
+  std::vector<FrameKey> frames_;
+  std::unordered_map<uint32_t, uint32_t> frame_of_dict_;
+  std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frame_of_key_;
+  std::unordered_map<uint32_t, StackId> stack_of_list_;  // frames list (by identity) -> stack
+  std::unordered_map<std::string, StackId> stack_of_key_;  // frame ids -> stack
+};
+
 class Importer {
  public:
-  Importer(const Document& doc, const ReadOptions& options) : doc_(doc), options_(options) {}
+  // `disk_bytes`: the input's size on disk, which bounds what it may expand to (read_limits.h).
+  Importer(const Document& doc, const ReadOptions& options, uint64_t disk_bytes)
+      : doc_(doc), options_(options), stacks_(doc, trace_.meta, read_limits().budget(disk_bytes)) {
+    claimed_.resize(doc.container_count());
+  }
 
   Trace run() {
     Value root = doc_.root();
@@ -144,13 +245,38 @@ class Importer {
   std::vector<uint64_t> raw_offsets_;          // each raw entry's offset in the input, for errors
   std::vector<uint64_t> empty_cache_before_;   // event indices where an EmptyCache goes
   size_t release_run_start_ = SIZE_MAX;        // first event of the current run of segment releases
-  std::unordered_map<uint32_t, StackId> stack_of_list_;    // frames list (by identity) -> stack
-  std::unordered_map<std::string, StackId> stack_of_text_;  // frames content -> stack
+  StreamInterner streams_{trace_.meta};
+  StackInterner stacks_;
+  std::vector<uint8_t> claimed_;  // by container index: an entry, segment or block already read
   StrCache<Field> fields_;
   StrCache<Action> actions_;
   uint64_t entry_offset_ = 0;
 
   [[noreturn]] void fail(const std::string& what) const { doc_.fail_at(entry_offset_, what); }
+
+  // PyTorch writes every trace entry, segment and block as its own object. One referenced again
+  // through the pickle memo would be read once per reference: an alias bomb (a few KB naming
+  // one entry millions of times) is refused at the repeat instead.
+  void claim(Value container, const char* what) {
+    uint8_t& seen = claimed_[doc_.container_index(container)];
+    if (seen)
+      doc_.fail(container, fmt::format("{} is the same object as an earlier one (a pickle memo reference): refused, "
+                                       "PyTorch writes each once",
+                                       what));
+    seen = 1;
+  }
+
+  StreamIndex stream_index(Value v, const char* what) {
+    try {
+      return streams_.intern(static_cast<uint64_t>(int_field(v, what)));
+    } catch (const TooManyStreams& e) {
+      fail(e.what());
+    }
+  }
+
+  StackId stack_of(Value frames) {
+    return stacks_.stack_of(frames, [this](const std::string& what) { fail(what); });
+  }
 
   // The device's history, or nothing when the snapshot holds only segments for it.
   std::optional<Value> select_device(Value traces, bool have_segments) {
@@ -170,9 +296,11 @@ class Importer {
     size_t i = 0;
     doc_.for_each(traces, [&](Value v) {
       size_t entries = v.kind() == Kind::List ? doc_.size(v) : 0;
+      if (i >= 16) return ++i, void();  // a hostile list of millions: the first few say enough
       if (entries) available += fmt::format("{}{} ({} entries)", available.empty() ? "" : ", ", i, entries);
       ++i;
     });
+    if (i > 16) available += fmt::format(", ... ({} in all)", i);
     for (int d : segment_devices_)
       if (available.find(fmt::format("{} (", d)) == std::string::npos)
         available += fmt::format("{}{} (segments only)", available.empty() ? "" : ", ", d);
@@ -200,7 +328,15 @@ class Importer {
   void read_entries(Value entries) {
     raw_.reserve(doc_.size(entries));
     raw_offsets_.reserve(doc_.size(entries));
-    doc_.for_each(entries, [&](Value entry) { read_entry(entry); });
+    size_t index = 0;
+    doc_.for_each(entries, [&](Value entry) {
+      if (entry.kind() != Kind::Dict)
+        doc_.fail(entries, fmt::format("device_traces entry {} must be a dict, not {}", index,
+                                       pickle::kind_name(entry.kind())));
+      claim(entry, "this trace entry");
+      ++index;
+      read_entry(entry);
+    });
   }
 
   // The state at the first entry, the prologue that establishes it, then the history with ids.
@@ -281,7 +417,7 @@ class Importer {
     e.addr = action != Action::Oom ? addr_field(addr_v, "addr") : has_addr ? size_field(addr_v, "device_free") : 0;
     if (time_v.kind() == Kind::None) trace_.meta.has_times = false;
     else e.time_us = int_field(time_v, "time_us");
-    e.stream = stream_v.kind() == Kind::None ? 0 : trace_.meta.intern_stream(static_cast<uint64_t>(int_field(stream_v, "stream")));
+    e.stream = stream_v.kind() == Kind::None ? 0 : stream_index(stream_v, "stream");
     e.stack = stack_of(frames_v);
     switch (action) {
       case Action::Alloc: e.kind = EventKind::Alloc; break;
@@ -372,45 +508,16 @@ class Importer {
     push(e);
   }
 
-  // Interns a frames list. The same list object (a memo GET) maps to the same stack at
-  // once; different objects with equal frames meet in the by-content table.
-  StackId stack_of(Value frames) {
-    if (frames.kind() != Kind::List || doc_.empty(frames)) return 0;
-    uint32_t list = doc_.container_index(frames);
-    if (auto it = stack_of_list_.find(list); it != stack_of_list_.end()) return it->second;
-    std::vector<StackFrame> stack;
-    std::string key;
-    doc_.for_each(frames, [&](Value f) {
-      if (f.kind() != Kind::Dict) return;
-      StackFrame frame;
-      if (const Value* v = doc_.find(f, "name"); v && v->is_str()) frame.name = doc_.as_str(*v, "name");
-      if (const Value* v = doc_.find(f, "filename"); v && v->is_str()) frame.filename = doc_.as_str(*v, "filename");
-      if (const Value* v = doc_.find(f, "line"); v && v->is_int()) frame.line = doc_.as_int(*v, "line");
-      key += frame.name;
-      key += '\0';
-      key += frame.filename;
-      key += '\0';
-      key += std::to_string(frame.line);
-      key += '\n';
-      stack.push_back(std::move(frame));
-    });
-    auto [it, inserted] = stack_of_text_.try_emplace(std::move(key), 0);
-    if (inserted) {
-      it->second = static_cast<StackId>(trace_.meta.stacks.size());
-      trace_.meta.stacks.push_back(std::move(stack));
-    }
-    stack_of_list_.emplace(list, it->second);
-    return it->second;
-  }
-
   // Nested settings (roundup_power2_divisions is a dict of intervals) flatten to dotted
   // keys: "roundup_power2_divisions.1024" -> "4". Scalars use Python's spelling.
   void read_settings(Value settings, const std::string& prefix) {
     if (settings.kind() != Kind::Dict) return;
     doc_.for_each_pair(settings, [&](Value k, Value v) {
       std::string key = prefix + doc_.to_text(k);
-      if (v.kind() == Kind::Dict && prefix.empty())  // one level, as PyTorch writes (no deep recursion on hostile input)
+      if (v.kind() == Kind::Dict && prefix.empty()) {  // one level, as PyTorch writes (no deep recursion on hostile input)
+        claim(v, "this nested allocator setting");
         read_settings(v, key + ".");
+      }
       else if (!v.is_container())
         trace_.meta.allocator_settings[key] = doc_.to_text(v);
     });
@@ -426,6 +533,7 @@ class Importer {
     if (segments.kind() != Kind::List) doc_.fail(doc_.root(), "'segments' must be a list");
     doc_.for_each(segments, [&](Value s) {
       if (s.kind() != Kind::Dict) doc_.fail(segments, "each segment must be a dict");
+      claim(s, "this segment");
       entry_offset_ = doc_.offset(s);
       if (const Value* d = doc_.find(s, "device")) {
         int device = static_cast<int>(int_field(*d, "device"));
@@ -447,11 +555,11 @@ class Importer {
     seg.active_size = size_of(s, "active_size");
     seg.requested_size = size_of(s, "requested_size");
     if (const Value* v = doc_.find(s, "stream"); v && v->is_int())
-      seg.stream = trace_.meta.intern_stream(static_cast<uint64_t>(int_field(*v, "stream")));
+      seg.stream = stream_index(*v, "stream");
     if (const Value* v = doc_.find(s, "segment_type"); v && v->is_str())
       seg.small_pool = doc_.as_str(*v, "segment_type") == "small";
     if (const Value* v = doc_.find(s, "is_expandable"); v && !v->is_container())
-      seg.is_expandable = doc_.as_bool(*v, "is_expandable");
+      seg.is_expandable = v->kind() == Kind::True || (v->kind() != Kind::False && int_field(*v, "is_expandable") != 0);
     if (const Value* v = doc_.find(s, "segment_pool_id"); v && (v->kind() == Kind::Tuple || v->kind() == Kind::List)) {
       size_t k = 0;
       doc_.for_each(*v, [&](Value part) {
@@ -464,6 +572,7 @@ class Importer {
       Addr next = seg.address;
       doc_.for_each(*blocks, [&](Value b) {
         if (b.kind() != Kind::Dict) fail("each block must be a dict");
+        claim(b, "this block");
         entry_offset_ = doc_.offset(b);
         RecordedBlock block = read_block(b, next);
         next = block.address + block.size;
@@ -505,7 +614,7 @@ class Importer {
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
     if (fd < 0) throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -537,10 +646,18 @@ class MappedFile {
 
 }  // namespace
 
-Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
+namespace {
+
+Trace import_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options, uint64_t disk_bytes) {
   if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, options);  // transcoded to pickle there
   Document doc = Document::parse(bytes, name);
-  return Importer(doc, options).run();
+  return Importer(doc, options, disk_bytes).run();
+}
+
+}  // namespace
+
+Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
+  return import_snapshot(bytes, name, options, bytes.size());
 }
 
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options) {
@@ -548,9 +665,15 @@ Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options)
   std::string_view bytes = file.bytes();
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b) {
     std::string raw = gunzip(std::string(bytes), path);
-    return parse_pytorch_snapshot(raw, path, options);
+    try {
+      return import_snapshot(raw, path, options, bytes.size());
+    } catch (const FormatError& e) {
+      // Offsets into the pickle are offsets into the decompressed data: the message says so.
+      if (e.where() != FormatError::Where::Offset) throw;
+      throw FormatError::at_inflated_offset(e.file(), e.position(), e.detail());
+    }
   }
-  return parse_pytorch_snapshot(bytes, path, options);
+  return import_snapshot(bytes, path, options, bytes.size());
 }
 
 }  // namespace fraglab

@@ -9,13 +9,15 @@
 
 #include "traces/format_error.h"
 #include "traces/gzip.h"
+#include "traces/read_limits.h"
+#include "traces/stream_interner.h"
 #include "traces/text_lines.h"
 
 namespace fraglab {
 
 namespace {
 
-constexpr uint64_t kAbsurdSize = 1ull << 50;  // as for JSON Lines: 1 PiB is corrupt input
+constexpr uint64_t kAbsurdSize = kMaxEventBytes;  // as for every reader (read_limits.h)
 constexpr int64_t kDayUs = 24ll * 3600 * 1000000;
 constexpr const char* kHeader = "Thread,Time,Action,Pointer,Size,Stream";
 
@@ -27,6 +29,7 @@ struct RmmParser {
   std::unordered_map<uint64_t, StackId> threads;
   uint64_t line = 0;
   int64_t day_offset = 0, last_time = -1;
+  StreamInterner streams{trace.meta};
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_line(name, line, what); }
 
@@ -114,7 +117,11 @@ struct RmmParser {
     uint64_t ptr = failure && f[3].empty() ? 0 : number(f[3], "pointer", true);
     uint64_t size = number(f[4], "size");
     if (size > kAbsurdSize) fail("size " + std::to_string(size) + " is absurdly large");
-    e.stream = trace.meta.intern_stream(number(f[5], "stream", true));
+    try {
+      e.stream = streams.intern(number(f[5], "stream", true));
+    } catch (const TooManyStreams& ex) {
+      fail(ex.what());
+    }
     if (f[2] == "allocate") {
       if (live.count(ptr)) fail("allocate of pointer " + std::string(f[3]) + " which is already live");
       e.kind = EventKind::Alloc;

@@ -31,6 +31,8 @@ bool parse_event_kind(const std::string& name, EventKind& kind) {
 StreamIndex TraceMeta::intern_stream(uint64_t handle) {
   for (size_t i = 0; i < streams.size(); ++i)
     if (streams[i] == handle) return static_cast<StreamIndex>(i);
+  // Events hold a 16-bit index: one more stream would silently wrap (70001 read as 4464).
+  if (streams.size() > kMaxStreamIndex) throw TooManyStreams();
   streams.push_back(handle);
   return static_cast<StreamIndex>(streams.size() - 1);
 }
@@ -69,10 +71,11 @@ void IdSlots::release(AllocId id) {
 
 FormatError::FormatError(std::string file, Where where, uint64_t position, const std::string& what)
     : std::runtime_error([&] {
-        std::string msg = file;
+        std::string msg = printable(file);
         if (where == Where::Offset) msg += ": byte offset " + std::to_string(position);
+        if (where == Where::InflatedOffset) msg += ": byte offset " + std::to_string(position) + " of the decompressed data";
         if (where == Where::Line) msg += ":" + std::to_string(position);
-        return msg + ": " + what;
+        return msg + ": " + printable(what);
       }()),
       file_(std::move(file)),
       where_(where),

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,11 @@ struct InitialState {
   bool operator==(const InitialState&) const = default;
 };
 
+constexpr size_t kMaxStreamIndex = UINT16_MAX;
+struct TooManyStreams : std::length_error {
+  TooManyStreams() : std::length_error("more than 65,536 distinct streams (events hold a 16-bit stream index)") {}
+};
+
 // Everything about a trace that is not an event.
 struct TraceMeta {
   std::string source;  // where the trace came from (file name, generator command)
@@ -138,6 +144,7 @@ struct TraceMeta {
   // The snapshot had no history at all (segments only): the trace is its prologue alone.
   bool history_absent = false;
 
+  // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   StreamIndex intern_stream(uint64_t handle);
   bool operator==(const TraceMeta&) const = default;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/format_sniff.h"
 #include "traces/jsonl_format.h"
@@ -185,6 +186,7 @@ std::optional<TraceFormat> detect_format(const std::string& path) {
 }
 
 std::unique_ptr<EventSource> open_trace(const std::string& path, const ReadOptions& options) {
+  require_regular_file(path);  // a directory reads as an empty trace, a FIFO blocks: both refused
   // Content first; when the content is not recognised (damaged, or empty), the name picks
   // the reader, whose error then says what is wrong and where.
   const FormatEntry* f = recognise(read_head(path).bytes);

@@ -86,7 +86,8 @@ TraceStats compute_stats(EventSource& source) {
             --live_count;
             if (open[e.id].index >= prologue) {
               life_events.push_back(static_cast<double>(index - open[e.id].index));
-              life_us.push_back(static_cast<double>(e.time_us - open[e.id].time));
+              // In double: hostile times (INT64_MIN, INT64_MAX) would overflow an int64 difference.
+              life_us.push_back(static_cast<double>(e.time_us) - static_cast<double>(open[e.id].time));
             }
           }
           break;

@@ -22,6 +22,11 @@ struct TraceStats {
   std::array<uint64_t, kEventKindCount> by_kind{};
   uint64_t streams_used = 0;
   int64_t first_time_us = 0, last_time_us = 0;
+  // last - first, saturated: recorded times are not range-checked and may be hostile.
+  int64_t time_span_us() const {
+    int64_t d;
+    return __builtin_sub_overflow(last_time_us, first_time_us, &d) ? (last_time_us < first_time_us ? INT64_MIN : INT64_MAX) : d;
+  }
   uint64_t peak_live_requested = 0, peak_live_index = 0;  // the live-bytes bound
   uint64_t peak_live_count = 0;
   uint64_t total_requested = 0;

@@ -1,6 +1,7 @@
 #include "allocators/detail/offline_plan.h"
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 
 namespace fraglab::detail {
@@ -62,6 +63,8 @@ class TimeTree {
 
   // The placed intervals overlapping `iv` in time, in offset order. `stamp` must be new for
   // each query (an interval stored at two nodes the query visits is reported once).
+  uint64_t work() const { return work_; }  // entries visited by all queries so far
+
   const std::vector<Entry>& overlapping(const Interval& iv, const std::vector<Interval>& placed,
                                         std::vector<uint32_t>& seen, uint32_t stamp) {
     found_.clear();
@@ -91,6 +94,7 @@ class TimeTree {
   void collect(uint64_t node, uint64_t lo, uint64_t hi, uint64_t a, uint64_t b, const Interval& iv,
                const std::vector<Interval>& placed, std::vector<uint32_t>& seen, uint32_t stamp) {
     if (subtree_[node] == 0) return;
+    work_ += nodes_[node].size();
     for (const Entry& e : nodes_[node]) {
       const Interval& o = placed[e.id];
       if (o.start < iv.end && iv.start < o.end && seen[e.id] != stamp) {
@@ -130,16 +134,59 @@ class TimeTree {
     return *from;
   }
 
-  uint64_t leaves_ = 1, width_ = 1;
+  uint64_t leaves_ = 1, width_ = 1, work_ = 0;
   std::vector<std::vector<Entry>> nodes_;
   std::vector<uint32_t> subtree_;  // entries stored in each node's subtree (empty ones are skipped)
   std::vector<Entry> found_, spare_;
   std::vector<size_t> runs_;  // run boundaries in found_
 };
 
+// The fallback past the work bound: the highest placed end among intervals overlapping a
+// lifetime, in O(log n). Two half-open lifetimes overlap exactly when one's start lies in
+// the other, so the tree covers the allocations' start positions (intervals are in start
+// order: an interval's index is its start's rank): an interval raises the top over the
+// starts it covers and asks for the top over the same starts.
+class TopTree {
+ public:
+  explicit TopTree(const std::vector<Interval>& intervals) : n_(std::max<size_t>(intervals.size(), 1)) {
+    starts_.reserve(intervals.size());
+    for (const auto& iv : intervals) starts_.push_back(iv.start);
+    max_.assign(2 * n_, 0);
+    tag_.assign(2 * n_, 0);
+  }
+  uint64_t top(uint32_t id, const Interval& iv) const { return query(1, 0, n_ - 1, id, last(iv)); }
+  void raise(uint32_t id, const Interval& iv, uint64_t end) { update(1, 0, n_ - 1, id, last(iv), end); }
+
+ private:
+  size_t last(const Interval& iv) const {
+    size_t hi = static_cast<size_t>(std::lower_bound(starts_.begin(), starts_.end(), iv.end) - starts_.begin());
+    return hi == 0 ? 0 : hi - 1;
+  }
+  uint64_t query(size_t node, size_t lo, size_t hi, size_t a, size_t b) const {
+    if (b < lo || hi < a) return 0;
+    if (a <= lo && hi <= b) return max_[node];
+    size_t mid = (lo + hi) / 2;
+    return std::max({tag_[node], query(2 * node, lo, mid, a, b), query(2 * node + 1, mid + 1, hi, a, b)});
+  }
+  void update(size_t node, size_t lo, size_t hi, size_t a, size_t b, uint64_t v) {
+    if (b < lo || hi < a) return;
+    max_[node] = std::max(max_[node], v);
+    if (a <= lo && hi <= b) {
+      tag_[node] = std::max(tag_[node], v);
+      return;
+    }
+    size_t mid = (lo + hi) / 2;
+    update(2 * node, lo, mid, a, b, v);
+    update(2 * node + 1, mid + 1, hi, a, b, v);
+  }
+  size_t n_;
+  std::vector<uint64_t> starts_;
+  std::vector<uint64_t> max_, tag_;  // subtree maximum; value applied to the whole node
+};
+
 }  // namespace
 
-OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align, uint64_t limit) {
+OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align, uint64_t limit, uint64_t max_work) {
   limit = std::min<uint64_t>(limit, events.size());
   std::vector<Interval> intervals = lifetimes(events, align, limit);
   std::vector<uint32_t> order(intervals.size());
@@ -157,8 +204,23 @@ OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align
   TimeTree tree(limit, std::clamp<uint64_t>(intervals.size() / 2048, 16, 1 << 16));
   std::vector<uint32_t> stamp(intervals.size(), 0);
   uint32_t round = 0;
-  for (uint32_t id : order) {
+  std::unique_ptr<TopTree> above;  // set once the gap search has used its work bound
+  for (size_t k = 0; k < order.size(); ++k) {
+    const uint32_t id = order[k];
     const Interval& iv = intervals[id];
+    if (!above && tree.work() > max_work) {
+      above = std::make_unique<TopTree>(intervals);
+      for (size_t j = 0; j < k; ++j) above->raise(order[j], intervals[order[j]], offset[order[j]] + intervals[order[j]].size);
+    }
+    if (above) {
+      offset[id] = above->top(id, iv);
+      above->raise(id, iv, offset[id] + iv.size);
+      ++plan.unsearched;
+      plan.peak = std::max(plan.peak, offset[id] + iv.size);
+      plan.offset_at[iv.start] = offset[id];
+      plan.size_at[iv.start] = iv.size;
+      continue;
+    }
     // Best fit: the smallest gap between overlapping placed intervals that holds this one.
     uint64_t best = kUnplanned, best_gap = kUnplanned, top = 0;
     for (const auto& e : tree.overlapping(iv, intervals, stamp, ++round)) {

@@ -11,9 +11,9 @@ std::vector<OptionSpec> PoolConfig::option_specs() {
 
 PoolConfig PoolConfig::from_options(const PolicyOptions& options, const std::string& policy) {
   PoolConfig c;
-  c.align = options.get_size("align", c.align);
+  c.align = options.get_size("align", c.align, kMaxOptionAlign);
   c.min_segment = options.get_size("min_segment", c.min_segment);
-  c.segment_round = options.get_size("segment_round", c.segment_round);
+  c.segment_round = options.get_size("segment_round", c.segment_round, kMaxOptionAlign);
   c.min_split = options.get_size("min_split", c.min_split);
   // Segment sizes must be multiples of align so that split remainders stay aligned.
   if (c.align == 0 || c.segment_round == 0 || c.segment_round % c.align || c.min_segment % c.align)
