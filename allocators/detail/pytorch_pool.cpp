@@ -93,7 +93,7 @@ PytorchCachingAllocator::Key PytorchCachingAllocator::size_key(uint32_t b) const
 }
 
 PytorchCachingAllocator::Key PytorchCachingAllocator::address_key(uint32_t b) const {
-  return Key{stream_rank_[blocks_[b].stream], pack_address(blocks_[b].addr, b)};
+  return Key{stream_rank_[blocks_[b].stream] << kSizeBits, pack_address(blocks_[b].addr, b)};
 }
 
 void PytorchCachingAllocator::insert_into_blocks(uint32_t b) {
@@ -188,7 +188,7 @@ bool PytorchCachingAllocator::get_free_block(Params& p) {
   // The block leaves the pool in alloc_found_block: one move if its remainder goes back.
   p.block = it->node();
   p.block_in_pool = true;
-  p.position = static_cast<size_t>(it - pool.blocks.begin());
+  p.position = it;
   return true;
 }
 
@@ -214,12 +214,12 @@ uint32_t PytorchCachingAllocator::alloc_found_block(const Params& p, bool split_
     r.size -= p.size;
     if (p.block_in_pool) {
       r.gc_count_base = p.pool->get_free_blocks_call_count;
-      p.pool->blocks.replace_at(p.position, size_key(remaining));
+      p.pool->blocks.replace(p.position, size_key(remaining));
     } else {
       insert_into_blocks(remaining);
     }
   } else if (p.block_in_pool) {
-    p.pool->blocks.erase(p.pool->blocks.begin() + static_cast<ptrdiff_t>(p.position));
+    p.pool->blocks.erase(p.position);
   }
   blocks_[block].allocated = true;
   stats_.allocated += blocks_[block].size;
@@ -403,7 +403,8 @@ uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool
     return bytes >= size;
   };
   const uint64_t rank = stream_rank_[stream];
-  for (auto it = pool.unmapped.lower_bound(Key{rank, 0}); it != pool.unmapped.end() && it->hi == rank; ++it) {
+  for (auto it = pool.unmapped.lower_bound(Key{rank << kSizeBits, 0});
+       it != pool.unmapped.end() && (it->hi >> kSizeBits) == rank; ++it) {
     uint32_t c = it->node();
     // The lowest unmapped address; a free block right before it can be used too.
     if (allocatable(blocks_[c].prev)) c = blocks_[c].prev;

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "allocators/detail/ordered_keys.h"
 #include "allocators/detail/pytorch_config.h"
 #include "sim/device.h"
 
@@ -102,58 +103,20 @@ class PytorchCachingAllocator {
 
  private:
   // BlockComparatorSize's (stream, size, address) in 16 bytes: hi = stream rank << 48 | size
-  // (the unmapped set, ordered by (stream, address), uses hi = stream rank); lo = the address
-  // in 512-byte units << 25 | block index, which orders as the address does (addresses are
-  // unique and 512-aligned) and carries the block along.
+  // (the unmapped set, ordered by (stream, address), uses size 0); lo = the address in
+  // 512-byte units << 25 | block index, which orders as the address does (addresses are
+  // unique and 512-aligned) and carries the block along. OrderedKeys (ordered_keys.h) keeps
+  // the pools' exact order without moving the whole pool per insert and erase.
   static constexpr int kNodeBits = 25;
   struct Key {
     uint64_t hi;
     uint64_t lo;
     uint32_t node() const { return static_cast<uint32_t>(lo & ((1u << kNodeBits) - 1)); }
-    bool operator<(const Key& o) const { return hi != o.hi ? hi < o.hi : lo < o.lo; }
-  };
-  // An ordered set as a sorted vector. A pool holds tens to hundreds of free blocks (about
-  // 100 on average in the corpus's BERT run), where binary search plus a short memmove beats
-  // a node-based tree (no allocation, one cache-friendly array) several times over. Like a
-  // vector, erasing invalidates iterators at and after the erased element.
-  class SortedKeys {
-   public:
-    using const_iterator = std::vector<Key>::const_iterator;
-    const_iterator begin() const { return keys_.begin(); }
-    const_iterator end() const { return keys_.end(); }
-    size_t size() const { return keys_.size(); }
-    const_iterator lower_bound(const Key& k) const { return std::lower_bound(keys_.begin(), keys_.end(), k); }
-    bool insert(const Key& k) {
-      auto it = lower_bound(k);
-      if (it != keys_.end() && !(k < *it)) return false;
-      keys_.insert(it, k);
-      return true;
-    }
-    size_t erase(const Key& k) {
-      auto it = lower_bound(k);
-      if (it == keys_.end() || k < *it) return 0;
-      keys_.erase(it);
-      return 1;
-    }
-    void erase(const_iterator it) { keys_.erase(it); }
-    // erase(old) + insert(now) with one short move: the elements between the two places
-    // shift by one (malloc's split and free's merge turn one key into another nearby).
-    void replace(const Key& old, const Key& now) { replace_at(static_cast<size_t>(lower_bound(old) - begin()), now); }
-    // The same for the key at position `at` (known from an earlier search).
-    void replace_at(size_t at, const Key& now) {
-      auto from = keys_.begin() + static_cast<ptrdiff_t>(at);
-      auto to = keys_.begin() + (lower_bound(now) - keys_.begin());
-      if (to > from) std::move(from + 1, to, from), *(to - 1) = now;
-      else std::move_backward(to, from, from + 1), *to = now;
-    }
-
-   private:
-    std::vector<Key> keys_;
   };
   struct Pool {
     bool small;
-    SortedKeys blocks;    // free mapped blocks: (stream, size, address)
-    SortedKeys unmapped;  // unmapped expandable ranges: (stream, address)
+    OrderedKeys<Key> blocks;    // free mapped blocks: (stream, size, address)
+    OrderedKeys<Key> unmapped;  // unmapped expandable ranges: (stream, address)
     int64_t get_free_blocks_call_count = 0;
   };
   struct ExpandableSegment {
@@ -171,7 +134,7 @@ class PytorchCachingAllocator {
     uint64_t alloc_size;
     uint32_t block = kNone;
     bool block_in_pool = false;  // found by get_free_block, still in the pool's set
-    size_t position = 0;         // its place there
+    OrderedKeys<Key>::iterator position{};  // its place there
   };
 
   // blocks

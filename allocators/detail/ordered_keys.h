@@ -1,0 +1,246 @@
+// OrderedKeys: an ordered set of 16-byte keys (hi, lo), the free-block pools of the PyTorch
+// model (allocators/detail/pytorch_pool.h).
+//
+// PyTorch keeps each pool in a std::set ordered by (stream, size, address), and the model
+// must visit blocks in exactly that order. The keys pack that order into (hi, lo): hi's top
+// 16 bits are a group (the stream's rank), its low 48 bits a value (the size); lo breaks
+// ties (the address). A sorted vector (what the model used first) costs a binary search
+// over the whole pool and a memmove of half of it per insert or erase; a node-based tree
+// costs a heap allocation and a pointer chase per level. Here, as in SizeBins (TLSF,
+// Masmano et al. 2004), each group's keys are binned by value: 512-unit steps below 16 Ki,
+// then 32 linear bins per power of two, with a two-level bitmap of non-empty bins; each bin
+// is a small vector sorted by (hi, lo). Every key in a higher bin (or group) is larger than
+// every key in a lower one, so the concatenation of the bins is the set's order: a
+// lower_bound is a search inside one bin or else the front of the next non-empty bin (two
+// count-trailing-zeros), and an insert or erase moves one bin's keys, a handful where
+// sizes vary and the same run of equal sizes the vector moved where they do not.
+//
+// Iterators are positions (group, bin, index); like a vector's, they are invalidated by
+// any insert or erase.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <vector>
+
+namespace fraglab::detail {
+
+// Key: any struct with uint64_t hi and lo (and more, if the caller likes); the order is (hi, lo).
+template <class Key>
+class OrderedKeys {
+ public:
+  static constexpr int kValueBits = 48;  // hi = group << 48 | value
+  static bool less(const Key& a, const Key& b) { return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo; }
+  static bool same(const Key& a, const Key& b) { return a.hi == b.hi && a.lo == b.lo; }
+
+  class iterator {
+   public:
+    using iterator_category = std::bidirectional_iterator_tag;
+    using value_type = Key;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Key*;
+    using reference = const Key&;
+    iterator() = default;
+    const Key& operator*() const { return set_->groups_[group_].bins[bin_][pos_]; }
+    const Key* operator->() const { return &**this; }
+    iterator& operator++() {
+      set_->step_forward(*this);
+      return *this;
+    }
+    iterator& operator--() {
+      set_->step_back(*this);
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator was = *this;
+      ++*this;
+      return was;
+    }
+    friend bool operator==(const iterator& a, const iterator& b) {
+      return a.group_ == b.group_ && a.bin_ == b.bin_ && a.pos_ == b.pos_;
+    }
+
+   private:
+    friend class OrderedKeys;
+    iterator(const OrderedKeys* set, uint32_t group, uint32_t bin, uint32_t pos)
+        : set_(set), group_(group), bin_(bin), pos_(pos) {}
+    const OrderedKeys* set_ = nullptr;
+    uint32_t group_ = 0, bin_ = 0, pos_ = 0;
+  };
+
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  iterator end() const { return {this, static_cast<uint32_t>(groups_.size()), 0, 0}; }
+  iterator begin() const { return first_from(0); }
+
+  // The first key not less than k.
+  iterator lower_bound(const Key& k) const {
+    const uint32_t g = group_of(k);
+    if (g >= groups_.size()) return end();
+    const Group& group = groups_[g];
+    const uint32_t b = bin_of(k.hi);
+    const auto& bin = group.bins[b];
+    auto it = std::lower_bound(bin.begin(), bin.end(), k, less);
+    if (it != bin.end()) return {this, g, b, static_cast<uint32_t>(it - bin.begin())};
+    const uint32_t next = group.next_nonempty(b + 1);
+    if (next != kNoBin) return {this, g, next, 0};
+    return first_from(g + 1);
+  }
+
+  bool insert(const Key& k) {
+    Group& group = group_for(group_of(k));
+    const uint32_t b = bin_of(k.hi);
+    auto& bin = group.bins[b];
+    auto it = std::lower_bound(bin.begin(), bin.end(), k, less);
+    if (it != bin.end() && same(*it, k)) return false;
+    bin.insert(it, k);
+    group.set_bit(b);
+    ++count_;
+    return true;
+  }
+
+  size_t erase(const Key& k) {
+    const uint32_t g = group_of(k);
+    if (g >= groups_.size()) return 0;
+    const uint32_t b = bin_of(k.hi);
+    const auto& bin = groups_[g].bins[b];
+    auto it = std::lower_bound(bin.begin(), bin.end(), k, less);
+    if (it == bin.end() || !(same(*it, k))) return 0;
+    erase(iterator{this, g, b, static_cast<uint32_t>(it - bin.begin())});
+    return 1;
+  }
+
+  void erase(iterator at) {
+    Group& group = groups_[at.group_];
+    auto& bin = group.bins[at.bin_];
+    bin.erase(bin.begin() + at.pos_);
+    if (bin.empty()) group.clear_bit(at.bin_);
+    --count_;
+  }
+
+  // erase(at) + insert(now); when both lie in one bin (a split or merge that keeps the
+  // size class), the keys between the two places shift by one instead.
+  void replace(iterator at, const Key& now) {
+    if (group_of(now) != at.group_ || bin_of(now.hi) != at.bin_) {
+      erase(at);
+      insert(now);
+      return;
+    }
+    auto& bin = groups_[at.group_].bins[at.bin_];
+    auto from = bin.begin() + at.pos_;
+    auto to = std::lower_bound(bin.begin(), bin.end(), now, less);
+    if (to > from) std::move(from + 1, to, from), *(to - 1) = now;
+    else std::move_backward(to, from, from + 1), *to = now;
+  }
+  // The same for the key `old` (which must be in the set).
+  void replace(const Key& old, const Key& now) { replace(lower_bound(old), now); }
+
+ private:
+  static constexpr uint32_t kNoBin = UINT32_MAX;
+  static constexpr uint32_t kLinearShift = 9;  // 512-unit steps below kLinearLimit
+  static constexpr uint32_t kSubBinsLog2 = 5;
+  static constexpr uint32_t kSubBins = 1u << kSubBinsLog2;
+  static constexpr uint32_t kLinearLimitLog2 = kLinearShift + kSubBinsLog2;  // 16 Ki
+  static constexpr uint64_t kLinearLimit = 1ull << kLinearLimitLog2;
+  static constexpr uint32_t kBins = kSubBins + (kValueBits - kLinearLimitLog2) * kSubBins;
+  static constexpr uint32_t kWords = (kBins + 63) / 64;
+  static_assert(kWords <= 64, "the summary word covers at most 64 bitmap words");
+  static constexpr uint64_t kValueMask = (1ull << kValueBits) - 1;
+
+  static uint32_t group_of(const Key& k) { return static_cast<uint32_t>(k.hi >> kValueBits); }
+  static uint32_t bin_of(uint64_t hi) {
+    const uint64_t value = hi & kValueMask;
+    if (value < kLinearLimit) return static_cast<uint32_t>(value >> kLinearShift);
+    const uint32_t fl = 63 - static_cast<uint32_t>(std::countl_zero(value));
+    const uint32_t sl = static_cast<uint32_t>(value >> (fl - kSubBinsLog2)) & (kSubBins - 1);
+    return kSubBins + (fl - kLinearLimitLog2) * kSubBins + sl;
+  }
+
+  struct Group {
+    std::vector<std::vector<Key>> bins = std::vector<std::vector<Key>>(kBins);
+    uint64_t words[kWords] = {};
+    uint64_t summary = 0;
+
+    void set_bit(uint32_t b) {
+      words[b / 64] |= 1ull << (b % 64);
+      summary |= 1ull << (b / 64);
+    }
+    void clear_bit(uint32_t b) {
+      words[b / 64] &= ~(1ull << (b % 64));
+      if (words[b / 64] == 0) summary &= ~(1ull << (b / 64));
+    }
+    // The first non-empty bin at or after b, or kNoBin.
+    uint32_t next_nonempty(uint32_t b) const {
+      if (b >= kBins) return kNoBin;
+      uint32_t w = b / 64;
+      if (uint64_t bits = words[w] & (~0ull << (b % 64))) return w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
+      uint64_t higher = w + 1 < 64 ? summary & (~0ull << (w + 1)) : 0;
+      if (!higher) return kNoBin;
+      w = static_cast<uint32_t>(std::countr_zero(higher));
+      return w * 64 + static_cast<uint32_t>(std::countr_zero(words[w]));
+    }
+    // The last non-empty bin before b (b <= kBins), or kNoBin.
+    uint32_t prev_nonempty(uint32_t b) const {
+      if (b == 0) return kNoBin;
+      --b;
+      uint32_t w = b / 64;
+      if (uint64_t bits = words[w] & (~0ull >> (63 - b % 64))) return w * 64 + 63 - static_cast<uint32_t>(std::countl_zero(bits));
+      uint64_t lower = summary & ((1ull << w) - 1);
+      if (!lower) return kNoBin;
+      w = 63 - static_cast<uint32_t>(std::countl_zero(lower));
+      return w * 64 + 63 - static_cast<uint32_t>(std::countl_zero(words[w]));
+    }
+  };
+
+  Group& group_for(uint32_t g) {
+    if (g >= groups_.size()) groups_.resize(g + 1);
+    return groups_[g];
+  }
+
+  // The first key of group g or a later one.
+  iterator first_from(uint32_t g) const {
+    for (; g < groups_.size(); ++g)
+      if (groups_[g].summary) return {this, g, groups_[g].next_nonempty(0), 0};
+    return end();
+  }
+
+  void step_forward(iterator& it) const {
+    const Group& group = groups_[it.group_];
+    if (++it.pos_ < group.bins[it.bin_].size()) return;
+    const uint32_t next = group.next_nonempty(it.bin_ + 1);
+    if (next != kNoBin) {
+      it.bin_ = next;
+      it.pos_ = 0;
+      return;
+    }
+    it = first_from(it.group_ + 1);
+  }
+
+  // Steps back; from begin() it is undefined, as for any bidirectional iterator.
+  void step_back(iterator& it) const {
+    if (it.group_ < groups_.size() && it.pos_ > 0) {
+      --it.pos_;
+      return;
+    }
+    uint32_t g = it.group_;
+    uint32_t from = g < groups_.size() ? it.bin_ : kBins;
+    if (g >= groups_.size()) g = static_cast<uint32_t>(groups_.size()) - 1, from = kBins;
+    for (;;) {
+      const uint32_t prev = groups_[g].prev_nonempty(from);
+      if (prev != kNoBin) {
+        it = iterator{this, g, prev, static_cast<uint32_t>(groups_[g].bins[prev].size() - 1)};
+        return;
+      }
+      --g;
+      from = kBins;
+    }
+  }
+
+  std::vector<Group> groups_;
+  size_t count_ = 0;
+};
+
+}  // namespace fraglab::detail
