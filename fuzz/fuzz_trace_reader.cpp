@@ -1,5 +1,6 @@
 // libFuzzer target for one trace reader, chosen at build time by FRAGLAB_FUZZ_FORMAT
-// (a file extension: "pickle", "pickle.gz", "fltrace", "jsonl", "csv").
+// (a file extension: "pickle", "pickle.gz", "fltrace", "jsonl", "csv", "json"). The content picks
+// the reader (traces/format_sniff.h), so every target also exercises detection.
 //
 // The readers take paths (they stream from files), so each input is written to a
 // file in /dev/shm first; that costs microseconds and keeps the target honest: it

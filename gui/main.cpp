@@ -4,11 +4,12 @@
 #include <CLI/CLI.hpp>
 
 #include "gui/window.h"
+#include "traces/trace_io.h"
 
 int main(int argc, char** argv) {
   fraglab::gui::LaunchOptions o;
   CLI::App cli{"fraglab-gui: block maps, fragmentation and peak reserved memory of allocator policies"};
-  cli.add_option("trace", o.trace, "Trace to open (.pickle[.gz], .fltrace, .jsonl)");
+  cli.add_option("trace", o.trace, "Trace to open: " + fraglab::format_list());
   cli.add_option("-p,--policy", o.policies,
                  "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'); repeat "
                  "to compare (default bestfit)")

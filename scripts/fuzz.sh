@@ -18,7 +18,7 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_CO
 cmake --build build-fuzz -j "$(nproc)"
 
 seeds=build-fuzz/seeds
-rm -rf "$seeds" build-fuzz/findings && mkdir -p "$seeds"/{pickle,native,jsonl,csv} build-fuzz/findings
+rm -rf "$seeds" build-fuzz/findings && mkdir -p "$seeds"/{pickle,native,jsonl,csv,json} build-fuzz/findings
 for f in traces/corpus/seed_examples.*.pickle.gz traces/corpus/side_stream_prefetch.*.pickle.gz; do
   base=$(basename "$f" .pickle.gz)
   gzip -dc "$f" >"$seeds/pickle/$base.pickle"
@@ -32,6 +32,12 @@ cp tests/data/fuzz-regressions/*.fltrace "$seeds/native/"
 # The hostile pickles (alias and decompression bombs, issue 15): the pickle target reads gzip too.
 cp tests/data/fuzz-regressions/*.pickle tests/data/fuzz-regressions/*.pickle.gz "$seeds/pickle/"
 cp tests/data/*.csv tests/data/fuzz-regressions/*.csv "$seeds/csv/" 2>/dev/null || true
+# JSON snapshots: the bundled one whole, and its first 4 KB (a few trace entries, cut mid-value).
+for f in tests/data/encodings/*.json.gz; do
+  base=$(basename "$f" .json.gz)
+  gzip -dc "$f" >"$seeds/json/$base.json"
+  head -c 4096 "$seeds/json/$base.json" >"$seeds/json/$base.head.json"
+done
 
 run() {  # target seed-dir runs
   local runs=$(($3 * scale))
@@ -53,4 +59,5 @@ run fuzz_pickle "$seeds/pickle" 60000 || status=1
 run fuzz_native "$seeds/native" 90000 || status=1
 run fuzz_jsonl "$seeds/jsonl" 40000 || status=1
 run fuzz_rmm_csv "$seeds/csv" 400000 || status=1
+run fuzz_json_snapshot "$seeds/json" 40000 || status=1
 exit $status
