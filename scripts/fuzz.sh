@@ -59,5 +59,5 @@ run fuzz_pickle "$seeds/pickle" 60000 || status=1
 run fuzz_native "$seeds/native" 90000 || status=1
 run fuzz_jsonl "$seeds/jsonl" 40000 || status=1
 run fuzz_rmm_csv "$seeds/csv" 400000 || status=1
-run fuzz_json_snapshot "$seeds/json" 40000 || status=1
+run fuzz_json_snapshot "$seeds/json" 8000 || status=1
 exit $status

@@ -10,6 +10,13 @@ for trace in traces/corpus/*.pickle.gz; do
   build/fraglab replay "$trace" --policy all --on-oom skip
   echo
 done
+# Snapshots as users take them: a history that began after the model was built (the state at its
+# first entry is reconstructed and replayed from), and a job that hit OOMs under a memory fraction
+# (the capacity is inferred from its oom entries; each recorded OOM is tried under another setting).
+build/fraglab info tests/data/snapshots/gpt2_train.default_late2.pickle.gz
+build/fraglab fidelity tests/data/snapshots/gpt2_train.default_late2.pickle.gz
+build/fraglab replay tests/data/snapshots/bert_varlen_oom.default_cap0.16.pickle.gz --policy pytorch:expandable_segments:True
+build/fraglab diagnose tests/data/snapshots/gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz --no-search
 # The question users ask: which PYTORCH_CUDA_ALLOC_CONF fixes the fragmentation of this job?
 build/fraglab fidelity traces/corpus/bert_varlen_train.default.pickle.gz
 build/fraglab tune traces/corpus/bert_varlen_train.default.pickle.gz
