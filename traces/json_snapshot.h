@@ -10,7 +10,7 @@
 // What the transcoding keeps and loses: JSON arrays become lists (JSON has no tuple, so a
 // segment_pool_id arrives as a list), numbers keep their kind (integers, up to 64 bits
 // unsigned; floats), strings are memoized so repeated keys and frame texts are one object, as
-// in a real pickle. Nesting deeper than kMaxJsonDepth is refused.
+// in a real pickle. Nesting deeper than kMaxJsonDepth (read_limits.h) is refused.
 //
 // Errors name the file and a byte offset in the JSON: syntax errors where nlohmann's parser
 // stopped; the importer's errors at the opening brace of the entry, segment or block they are
@@ -23,11 +23,10 @@
 #include <utility>
 #include <vector>
 
+#include "traces/read_limits.h"
 #include "traces/trace_io.h"
 
 namespace fraglab {
-
-constexpr int kMaxJsonDepth = 64;
 
 // `json` is the (already decompressed) text; `name` names it in errors. Throws FormatError.
 Trace parse_json_snapshot(std::string_view json, const std::string& name, const ReadOptions& options);
