@@ -143,7 +143,9 @@ class CudaAsyncPool final : public Policy {
   }
   void drop_extent(Addr addr) {
     auto it = extents_.find(addr);
-    by_owner_[it->second.owner].erase({it->second.size, addr});
+    auto owner = by_owner_.find(it->second.owner);
+    owner->second.erase({it->second.size, addr});
+    if (owner->second.empty()) by_owner_.erase(owner);  // place() walks owners: only those with extents
     extents_.erase(it);
   }
 

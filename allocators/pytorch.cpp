@@ -64,7 +64,8 @@ detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
       config.apply_recorded(ctx.meta.allocator_settings);
     } catch (const PolicyConfigError& e) {
       // The settings came from the trace: bad input in that file, named as such.
-      throw FormatError::in_file(ctx.meta.source, std::string("recorded allocator settings: ") + e.what());
+      std::string where = ctx.meta.source.empty() ? "the trace" : printable(ctx.meta.source);
+      throw PolicyConfigError(where + ": recorded allocator settings: " + e.what());
     }
   }
   std::string conf;

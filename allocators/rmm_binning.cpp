@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "allocators/detail/stream_ordered_pool.h"
@@ -33,8 +34,10 @@ class FixedSizeBin {
 
   std::optional<Addr> allocate(StreamOrderedPool& pool, StreamIndex stream) {
     if (auto a = pop(stream)) return a;
-    for (auto& [other, list] : lists_)
-      if (other != stream && !list.empty()) return pop(other);
+    // The first other stream with a free block, in stream order (walking every stream's list,
+    // mostly empty, made each miss cost the stream count).
+    for (StreamIndex other : nonempty_)
+      if (other != stream) return pop(other);
     auto chunk = pool.allocate(block_size_ * per_chunk_, stream);
     if (!chunk) return std::nullopt;
     chunks_.emplace(chunk->addr, Chunk{chunk->node, stream});
@@ -58,6 +61,7 @@ class FixedSizeBin {
       for (Addr a : list)
         if (!std::binary_search(whole.begin(), whole.end(), chunk_of(a))) kept.push_back(a);
       list.swap(kept);
+      if (list.empty()) nonempty_.erase(stream);
     }
     for (Addr start : whole) {
       pool.deallocate(chunks_.at(start).node, chunks_.at(start).stream);
@@ -76,13 +80,18 @@ class FixedSizeBin {
     if (found == lists_.end() || found->second.empty()) return std::nullopt;
     Addr a = found->second.front();
     found->second.pop_front();
+    if (found->second.empty()) nonempty_.erase(stream);
     return a;
   }
-  void push(Addr addr, StreamIndex stream) { lists_[stream].push_back(addr); }
+  void push(Addr addr, StreamIndex stream) {
+    lists_[stream].push_back(addr);
+    nonempty_.insert(stream);
+  }
   Addr chunk_of(Addr addr) const { return std::prev(chunks_.upper_bound(addr))->first; }
 
   uint64_t block_size_, per_chunk_;
   std::map<StreamIndex, std::deque<Addr>> lists_;
+  std::set<StreamIndex> nonempty_;  // streams whose list holds a block
   std::map<Addr, Chunk> chunks_;  // upstream chunks by start address
 };
 

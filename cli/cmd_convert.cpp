@@ -35,8 +35,10 @@ void add_convert(CLI::App& app, CommandFn& run) {
       }
       writer->finish();
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::error_code ec;  // a device or pipe written through has no size
+      uintmax_t bytes = std::filesystem::is_regular_file(out, ec) ? std::filesystem::file_size(out, ec) : 0;
       fmt::print("wrote {} events to {} ({}, {} bytes) in {:.3f} s ({:.1f} M events/s)\n", n, out, format_name(format),
-                 std::filesystem::file_size(out), seconds, seconds > 0 ? static_cast<double>(n) / seconds / 1e6 : 0.0);
+                 bytes, seconds, seconds > 0 ? static_cast<double>(n) / seconds / 1e6 : 0.0);
       return 0;
     };
   });

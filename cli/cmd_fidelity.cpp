@@ -70,7 +70,7 @@ int run_fidelity(const FidelityArgs& args) {
     if (options.capacity) j["capacity"] = *options.capacity;
     if (inferred) j["capacity_inferred"] = inferred->describe();
     if (!r.exact) j["divergence"] = {{"event_index", r.event_index}, {"what", r.what}, {"context", r.context}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (r.exact) {
     fmt::print("exact: {} events replayed, {} device calls and {} reserved-byte values compared, {} OOMs; "
                "peak reserved {} bytes (recorded {})\n",

@@ -107,7 +107,7 @@ void add_info(CLI::App& app, CommandFn& run) {
                          {"sizes", dist_json(s.sizes)},
                          {"lifetimes_events", dist_json(s.lifetimes_events)},
                          {"lifetimes_us", dist_json(s.lifetimes_us)}};
-        fmt::print("{}\n", j.dump(2));
+        fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         return 0;
       }
       fmt::print("trace        {} ({})\n", path, m.format);

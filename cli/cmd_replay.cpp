@@ -197,7 +197,7 @@ int run_replay(const ReplayArgs& a) {
       j["live_bytes_bound"] = bound;
       out.push_back(j);
     }
-    fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2));
+    fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (results.size() == 1) {
     print_one(results[0], bound);
   } else {

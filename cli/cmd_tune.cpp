@@ -75,7 +75,7 @@ void print_json(const TuneReport& r) {
       {"threads", r.threads},
       {"ranking", ranking},
   };
-  fmt::print("{}\n", out.dump(2));
+  fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void print_text(const TuneReport& r, size_t top) {

@@ -143,7 +143,7 @@ std::string document(const json& head, const std::vector<json>& rows) {
   std::string out = "{\n";
   for (auto it = head.begin(); it != head.end(); ++it) out += fmt::format("  \"{}\": {},\n", it.key(), it->dump());
   out += "  \"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n    " : "\n    ") + rows[i].dump();
+  for (size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n    " : "\n    ") + rows[i].dump(-1, ' ', false, json::error_handler_t::replace);
   out += rows.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;
 }

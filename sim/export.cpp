@@ -242,13 +242,13 @@ ExportSummary export_perfetto(const Trace& trace, const PolicySpec& spec, const 
   };
 
   std::string buf = "{\"displayTimeUnit\":\"ms\",\"otherData\":";
-  buf += json{{"tool", "fraglab"}, {"trace", trace.meta.source}, {"policy", spec.text}}.dump();
+  buf += json{{"tool", "fraglab"}, {"trace", trace.meta.source}, {"policy", spec.text}}.dump(-1, ' ', false, json::error_handler_t::replace);
   buf += ",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const json& j) {
     if (!first) buf += ",\n";
     first = false;
-    buf += j.dump();
+    buf += j.dump(-1, ' ', false, json::error_handler_t::replace);
     ++summary.records;
     if (buf.size() > (1u << 20)) {
       file.write(buf);

@@ -44,7 +44,7 @@ TEST_CASE("fuzz regressions: corrupt size fields are rejected before anything is
   // a block far larger than its frame): now the frame's own content size is checked first.
   const fs::path dir = fs::path(FRAGLAB_SOURCE_DIR) / "tests/data/fuzz-regressions";
   CHECK_THROWS_WITH(fraglab::load_trace((dir / "native-meta-claims-4gib.fltrace").string()),
-                    Catch::Contains("meta size 4294967295 disagrees with its zstd frame"));
+                    Catch::Contains("meta size 4294967295"));
   CHECK_THROWS_WITH(fraglab::load_trace((dir / "native-block-raw-size-lies.fltrace").string()),
                     Catch::Contains("disagrees with its zstd frame"));
   CHECK_THROWS_WITH(fraglab::load_trace((dir / "jsonl-float-time-overflows.jsonl").string()),

@@ -74,7 +74,7 @@ struct JsonlParser {
 
   void header(const json& h) {
     TraceMeta& m = trace.meta;
-    m.device = static_cast<int>(get_u64(h, "device", 0, 1 << 16));
+    m.device = static_cast<int>(get_u64(h, "device", 0, 65535));  // the native meta's range
     if (auto s = h.find("streams"); s != h.end()) {
       if (!s->is_array()) fail("\"streams\" must be an array");
       m.streams.clear();
@@ -214,7 +214,7 @@ class JsonlWriter final : public TraceWriter {
       }
       h["stacks"] = stacks;
     }
-    file_.write(h.dump() + "\n");
+    file_.write(h.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");  // names may hold any bytes
   }
 
   void write(const Event* events, size_t count) override {

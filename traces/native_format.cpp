@@ -369,7 +369,7 @@ class NativeWriterImpl final : public NativeWriter {
   void finish() override {
     validate_meta();
     if (!pending_.empty()) flush_block();
-    std::string text = meta_to_json(meta_).dump();
+    std::string text = meta_to_json(meta_).dump(-1, ' ', false, json::error_handler_t::replace);  // names may hold any bytes
     compress(reinterpret_cast<const uint8_t*>(text.data()), text.size());
     uint8_t section[kSectionBytes] = {};
     std::memcpy(section, kMetaTag, 4);
@@ -577,6 +577,12 @@ class NativeSource final : public EventSource {
     meta_offset_ = get_u64(f);
     total_events_ = get_u64(f + 8);
     total_blocks_ = get_u64(f + 16);
+    // Events decode to 40 bytes in memory from a few on disk; zstd makes a repeated block a
+    // bomb (a 1 MB file of 4G events), so the count is held to the expansion budget.
+    if (total_events_ > read_limits().budget(file_size_) / sizeof(Event))
+      fail(file_size_ - kFooterBytes + 8, "footer counts " + std::to_string(total_events_) + " events, more than a " +
+                                              std::to_string(file_size_) + "-byte file may expand to: refused as a "
+                                              "decompression bomb; " + kRaiseLimitHint);
     if (meta_offset_ < kHeaderBytes || meta_offset_ > footer_at || footer_at - meta_offset_ < kSectionBytes)
       fail(footer_at, "meta offset " + std::to_string(meta_offset_) + " is past the end of the file (" +
                           std::to_string(file_size_) + " bytes)");
@@ -649,6 +655,8 @@ class NativeSource final : public EventSource {
     uint64_t first = get_u64(h + 16);
     if (count == 0 || count > kMaxBlockEvents)
       fail(pos_ + 4, "block event count " + std::to_string(count) + " out of range");
+    if (count > total_events_ - events_read_)  // caught here, not after decoding them all
+      fail(pos_ + 4, "block holds events past the " + std::to_string(total_events_) + " the footer counts");
     // The cheapest event takes 4 raw bytes (flags, lengths, id, time), the dearest 2 + 4 * 10 + 2 * 8.
     if (raw_size_ < kColumnTableBytes + 4ull * count || raw_size_ > kColumnTableBytes + 58ull * count)
       fail(pos_ + 8, "block raw size " + std::to_string(raw_size_) + " does not fit " + std::to_string(count) + " events");

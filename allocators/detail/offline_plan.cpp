@@ -151,8 +151,8 @@ class TopTree {
   explicit TopTree(const std::vector<Interval>& intervals) : n_(std::max<size_t>(intervals.size(), 1)) {
     starts_.reserve(intervals.size());
     for (const auto& iv : intervals) starts_.push_back(iv.start);
-    max_.assign(2 * n_, 0);
-    tag_.assign(2 * n_, 0);
+    max_.assign(4 * n_, 0);  // a recursive tree over any n needs up to 4n nodes
+    tag_.assign(4 * n_, 0);
   }
   uint64_t top(uint32_t id, const Interval& iv) const { return query(1, 0, n_ - 1, id, last(iv)); }
   void raise(uint32_t id, const Interval& iv, uint64_t end) { update(1, 0, n_ - 1, id, last(iv), end); }
