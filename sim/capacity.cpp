@@ -50,7 +50,12 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   // unless garbage collection, which frees before any check, is on.
   const bool gc = garbage_collection_on(trace.meta);
   detail::PytorchAllocatorConfig config;
-  config.apply_recorded(trace.meta.allocator_settings);
+  try {
+    config.apply_recorded(trace.meta.allocator_settings);
+  } catch (const std::exception&) {
+    // Settings that do not parse are the policy's to report, naming the trace; default rounding here.
+    config = detail::PytorchAllocatorConfig{};
+  }
   EventKind previous = EventKind::Alloc;
   bool limit_seen = false;
   uint64_t reserved_before_releases = 0;
@@ -105,7 +110,12 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
     out.bytes = device_bound;
     return out;
   }
-  if (out.high >= out.low) out.fraction = simplest_fraction(out.low, out.high, total_memory);
+  // Contradicting bounds: a release run was not malloc's recovery after all (an empty_cache() right
+  // before an allocation, a private pool released): no limit can be told.
+  if (out.high < out.low) return std::nullopt;
+  out.fraction = simplest_fraction(out.low, out.high, total_memory);
+  // Without a recorded OOM, only a memory fraction that fits the bounds is evidence enough.
+  if (out.ooms == 0 && !out.fraction) return std::nullopt;
   out.bytes = out.fraction ? static_cast<uint64_t>(*out.fraction * static_cast<double>(total_memory))
                            : (out.high >= out.low ? out.high : out.low);
   return out;

@@ -219,7 +219,7 @@ TEST_CASE("formats: JSON errors name the byte offset in the JSON", "[formats]") 
     FAIL("device 3 accepted");
   } catch (const FormatError& err) {
     CHECK(err.position() == no_device.find("[["));
-    CHECK(err.detail().find("no trace for device 3") != std::string::npos);
+    CHECK(err.detail().find("no data for device 3") != std::string::npos);
   }
 }
 

@@ -83,7 +83,7 @@ TEST_CASE("hostile inputs fail with the file, the position and what is wrong", "
       {"rmm-alloc-past-2-48.csv", ":2: size 562949953421312 is absurdly large"},
       {"jsonl-stack0-not-empty.jsonl", ":1: \"stacks\"[0] must be the empty stack"},
       {"jsonl-empty.jsonl", ":1: empty file"},
-      {"pickle-scalar-root.pickle", "byte offset 0: the snapshot must be a dict, not int"},
+      {"pickle-scalar-root.pickle", "byte offset 0: the snapshot must be a dict (or a list of segments), not int"},
       {"pickle-entry-not-dict.pickle", "byte offset 21: device_traces entry 0 must be a dict, not int"},
       {"pickle-control-bytes.pickle", "unknown trace action '\\x1b[31mred\\x07'"},
   };
@@ -104,13 +104,13 @@ TEST_CASE("a gzip input inflates within its budget, and the flag lifts it", "[ha
   }
   {
     LimitsGuard off({0, 0});
-    CHECK_THAT(load_error(bomb), Catch::Contains("has no device_traces"));  // read whole, then judged as a snapshot
+    CHECK_THAT(load_error(bomb), Catch::Contains("has neither device_traces nor segments"));  // read whole, then judged as a snapshot
   }
   // The same through the CLI: the default budget (64 MiB floor) reads it; a lowered one refuses.
   CHECK(run_cli("info " + bomb.string()).rc == 2);
   Cli low = run_cli("--max-expansion 1 info " + bomb.string());
   CHECK(low.rc == 2);
-  CHECK_THAT(low.err, Catch::Contains("has no device_traces"));
+  CHECK_THAT(low.err, Catch::Contains("has neither device_traces nor segments"));
   CHECK(run_cli("--max-expansion nonsense info " + bomb.string()).rc == 2);
 }
 

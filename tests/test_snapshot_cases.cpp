@@ -9,7 +9,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "allocators/registry.h"
 #include "sim/fidelity.h"
+#include "sim/replay.h"
 #include "traces/initial_state.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
@@ -232,4 +234,27 @@ TEST_CASE("snapshot cases: the PyTorch 2.0 layout reads as the same trace, witho
   FidelityResult r = check_fidelity(old, FidelityOptions{});
   CHECK(r.exact);
   CHECK(r.recorded_peak == 15286140928ull);
+}
+
+TEST_CASE("pytorch: a request larger than an expandable segment's range is out of memory, not a crash",
+          "[snapshot_cases]") {
+  // One 128 GiB tensor, as on a 141 GB H200: past 1 1/8 of the default 80 GB card's memory.
+  Trace t;
+  Event a;
+  a.kind = EventKind::Alloc;
+  a.size = 128ull << 30;
+  t.events.push_back(a);
+  MemorySource source(t);
+  ReplayOptions options;
+  options.on_oom = OnOom::Skip;
+  ReplayResult r = replay_simulated(source, PolicySpec::parse("pytorch:expandable_segments:True"), SimDeviceConfig{}, options);
+  CHECK(r.ooms.size() == 1);
+  CHECK(r.final_reserved == 0);
+  // With the H200's memory as the capacity, the segment's range is sized from it and the request fits.
+  MemorySource again(t);
+  SimDeviceConfig h200;
+  h200.capacity = 141ull * 1000 * 1000 * 1000;
+  ReplayResult fits = replay_simulated(again, PolicySpec::parse("pytorch:expandable_segments:True"), h200, options);
+  CHECK(fits.ooms.empty());
+  CHECK(fits.reserved.bytes >= a.size);
 }
