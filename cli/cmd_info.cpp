@@ -88,6 +88,11 @@ void add_info(CLI::App& app, CommandFn& run) {
                          {"streams", s.streams_used},
                          {"time_span_us", m.has_times ? nlohmann::json(s.time_span_us())
                                                       : nlohmann::json(nullptr)},
+                         {"unreplayed", [&] {
+                            nlohmann::json u = nlohmann::json::object();
+                            for (const auto& [key, count] : m.unreplayed) u[key] = count;
+                            return u;
+                          }()},
                          {"history", m.history_absent ? "none" : m.initial.empty() ? "from start" : "mid-run"},
                          {"state_at_first_entry",
                           {{"segments", st.segments},
@@ -137,6 +142,8 @@ void add_info(CLI::App& app, CommandFn& run) {
         fmt::print("recorded     peak reserved {} ({} bytes) by the recording allocator\n",
                    format_size(s.recorded_peak_reserved), s.recorded_peak_reserved);
       fmt::print("never freed  {}\n", s.never_freed);
+      for (const auto& [key, count] : m.unreplayed)
+        fmt::print("not replayed {} {} (read; host memory and annotations are not device memory)\n", count, key);
       if (m.dropped_unknown_frees)
         fmt::print("dropped      {} frees of blocks that lie in no segment the snapshot shows\n", m.dropped_unknown_frees);
       fmt::print("sizes        {}\n", dist_line(s.sizes, true));

@@ -22,6 +22,7 @@ namespace {
 constexpr uint64_t kAbsurdSize = kMaxEventBytes;
 
 struct JsonlParser {
+  explicit JsonlParser(const std::string& n) : name(n) {}
   const std::string& name;
   Trace trace;
   IdSlots slots;
@@ -110,6 +111,9 @@ struct JsonlParser {
     m.dropped_unknown_frees = get_u64(h, "dropped_unknown_frees", 0);
     if (auto t = h.find("has_times"); t != h.end() && t->is_boolean()) m.has_times = t->get<bool>();
     if (auto t = h.find("history_absent"); t != h.end() && t->is_boolean()) m.history_absent = t->get<bool>();
+    if (auto t = h.find("unreplayed"); t != h.end() && t->is_object())
+      for (const auto& [k, v] : t->items())
+        if (v.is_number_unsigned()) m.unreplayed.emplace_back(k, v.get<uint64_t>());
     try {  // the states (version 2 headers; version 1 had none)
       if (auto st = h.find("initial"); st != h.end())
         m.initial = initial_from_json(*st, m.streams.size(), m.stacks.size());
@@ -162,7 +166,7 @@ struct JsonlParser {
 }  // namespace
 
 Trace parse_jsonl(const std::string& text, const std::string& name) {
-  JsonlParser p{name, {}, {}, {}, 0};
+  JsonlParser p(name);
   p.trace.meta.format = "jsonl";
   p.trace.meta.source = name;
   bool first = true;
@@ -203,6 +207,7 @@ class JsonlWriter final : public TraceWriter {
     if (meta.dropped_unknown_frees) h["dropped_unknown_frees"] = meta.dropped_unknown_frees;
     if (!meta.has_times) h["has_times"] = false;
     if (meta.history_absent) h["history_absent"] = true;
+    for (const auto& [key, count] : meta.unreplayed) h["unreplayed"][key] = count;
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
     if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);
     if (meta.stacks.size() > 1) {

@@ -265,6 +265,12 @@ void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t cou
       column_error(c, "the column holds bytes beyond its last value");
 }
 
+json unreplayed_json(const TraceMeta& m) {
+  json out = json::object();
+  for (const auto& [key, count] : m.unreplayed) out[key] = count;
+  return out;
+}
+
 json meta_to_json(const TraceMeta& m) {
   json stacks = json::array();
   for (const auto& s : m.stacks) {
@@ -281,6 +287,7 @@ json meta_to_json(const TraceMeta& m) {
           {"dropped_unknown_frees", m.dropped_unknown_frees},
           {"has_times", m.has_times},
           {"history_absent", m.history_absent},
+          {"unreplayed", unreplayed_json(m)},
           {"initial", initial_to_json(m.initial)},
           {"segments", segments_to_json(m.segments)}};
 }
@@ -323,6 +330,8 @@ TraceMeta meta_from_json(const json& j) {
   // Keys added later (absent from older files, which read as before).
   if (auto it = j.find("has_times"); it != j.end()) m.has_times = it->get<bool>();
   if (auto it = j.find("history_absent"); it != j.end()) m.history_absent = it->get<bool>();
+  if (auto it = j.find("unreplayed"); it != j.end())
+    for (const auto& [k, v] : it->items()) m.unreplayed.emplace_back(k, meta_u64(v, "an unreplayed item count"));
   if (auto it = j.find("initial"); it != j.end()) m.initial = initial_from_json(*it, m.streams.size(), m.stacks.size());
   if (auto it = j.find("segments"); it != j.end()) m.segments = segments_from_json(*it, m.streams.size(), m.stacks.size());
   return m;

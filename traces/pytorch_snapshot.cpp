@@ -87,7 +87,7 @@ class StrCache {
   std::vector<std::pair<Value, Code>> seen_;
 };
 
-enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, Other };
+enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, UserMetadata, Other };
 
 Field parse_field(std::string_view s) {
   if (s == "action") return Field::Action;
@@ -97,6 +97,7 @@ Field parse_field(std::string_view s) {
   if (s == "stream") return Field::Stream;
   if (s == "time_us") return Field::TimeUs;
   if (s == "frames") return Field::Frames;
+  if (s == "user_metadata") return Field::UserMetadata;
   return Field::Other;
 }
 
@@ -220,6 +221,10 @@ class Importer {
     if (!traces && !segments)
       doc_.fail(root, "the snapshot has neither device_traces nor segments: is it a PyTorch memory snapshot?");
     if (const Value* settings = doc_.find(root, "allocator_settings")) read_settings(*settings, "");
+    // Host (pinned) memory and annotations: reported by `info`, not device memory to replay.
+    for (const char* key : {"host_segments", "host_traces", "external_annotations"})
+      if (const Value* v = doc_.find(root, key); v && v->is_container() && !doc_.empty(*v))
+        trace_.meta.unreplayed.emplace_back(key, doc_.size(*v));
     if (segments) read_segments(*segments);
     bool history = false;
     if (traces) {
@@ -240,6 +245,7 @@ class Importer {
   AddrMap live_;                               // block address -> id, while allocated
   std::vector<uint8_t> free_requested_;        // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
+  uint64_t user_metadata_entries_ = 0;        // trace entries with a non-empty user_metadata
   std::vector<int> segment_devices_;           // devices the segments list, for error messages
   std::vector<Event> raw_;                     // the history at address level (ids not yet assigned)
   std::vector<uint64_t> raw_offsets_;          // each raw entry's offset in the input, for errors
@@ -343,6 +349,8 @@ class Importer {
   Trace finish(bool history) {
     TraceMeta& m = trace_.meta;
     m.history_absent = !history;
+    if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
+    std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
     m.initial = reconstruct_initial_state(raw_, m.segments);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
     trace_.events.reserve(m.initial.live_blocks + raw_.size());
@@ -400,6 +408,9 @@ class Importer {
         case Field::Stream: stream_v = v; break;
         case Field::TimeUs: time_v = v; break;
         case Field::Frames: frames_v = v; break;
+        case Field::UserMetadata:
+          if (v.is_str() && !doc_.as_str(v, "user_metadata").empty()) ++user_metadata_entries_;
+          break;
         case Field::Other: break;
       }
     });

@@ -143,6 +143,9 @@ struct TraceMeta {
   bool has_times = true;
   // The snapshot had no history at all (segments only): the trace is its prologue alone.
   bool history_absent = false;
+  // Snapshot data read but kept out of device replay, by key with its item count: pinned host memory
+  // (`host_segments`, `host_traces`), `external_annotations`, trace entries carrying `user_metadata`.
+  std::vector<std::pair<std::string, uint64_t>> unreplayed;
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   StreamIndex intern_stream(uint64_t handle);

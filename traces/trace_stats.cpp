@@ -10,6 +10,7 @@ namespace fraglab {
 namespace {
 int log2_bucket(double v) {
   if (v < 1) return 0;
+  if (v >= 18446744073709551616.0) return 63;  // past 2^64 (hostile times): the cast below would be undefined
   return std::min(63, static_cast<int>(std::bit_width(static_cast<uint64_t>(v))) - 1);
 }
 size_t percentile_index(size_t n, double p) {
