@@ -20,10 +20,6 @@
 namespace fraglab {
 namespace {
 
-// cudaDeviceProp::totalGlobalMem of the GPU the corpus was recorded on (NVIDIA H100 80GB
-// HBM3); it only sizes the address space an expandable segment reserves.
-constexpr uint64_t kDefaultTotalMemory = 85017493504ull;
-
 class PytorchPolicy final : public Policy {
  public:
   PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory)
@@ -99,7 +95,7 @@ PolicyInfo policy_info_pytorch() {
           [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             // The GPU's memory is at least what the device may hand out (a capacity from an H200's
             // snapshot, say), so that expandable segments reserve enough address space.
-            uint64_t total = ctx.options.get_size("total_memory", std::max(kDefaultTotalMemory, ctx.device.capacity().value_or(0)));
+            uint64_t total = ctx.options.get_size("total_memory", std::max(detail::kH100TotalMemory, ctx.device.capacity().value_or(0)));
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
             return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total);
           }};

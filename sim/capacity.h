@@ -16,12 +16,11 @@
 #include <optional>
 #include <string>
 
+#include "allocators/detail/pytorch_pool.h"
 #include "traces/trace.h"
 
 namespace fraglab {
 
-// cudaDeviceProp::totalGlobalMem of the H100 80GB HBM3 the bundled recordings were made on.
-constexpr uint64_t kDefaultTotalMemory = 85017493504ull;
 
 struct InferredCapacity {
   uint64_t bytes = 0;          // the capacity to replay with
@@ -29,10 +28,10 @@ struct InferredCapacity {
   std::optional<double> fraction;  // F, when the limit is set_per_process_memory_fraction(F) of total_memory
   bool device_limit = false;   // the GPU itself ran out (reserved + device_free)
   size_t ooms = 0;
-  std::string describe(uint64_t total_memory = kDefaultTotalMemory) const;
+  std::string describe(uint64_t total_memory = detail::kH100TotalMemory) const;
 };
 
 // nullopt when the trace records no OOM.
-std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = kDefaultTotalMemory);
+std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = detail::kH100TotalMemory);
 
 }  // namespace fraglab

@@ -92,11 +92,4 @@ uint64_t InitialState::reserved() const {
   return bytes;
 }
 
-uint64_t InitialState::allocated() const {
-  uint64_t bytes = 0;
-  for (const RecordedSegment& s : segments)
-    for (const RecordedBlock& b : s.blocks) bytes += b.size ? b.size : b.requested_size;
-  return bytes;
-}
-
 }  // namespace fraglab

@@ -111,8 +111,7 @@ struct InitialState {
   uint64_t estimated_requests = 0;  // live blocks whose requested size is unknown (taken as their block size)
   uint64_t unplaced_frees = 0;      // frees of blocks that lie in no segment the snapshot shows (dropped)
   bool empty() const { return segments.empty() && live_blocks == 0; }
-  uint64_t reserved() const;   // bytes of segments (mapped ranges) then
-  uint64_t allocated() const;  // bytes of live blocks whose size is known, plus requests of the others
+  uint64_t reserved() const;  // bytes of segments (mapped ranges) then
   bool operator==(const InitialState&) const = default;
 };
 

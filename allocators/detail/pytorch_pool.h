@@ -44,6 +44,9 @@ constexpr uint64_t kMinLargeAlloc = 10 * kMiB; // requests 1..10 MiB share 20 Mi
 constexpr uint64_t kLargeBuffer = 20 * kMiB;
 constexpr uint64_t kRoundLarge = 2 * kMiB;     // larger segments round to this
 constexpr uint32_t kNone = UINT32_MAX;
+// cudaDeviceProp::totalGlobalMem of the GPU the bundled recordings were made on (NVIDIA H100 80GB
+// HBM3): the default GPU memory, which sizes expandable segments' ranges and memory fractions.
+constexpr uint64_t kH100TotalMemory = 85017493504ull;
 
 // round_size(): what a request of `size` bytes occupies.
 uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config);
