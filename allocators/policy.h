@@ -29,6 +29,7 @@ struct AllocRequest {
   uint64_t size;        // requested bytes, as the program asked
   StreamIndex stream;   // the stream the block is allocated on
   uint64_t event_index; // position in the trace (unique per allocation; offline planners key on it)
+  PoolIndex pool = 0;   // the recording allocator's pool (TraceMeta::pools; 0 = the default pools)
 };
 
 // A block handed out by a policy. `handle` is the policy's own (an index into its
@@ -54,6 +55,9 @@ class Policy {
   virtual void free_requested(const Block& /*block*/) {}
   // Return every cached, wholly free piece of memory to the device.
   virtual void empty_cache() = 0;
+  // The owner of private pool `pool` went (a CUDA graph destroyed, a MemPool deleted): a policy that
+  // keeps such pools may return the pool's cached memory at the next empty_cache(). Most ignore it.
+  virtual void release_pool(PoolIndex /*pool*/) {}
   // The recording allocator's state at the trace's first event (InitialState, traces/trace.h), for
   // histories that began mid-run. A policy that models that allocator recreates it (its segments,
   // cached free blocks and live blocks where they were) and returns the live blocks in prologue order;

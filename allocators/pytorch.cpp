@@ -20,19 +20,26 @@
 namespace fraglab {
 namespace {
 
+std::vector<std::array<int64_t, 2>> pool_ids(const TraceMeta& meta) {
+  std::vector<std::array<int64_t, 2>> ids;
+  for (const PoolInfo& p : meta.pools) ids.push_back(p.id);
+  return ids;
+}
+
 class PytorchPolicy final : public Policy {
  public:
   PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory)
-      : allocator_(device, config, meta.streams, total_memory) {}
+      : allocator_(device, config, meta.streams, total_memory, pool_ids(meta)) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
-    auto b = allocator_.malloc(req.size, req.stream);
+    auto b = allocator_.malloc(req.size, req.stream, req.pool);
     if (!b) return std::nullopt;
     const auto& blk = allocator_.block(*b);
     return Block{blk.addr, blk.size, *b};
   }
   void deallocate(const Block& block) override { allocator_.free(static_cast<uint32_t>(block.handle)); }
   void empty_cache() override { allocator_.empty_cache(); }
+  void release_pool(PoolIndex pool) override { allocator_.release_pool(pool); }
   std::optional<std::vector<Block>> adopt_initial_state(const InitialState& state) override {
     auto live = allocator_.adopt(state);
     if (!live) return std::nullopt;
@@ -88,7 +95,7 @@ PolicyInfo policy_info_pytorch() {
       {"recorded_settings", "true", "start from the trace's recorded allocator_settings"},
       {"total_memory", "85017493504", "the GPU's memory (totalGlobalMem); sizes expandable address ranges"},
   };
-  return {"pytorch",
+  PolicyInfo info{"pytorch",
           "PyTorch's CUDA caching allocator, exact (PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF options)",
           "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
           options,
@@ -99,6 +106,8 @@ PolicyInfo policy_info_pytorch() {
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
             return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total);
           }};
+  info.models_pools = true;  // private pools are PyTorch's own: the model routes requests itself
+  return info;
 }
 
 }  // namespace fraglab

@@ -1,5 +1,7 @@
 #include "allocators/registry.h"
 
+#include "allocators/pool_adaptors.h"
+
 namespace fraglab {
 
 // One line per policy. Each allocators/<name>.cpp defines `PolicyInfo policy_info_<name>()`.
@@ -72,10 +74,21 @@ std::unique_ptr<Policy> make_policy(const PolicySpec& spec, Device& device, cons
     for (const auto& p : policy_registry()) names += (names.empty() ? "" : ", ") + p.name;
     throw PolicyConfigError("unknown policy '" + spec.name + "' (policies: " + names + ")");
   }
-  spec.options.check_known(spec.name, info->options);
+  // `pools` is every policy's option (pool_adaptors.h); the rest are the policy's own.
+  PolicyOptions own;
+  for (const auto& [key, value] : spec.options.values())
+    if (key != "pools") own.set(key, value);
+  own.check_known(spec.name, info->options);
+  const std::string pools = spec.options.get_string("pools", "separate");
+  if (pools != "separate" && pools != "merge")
+    throw PolicyConfigError("pools must be 'separate' or 'merge', not '" + pools + "'");
   if (info->needs_whole_trace && !events)
     throw PolicyConfigError("policy " + spec.name + " plans offline and needs the whole trace in memory");
-  return info->make(PolicyContext{device, spec.options, meta, events});
+  auto make = [info, &device, own, &meta, events]() { return info->make(PolicyContext{device, own, meta, events}); };
+  if (meta.pools.size() <= 1) return make();
+  if (pools == "merge") return make_merged_pools_policy(make());
+  if (info->models_pools || info->needs_whole_trace) return make();
+  return make_separate_pools_policy(make);
 }
 
 }  // namespace fraglab

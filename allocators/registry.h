@@ -19,6 +19,9 @@ struct PolicyInfo {
   std::vector<OptionSpec> options;
   std::function<std::unique_ptr<Policy>(const PolicyContext&)> make;
   bool needs_whole_trace = false;  // offline planners see the future
+  // The policy routes requests by their private pool itself (Event::pool); others are given one
+  // instance per pool by the `pools` option (allocators/pool_adaptors.h).
+  bool models_pools = false;
   // Every block address the policy hands out (with default options) is a multiple of this;
   // the invariant harness checks it. BFC uses 256, cudaMalloc-like policies 512.
   uint64_t alignment = 512;

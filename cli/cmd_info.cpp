@@ -60,6 +60,19 @@ nlohmann::json dist_json(const Distribution& d) {
           {"p99", d.p99},     {"max", d.max}, {"mean", d.mean}};
 }
 
+// "default 80 allocations, (1, 0) 28 (private: a CUDA graph's), ..."
+std::string pools_line(const TraceMeta& m, const TraceStats& s) {
+  std::string out;
+  for (size_t i = 0; i < m.pools.size(); ++i) {
+    uint64_t n = i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0;
+    const auto& id = m.pools[i].id;
+    std::string name = i == 0 ? "default" : id[0] == -1 ? fmt::format("inferred #{}", id[1]) : fmt::format("({}, {})", id[0], id[1]);
+    const char* kind = i == 0 ? "" : id[0] == -1 ? " (private, told apart by the model)" : id[0] ? " (graph capture)" : " (MemPool or graph_pool_handle)";
+    out += fmt::format("{}{} {} allocations{}", out.empty() ? "" : ", ", name, n, kind);
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_info(CLI::App& app, CommandFn& run) {
@@ -93,6 +106,13 @@ void add_info(CLI::App& app, CommandFn& run) {
                             for (const auto& [key, count] : m.unreplayed) u[key] = count;
                             return u;
                           }()},
+                         {"pools", [&] {
+                            nlohmann::json pools = nlohmann::json::array();
+                            for (size_t i = 0; i < m.pools.size(); ++i)
+                              pools.push_back({{"id", m.pools[i].id},
+                                               {"allocations", i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0}});
+                            return pools;
+                          }()},
                          {"history", m.history_absent ? "none" : m.initial.empty() ? "from start" : "mid-run"},
                          {"state_at_first_entry",
                           {{"segments", st.segments},
@@ -121,6 +141,7 @@ void add_info(CLI::App& app, CommandFn& run) {
       fmt::print("recorded     {} segment allocs, {} segment frees, {} maps, {} unmaps, {} OOMs\n", s.by_kind[4],
                  s.by_kind[5], s.by_kind[6], s.by_kind[7], s.by_kind[8]);
       fmt::print("streams      {}\n", s.streams_used);
+      if (m.pools.size() > 1) fmt::print("pools        {}\n", pools_line(m, s));
       fmt::print("time span    {}\n", time_span(m, s));
       if (m.history_absent) {
         fmt::print("history      none: the snapshot holds the allocator's state only (record with "

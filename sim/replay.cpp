@@ -52,6 +52,9 @@ bool ReplayEngine::apply(const Event& e, uint64_t index) {
       ++result_.empty_caches;
       policy_.empty_cache();
       break;
+    case EventKind::PoolRelease:
+      policy_.release_pool(e.pool);
+      break;
     default:
       break;
   }
@@ -71,7 +74,7 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
   result_.live_bytes_bound = std::max(result_.live_bytes_bound, trace_live_);
   // The prologue of a mid-run history: blocks the policy adopted where the recording had them.
   std::optional<Block> block =
-      index < adopted_.size() ? adopted_[index] : policy_.allocate(AllocRequest{e.id, e.size, e.stream, index});
+      index < adopted_.size() ? adopted_[index] : policy_.allocate(AllocRequest{e.id, e.size, e.stream, index, e.pool});
   if (!block) {
     result_.ooms.push_back({index, e.size, e.stream, device_.reserved_bytes(), allocated_});
     skipped_[e.id] = true;
@@ -97,7 +100,7 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
 void ReplayEngine::on_recorded_oom(const Event& e, uint64_t index) {
   const uint64_t reserved_before = device_.reserved_bytes();
   device_.set_event_index(index);
-  auto block = policy_.allocate(AllocRequest{kTransientRequest, e.size, e.stream, index});
+  auto block = policy_.allocate(AllocRequest{kTransientRequest, e.size, e.stream, index, e.pool});
   const uint64_t reserved = device_.reserved_bytes();
   result_.recorded_ooms.push_back({index, e.size, e.stream, block.has_value(), reserved,
                                    allocated_ + (block ? block->size : 0)});

@@ -323,3 +323,81 @@ TEST_CASE("pytorch: under a cap, expandable segments are unmapped, never cudaFre
   CHECK(r.model.stats().num_alloc_retries == 1);
   CHECK(r.model.stats().reserved == 80 * MiB);
 }
+
+// ---- private pools (beginAllocateToPool / releasePool / release_cached_blocks with graph_pools_freeable) ----
+
+TEST_CASE("pytorch: a private pool's requests never share blocks with the default pools", "[pytorch][pools]") {
+  Rig r("");
+  uint32_t d = r.malloc(4 * MiB);  // default pools: a 20 MiB segment
+  const Addr default_block = r.addr(d);
+  r.model.free(d);
+  auto p = r.model.malloc(4 * MiB, 0, 1);  // private pool 1: the cached 20 MiB is not its own
+  REQUIRE(p);
+  CHECK(r.calls() == Calls{"alloc 20", "alloc 20"});
+  r.model.free(*p);
+  uint32_t d2 = r.malloc(4 * MiB);  // back in the default pools: their own cached block, at the same place
+  CHECK(r.addr(d2) == default_block);
+  CHECK(r.calls().size() == 2);
+}
+
+TEST_CASE("pytorch: empty_cache keeps a private pool's segments until the pool is released, then drops the pool",
+          "[pytorch][pools]") {
+  Rig r("");
+  auto p = r.model.malloc(30 * MiB, 0, 1);
+  REQUIRE(p);
+  r.model.free(*p);
+  r.model.empty_cache();  // the graph (or MemPool) still owns its pool
+  CHECK(r.calls() == Calls{"alloc 30"});
+  CHECK(r.model.has_private_pool(1));
+  r.model.release_pool(1);  // releasePool: use_count 0, graph_pools_freeable
+  CHECK(r.calls() == Calls{"alloc 30"});  // nothing until the cache is emptied
+  r.model.empty_cache();
+  CHECK(r.calls() == Calls{"alloc 30", "free 30"});
+  CHECK_FALSE(r.model.has_private_pool(1));  // cudaMalloc_count 0: erased from graph_pools
+}
+
+TEST_CASE("pytorch: a released pool whose blocks are still in use is kept until they are freed", "[pytorch][pools]") {
+  Rig r("");
+  auto a = r.model.malloc(4 * MiB, 0, 2), b = r.model.malloc(30 * MiB, 0, 2);
+  REQUIRE((a && b));
+  r.model.free(*b);
+  r.model.release_pool(2);
+  r.model.empty_cache();  // the 30 MiB segment goes; the 20 MiB one holds a live block (a static output)
+  CHECK(r.calls() == Calls{"alloc 20", "alloc 30", "free 30"});
+  CHECK(r.model.has_private_pool(2));
+  r.model.free(*a);
+  r.model.empty_cache();
+  CHECK(r.calls() == Calls{"alloc 20", "alloc 30", "free 30", "free 20"});
+  CHECK_FALSE(r.model.has_private_pool(2));
+}
+
+TEST_CASE("pytorch: a private pool's request at the limit frees only its own pool (no release_cached_blocks)",
+          "[pytorch][pools]") {
+  SECTION("private request: the default pools' cache stays, out of memory") {
+    Rig r("", 60 * MiB);
+    uint32_t d = r.malloc(30 * MiB);
+    r.model.free(d);
+    CHECK_FALSE(r.model.malloc(40 * MiB, 0, 1));  // 30 + 40 > 60, and malloc may not empty the cache mid-capture
+    CHECK(r.calls() == Calls{"alloc 30"});
+  }
+  SECTION("default request: release_cached_blocks, then the retry") {
+    Rig r("", 60 * MiB);
+    uint32_t d = r.malloc(30 * MiB);
+    r.model.free(d);
+    CHECK(r.model.malloc(40 * MiB, 0, 0));
+    CHECK(r.calls() == Calls{"alloc 30", "free 30", "alloc 40"});
+  }
+}
+
+TEST_CASE("pytorch: expandable segments in a private pool are that pool's own range", "[pytorch][pools]") {
+  Rig r("expandable_segments:True");
+  uint32_t d = r.malloc(30 * MiB);
+  auto p = r.model.malloc(30 * MiB, 0, 1);
+  REQUIRE(p);
+  CHECK(r.calls() == Calls{"map 40", "map 40"});  // a second range, not the default one grown
+  CHECK(r.addr(*p) != r.addr(d) + 40 * MiB);
+  r.model.free(*p);
+  r.model.release_pool(1);
+  r.model.empty_cache();
+  CHECK(r.calls() == Calls{"map 40", "map 40", "unmap 40"});
+}

@@ -5,6 +5,10 @@
 // (reserved_bytes.all.peak, reset when recording began).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -257,4 +261,93 @@ TEST_CASE("pytorch: a request larger than an expandable segment's range is out o
   ReplayResult fits = replay_simulated(again, PolicySpec::parse("pytorch:expandable_segments:True"), h200, options);
   CHECK(fits.ooms.empty());
   CHECK(fits.reserved.bytes >= a.size);
+}
+
+// ---- private pools: CUDA graph capture, torch.compile reduce-overhead, torch.cuda.MemPool ----
+
+namespace {
+
+size_t count_kind(const Trace& t, EventKind kind) {
+  return static_cast<size_t>(std::count_if(t.events.begin(), t.events.end(), [&](const Event& e) { return e.kind == kind; }));
+}
+
+bool has_pool(const Trace& t, std::array<int64_t, 2> id) {
+  return std::any_of(t.meta.pools.begin(), t.meta.pools.end(), [&](const PoolInfo& p) { return p.id == id; });
+}
+
+}  // namespace
+
+TEST_CASE("snapshot cases: CUDA graphs, torch.compile and MemPools replay exactly with their private pools",
+          "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file : {"graph_mlp_train.default.pickle.gz", "graph_mlp_train.expandable.pickle.gz",
+                           "compile_reduce_overhead.default.pickle.gz", "mempool_side.default.pickle.gz",
+                           "mempool_side.expandable.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
+TEST_CASE("pool inference: graph captures go to the capture's pool, which is released before the last empty_cache",
+          "[snapshot_cases][pools]") {
+  Trace t = load_trace(kCases + "/graph_mlp_train.default.pickle.gz");
+  REQUIRE(has_pool(t, {1, 0}));
+  // 28 allocations on the capture stream; all but the generator's two 8-byte seed/offset tensors, made
+  // before the capture began, went to the graph's pool.
+  size_t in_pool = 0, small_default_on_capture_stream = 0;
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::Alloc || t.meta.streams[e.stream] != 1014704544) continue;
+    if (e.pool) ++in_pool;
+    else if (e.size == 8) ++small_default_on_capture_stream;
+  }
+  CHECK(in_pool == 26);
+  CHECK(small_default_on_capture_stream == 2);
+  CHECK(count_kind(t, EventKind::PoolRelease) == 1);  // `del g`: releasePool before the final empty_cache
+  // torch.cuda.graph() empties the cache before capturing, though a new segment follows.
+  CHECK(count_kind(t, EventKind::EmptyCache) == 2);
+}
+
+TEST_CASE("pool inference: a MemPool on the default stream is told apart by the model", "[snapshot_cases][pools]") {
+  Trace t = load_trace(kCases + "/mempool_side.default.pickle.gz");
+  CHECK(t.meta.pools.size() >= 2);  // the segments are all gone by the end: inferred pools, id (-1, k)
+  CHECK(count_kind(t, EventKind::PoolRelease) >= 1);
+  CHECK(std::any_of(t.events.begin(), t.events.end(), [](const Event& e) { return e.kind == EventKind::Alloc && e.pool; }));
+}
+
+TEST_CASE("pools: other policies keep pools apart unless asked to merge them", "[snapshot_cases][pools]") {
+  Trace t = load_trace(kCases + "/graph_mlp_train.default.pickle.gz");
+  auto run = [&](const std::string& policy) {
+    MemorySource src(t);
+    ReplayOptions options;
+    options.check_invariants = true;
+    return replay_simulated(src, PolicySpec::parse(policy), SimDeviceConfig{}, options, &t.events);
+  };
+  ReplayResult separate = run("bestfit"), merged = run("bestfit:pools=merge");
+  CHECK(separate.ooms.empty());
+  CHECK(merged.ooms.empty());
+  // Separate pools cannot share cached memory: never less reserved at the peak than one pool for all.
+  CHECK(separate.reserved.bytes >= merged.reserved.bytes);
+  CHECK(separate.reserved.bytes != merged.reserved.bytes);
+  CHECK_THROWS_AS(run("bestfit:pools=shared"), PolicyConfigError);
+  // The pytorch model routes pools itself; merging them is a what-if that changes its answer.
+  CHECK(run("pytorch").reserved.bytes == 1354760192);
+  CHECK(run("pytorch:pools=merge").reserved.bytes != 1354760192);
+}
+
+TEST_CASE("pools: the native and JSON Lines formats keep every event's pool", "[snapshot_cases][pools]") {
+  Trace t = load_trace(kCases + "/mempool_side.expandable.pickle.gz");
+  REQUIRE(t.meta.pools.size() > 1);
+  for (const char* ext : {".fltrace", ".jsonl"}) {
+    std::string path = (std::filesystem::temp_directory_path() / ("fraglab_pools_" + std::to_string(::getpid()) + ext)).string();
+    save_trace(t, path);
+    Trace back = load_trace(path);
+    CHECK(back.meta.pools == t.meta.pools);
+    REQUIRE(back.events.size() == t.events.size());
+    for (size_t i = 0; i < t.events.size(); ++i) {
+      INFO(ext << " event " << i);
+      CHECK(back.events[i].pool == t.events[i].pool);
+      CHECK(back.events[i].kind == t.events[i].kind);
+    }
+    std::filesystem::remove(path);
+  }
 }

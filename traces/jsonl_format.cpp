@@ -119,6 +119,7 @@ struct JsonlParser {
         m.initial = initial_from_json(*st, m.streams.size(), m.stacks.size());
       if (auto st = h.find("segments"); st != h.end())
         m.segments = segments_from_json(*st, m.streams.size(), m.stacks.size());
+      if (auto st = h.find("pools"); st != h.end()) m.pools = pools_from_json(*st);
     } catch (const std::exception& e) {
       fail(std::string("the header's allocator state: ") + e.what());
     }
@@ -135,6 +136,8 @@ struct JsonlParser {
     e.stream = streams.intern(get_u64(obj, "stream", 0));
     e.stack = static_cast<StackId>(get_u64(obj, "stack", 0, UINT32_MAX));
     if (e.stack >= trace.meta.stacks.size()) fail("\"stack\" " + std::to_string(e.stack) + " is not in the header");
+    e.pool = static_cast<PoolIndex>(get_u64(obj, "pool", 0, UINT16_MAX));
+    if (e.pool >= trace.meta.pools.size()) fail("\"pool\" " + std::to_string(e.pool) + " is not in the header");
     switch (e.kind) {
       case EventKind::Alloc: {
         if (!obj.contains("size")) fail("alloc has no \"size\"");
@@ -210,6 +213,7 @@ class JsonlWriter final : public TraceWriter {
     for (const auto& [key, count] : meta.unreplayed) h["unreplayed"][key] = count;
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
     if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);
+    if (meta.pools.size() > 1) h["pools"] = pools_to_json(meta.pools);
     if (meta.stacks.size() > 1) {
       json stacks = json::array();
       for (const auto& s : meta.stacks) {
@@ -234,6 +238,7 @@ class JsonlWriter final : public TraceWriter {
       if (meta_.streams.at(e.stream) != 0) j["stream"] = meta_.streams[e.stream];
       if (e.time_us) j["t"] = e.time_us;
       if (e.stack) j["stack"] = e.stack;
+      if (e.pool) j["pool"] = e.pool;
       out += j.dump();
       out += '\n';
     }

@@ -289,8 +289,10 @@ json meta_to_json(const TraceMeta& m) {
           {"history_absent", m.history_absent},
           {"unreplayed", unreplayed_json(m)},
           {"initial", initial_to_json(m.initial)},
-          {"segments", segments_to_json(m.segments)}};
+          {"segments", segments_to_json(m.segments)},
+          {"pools", pools_to_json(m.pools)}};
 }
+
 
 // Checked conversions: nlohmann's get<integer>() on a float value is a cast whose overflow is
 // undefined behaviour, so the kind is checked first. Errors are std::out_of_range, which the
@@ -334,7 +336,24 @@ TraceMeta meta_from_json(const json& j) {
     for (const auto& [k, v] : it->items()) m.unreplayed.emplace_back(k, meta_u64(v, "an unreplayed item count"));
   if (auto it = j.find("initial"); it != j.end()) m.initial = initial_from_json(*it, m.streams.size(), m.stacks.size());
   if (auto it = j.find("segments"); it != j.end()) m.segments = segments_from_json(*it, m.streams.size(), m.stacks.size());
+  if (auto it = j.find("pools"); it != j.end()) m.pools = pools_from_json(*it);
   return m;
+}
+
+// Events' pools (Event::pool), sparse: [[event index, pool], ...] for the events not in pool 0.
+// They live in the meta rather than in a column so that files without pools stay as they were.
+std::vector<std::pair<uint64_t, PoolIndex>> event_pools_from_json(const json& j, uint64_t events, size_t pools) {
+  std::vector<std::pair<uint64_t, PoolIndex>> out;
+  if (!j.is_array()) throw std::out_of_range("event_pools must be a list");
+  for (const auto& p : j) {
+    if (!p.is_array() || p.size() != 2) throw std::out_of_range("an event_pools entry must be [event, pool]");
+    uint64_t index = meta_u64(p[0], "an event index"), pool = meta_u64(p[1], "a pool");
+    if (index >= events || (!out.empty() && index <= out.back().first))
+      throw std::out_of_range("event_pools indices must rise and stay below the event count");
+    if (pool == 0 || pool >= pools) throw std::out_of_range("event_pools names pool " + std::to_string(pool) + ", not in the pool table");
+    out.emplace_back(index, static_cast<PoolIndex>(pool));
+  }
+  return out;
 }
 
 }  // namespace native_detail
@@ -370,6 +389,7 @@ class NativeWriterImpl final : public NativeWriter {
   void write(const Event* events, size_t count) override {
     for (size_t i = 0; i < count; ++i) {
       check(events[i]);
+      if (events[i].pool) event_pools_.push_back(json::array({events_ + pending_.size(), events[i].pool}));
       pending_.push_back(events[i]);
       if (pending_.size() == options_.block_events) flush_block();
     }
@@ -378,7 +398,9 @@ class NativeWriterImpl final : public NativeWriter {
   void finish() override {
     validate_meta();
     if (!pending_.empty()) flush_block();
-    std::string text = meta_to_json(meta_).dump(-1, ' ', false, json::error_handler_t::replace);  // names may hold any bytes
+    json meta = meta_to_json(meta_);
+    if (!event_pools_.empty()) meta["event_pools"] = std::move(event_pools_);
+    std::string text = meta.dump(-1, ' ', false, json::error_handler_t::replace);  // names may hold any bytes
     compress(reinterpret_cast<const uint8_t*>(text.data()), text.size());
     uint8_t section[kSectionBytes] = {};
     std::memcpy(section, kMetaTag, 4);
@@ -409,6 +431,7 @@ class NativeWriterImpl final : public NativeWriter {
     // 16-bit stream index range is checked here; finish() checks against the final meta.
     if (e.stream > max_stream_) max_stream_ = e.stream;
     if (e.stack > max_stack_) max_stack_ = e.stack;
+    if (e.pool > max_pool_) max_pool_ = e.pool;
     if (const char* err = live_.apply(e)) bad(std::string(err) + " (id " + std::to_string(e.id) + ")");
   }
 
@@ -452,6 +475,9 @@ class NativeWriterImpl final : public NativeWriter {
       throw std::invalid_argument("native writer (" + path_ + "): events use stream index " +
                                   std::to_string(max_stream_) + " but the meta has " +
                                   std::to_string(meta_.streams.size()) + " streams");
+    if (max_pool_ >= meta_.pools.size())
+      throw std::invalid_argument("native writer (" + path_ + "): events use pool " + std::to_string(max_pool_) +
+                                  " but the meta has " + std::to_string(meta_.pools.size()) + " pools");
     if (max_stack_ >= meta_.stacks.size())
       throw std::invalid_argument("native writer (" + path_ + "): events use stack " + std::to_string(max_stack_) +
                                   " but the meta has " + std::to_string(meta_.stacks.size()) + " stacks");
@@ -468,7 +494,8 @@ class NativeWriterImpl final : public NativeWriter {
   BlockScratch scratch_;
   LiveIds live_;
   uint64_t offset_ = 0, events_ = 0, blocks_ = 0;
-  uint32_t max_stream_ = 0, max_stack_ = 0;
+  uint32_t max_stream_ = 0, max_stack_ = 0, max_pool_ = 0;
+  json event_pools_ = json::array();  // [[event index, pool], ...] for events not in pool 0
 };
 
 // ---------------------------------------------------------------------------------------
@@ -531,6 +558,7 @@ class NativeSource final : public EventSource {
   bool rewind() override {
     pos_ = kHeaderBytes;
     events_read_ = 0;
+    next_pool_ = 0;
     blocks_read_ = 0;
     staged_.clear();
     staged_pos_ = 0;
@@ -621,7 +649,10 @@ class NativeSource final : public EventSource {
       fail(meta_offset_ + kSectionBytes, "meta: JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
                                              " levels at byte " + std::to_string(at) + " of the decompressed meta");
     try {
-      meta_ = meta_from_json(json::parse(text));
+      json j = json::parse(text);
+      meta_ = meta_from_json(j);
+      if (auto it = j.find("event_pools"); it != j.end())
+        event_pools_ = event_pools_from_json(*it, total_events_, meta_.pools.size());
     } catch (const json::exception& e) {
       fail(meta_offset_ + kSectionBytes, std::string("meta: ") + e.what());
     } catch (const std::out_of_range& e) {
@@ -707,6 +738,8 @@ class NativeSource final : public EventSource {
       fail(block_offset_, "block " + std::to_string(blocks_read_) + " (first event " + std::to_string(events_read_) +
                               "), decompressed byte " + std::to_string(raw_offset) + ": " + what);
     });
+    for (; next_pool_ < event_pools_.size() && event_pools_[next_pool_].first < events_read_ + count; ++next_pool_)
+      out[event_pools_[next_pool_].first - events_read_].pool = event_pools_[next_pool_].second;
     events_read_ += count;
     ++blocks_read_;
   }
@@ -726,6 +759,8 @@ class NativeSource final : public EventSource {
   uint64_t meta_offset_ = 0, total_events_ = 0, total_blocks_ = 0;
   uint64_t pos_ = kHeaderBytes, block_offset_ = 0, events_read_ = 0, blocks_read_ = 0;
   uint32_t raw_size_ = 0;
+  std::vector<std::pair<uint64_t, PoolIndex>> event_pools_;  // sparse Event::pool, by event index
+  size_t next_pool_ = 0;
   std::vector<uint8_t> compressed_, raw_;
   std::vector<Event> staged_;
   size_t staged_pos_ = 0;

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -36,6 +37,7 @@
 #include "traces/initial_state.h"
 #include "traces/json_snapshot.h"
 #include "traces/pickle_reader.h"
+#include "traces/pool_inference.h"
 #include "traces/read_limits.h"
 #include "traces/stream_interner.h"
 
@@ -251,6 +253,9 @@ class Importer {
   std::vector<uint64_t> raw_offsets_;          // each raw entry's offset in the input, for errors
   std::vector<uint64_t> empty_cache_before_;   // event indices where an EmptyCache goes
   size_t release_run_start_ = SIZE_MAX;        // first event of the current run of segment releases
+  uint64_t reserved_ = 0;                      // the recording's reserved bytes as the history goes
+  uint64_t reserved_before_run_ = 0;           // ... when the current run of releases began
+  uint64_t peak_reserved_ = 0;                 // ... at most
   StreamInterner streams_{trace_.meta};
   StackInterner stacks_;
   std::vector<uint8_t> claimed_;  // by container index: an entry, segment or block already read
@@ -352,6 +357,8 @@ class Importer {
     if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
     std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
     m.initial = reconstruct_initial_state(raw_, m.segments);
+    reserved_ = m.initial.reserved();
+    peak_reserved_ = peak_reserved(raw_, reserved_);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
     trace_.events.reserve(m.initial.live_blocks + raw_.size());
     for (const RecordedSegment& seg : m.initial.segments)
@@ -375,6 +382,7 @@ class Importer {
     }
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back(release_run_start_);
     insert_empty_caches();
+    infer_pools(trace_);
     // Requested but never completed frees of blocks no segment holds: dropped too.
     m.dropped_unknown_frees += unknown_requested_.size();
     raw_ = {};
@@ -448,17 +456,43 @@ class Importer {
   // Segment releases that the allocator's malloc path makes (garbage collection, the
   // release-and-retry after a failed cudaMalloc) are always followed by that malloc's
   // segment_alloc / segment_map or its oom. A run of releases followed by anything else
-  // is torch.cuda.empty_cache(): it becomes an EmptyCache event before the run.
+  // is torch.cuda.empty_cache(): it becomes an EmptyCache event before the run. So is a run
+  // followed by a new segment that could not have failed: the release-and-retry follows a
+  // cudaMalloc over the limit, and the limit is at least the recording's peak reserved bytes, so
+  // with reserved bytes before the run plus the new segment within that peak, and no garbage
+  // collection configured, the program emptied the cache (torch.cuda.graph() does before it captures).
   void push(const Event& e) {
     bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
     if (release) {
-      if (release_run_start_ == SIZE_MAX) release_run_start_ = trace_.events.size();
+      if (release_run_start_ == SIZE_MAX) release_run_start_ = trace_.events.size(), reserved_before_run_ = reserved_;
     } else if (release_run_start_ != SIZE_MAX) {
-      bool malloc_path = e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap || e.kind == EventKind::Oom;
+      bool malloc_path = e.kind == EventKind::Oom;
+      if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
+        malloc_path = gc_possible() || reserved_before_run_ + e.size > peak_reserved_;
       if (!malloc_path) empty_cache_before_.push_back(release_run_start_);
       release_run_start_ = SIZE_MAX;
     }
+    if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved_ += e.size;
+    if (release) reserved_ -= std::min(reserved_, e.size);
     trace_.events.push_back(e);
+  }
+
+  // Garbage collection releases segments on malloc's path below the limit; settings that do not say
+  // (older snapshots) may have it on.
+  bool gc_possible() const {
+    const auto& settings = trace_.meta.allocator_settings;
+    auto it = settings.find("garbage_collection_threshold");
+    return it == settings.end() || std::strtod(it->second.c_str(), nullptr) != 0.0;
+  }
+
+  // The recording's peak reserved bytes over the history, from the state at the first entry.
+  static uint64_t peak_reserved(const std::vector<Event>& history, uint64_t initial) {
+    uint64_t reserved = initial, peak = initial;
+    for (const Event& e : history) {
+      if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) peak = std::max(peak, reserved += e.size);
+      else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap) reserved -= std::min(reserved, e.size);
+    }
+    return peak;
   }
 
   void insert_empty_caches() {

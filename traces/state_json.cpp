@@ -97,4 +97,23 @@ InitialState initial_from_json(const json& j, size_t stream_count, size_t stack_
   return st;
 }
 
+nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PoolInfo& p : pools) out.push_back(nlohmann::json::array({p.id[0], p.id[1]}));
+  return out;
+}
+
+std::vector<PoolInfo> pools_from_json(const nlohmann::json& j) {
+  if (!j.is_array() || j.empty() || j.size() > UINT16_MAX + 1u)
+    throw std::out_of_range("pools must be a list of 1 to 65536 [a, b] ids");
+  std::vector<PoolInfo> pools;
+  for (const auto& p : j) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number_integer())
+      throw std::out_of_range("a pool id must be [a, b] of integers");
+    pools.push_back(PoolInfo{{p[0].get<int64_t>(), p[1].get<int64_t>()}});
+  }
+  if (pools[0].id != std::array<int64_t, 2>{0, 0}) throw std::out_of_range("the first pool must be the default pools [0, 0]");
+  return pools;
+}
+
 }  // namespace fraglab

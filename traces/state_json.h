@@ -17,4 +17,8 @@ std::vector<RecordedSegment> segments_from_json(const nlohmann::json& j, size_t 
 nlohmann::json initial_to_json(const InitialState& state);
 InitialState initial_from_json(const nlohmann::json& j, size_t stream_count, size_t stack_count);
 
+// The pool table (TraceMeta::pools, [[a, b], ...], the default pools first).
+nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools);
+std::vector<PoolInfo> pools_from_json(const nlohmann::json& j);
+
 }  // namespace fraglab

@@ -10,7 +10,7 @@ namespace fraglab {
 namespace {
 constexpr const char* kKindNames[kEventKindCount] = {
     "alloc",         "free",          "empty_cache", "free_requested", "segment_alloc",
-    "segment_free",  "segment_map",   "segment_unmap", "oom"};
+    "segment_free",  "segment_map",   "segment_unmap", "oom",          "pool_release"};
 }
 
 const char* event_kind_name(EventKind kind) {

@@ -25,6 +25,7 @@ using Addr = uint64_t;
 using AllocId = uint32_t;
 using StreamIndex = uint16_t;  // index into TraceMeta::streams
 using StackId = uint32_t;      // index into TraceMeta::stacks; 0 = no stack recorded
+using PoolIndex = uint16_t;    // index into TraceMeta::pools; 0 = the default pools
 
 enum class EventKind : uint8_t {
   // Replay events: the engine hands these to the policy.
@@ -38,13 +39,17 @@ enum class EventKind : uint8_t {
   SegmentMap = 6,     // addr, size: physical pages mapped into a reserved range
   SegmentUnmap = 7,   // addr, size: pages unmapped
   Oom = 8,            // size: the recording allocator reported out of memory
+  // Replay event: the owner of private pool `pool` went (a CUDA graph destroyed, a torch.cuda.MemPool
+  // deleted: PyTorch's releasePool brought its use count to 0), so the next empty_cache may return the
+  // pool's cached segments. Inferred from the history (traces/pool_inference.h); snapshots record none.
+  PoolRelease = 9,
 };
-constexpr int kEventKindCount = 9;
+constexpr int kEventKindCount = 10;
 
 const char* event_kind_name(EventKind kind);
 bool parse_event_kind(const std::string& name, EventKind& kind);
 
-inline bool is_replay_event(EventKind k) { return k <= EventKind::EmptyCache; }
+inline bool is_replay_event(EventKind k) { return k <= EventKind::EmptyCache || k == EventKind::PoolRelease; }
 inline bool is_device_event(EventKind k) {
   return k >= EventKind::SegmentAlloc && k <= EventKind::SegmentUnmap;
 }
@@ -57,9 +62,14 @@ struct Event {
   Addr addr = 0;      // recorded address (device events; recorded block address for Alloc)
   int64_t time_us = 0;
   StackId stack = 0;
+  // The allocator pool the request went to (Alloc, Oom) or that was released (PoolRelease): 0 is the
+  // default pools, others a CUDA graph's or MemPool's private pool (TraceMeta::pools). It sits in what
+  // was padding, so events stay 40 bytes.
+  PoolIndex pool = 0;
 
   bool operator==(const Event&) const = default;
 };
+static_assert(sizeof(Event) == 40, "events are 40 bytes; the trace model keeps millions of them");
 
 struct StackFrame {
   std::string name, filename;
@@ -120,6 +130,13 @@ struct TooManyStreams : std::length_error {
   TooManyStreams() : std::length_error("more than 65,536 distinct streams (events hold a 16-bit stream index)") {}
 };
 
+// A memory pool of the recording allocator. PyTorch names pools by MempoolId_t: (0, 0) is the
+// default pools; CUDA graph captures take (N, 0), torch.cuda.MemPool and graph_pool_handle() (0, N).
+struct PoolInfo {
+  std::array<int64_t, 2> id{0, 0};
+  bool operator==(const PoolInfo&) const = default;
+};
+
 // Everything about a trace that is not an event.
 struct TraceMeta {
   std::string source;  // where the trace came from (file name, generator command)
@@ -145,6 +162,9 @@ struct TraceMeta {
   // Snapshot data read but kept out of device replay, by key with its item count: pinned host memory
   // (`host_segments`, `host_traces`), `external_annotations`, trace entries carrying `user_metadata`.
   std::vector<std::pair<std::string, uint64_t>> unreplayed;
+  // The pools events name (Event::pool); pools[0] is the default pools. A trace without private
+  // pools has just that one.
+  std::vector<PoolInfo> pools{PoolInfo{}};
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   StreamIndex intern_stream(uint64_t handle);

@@ -61,6 +61,10 @@ TraceStats compute_stats(EventSource& source) {
     for (size_t i = 0; i < n; ++i, ++index) {
       const Event& e = buf[i];
       ++s.by_kind[static_cast<size_t>(e.kind)];
+      if (e.kind == EventKind::Alloc) {
+        if (e.pool >= s.allocs_by_pool.size()) s.allocs_by_pool.resize(e.pool + 1u);
+        ++s.allocs_by_pool[e.pool];
+      }
       if (first) s.first_time_us = e.time_us;
       first = false;
       s.last_time_us = std::max(s.last_time_us, e.time_us);

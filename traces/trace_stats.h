@@ -21,6 +21,7 @@ struct TraceStats {
   uint64_t events = 0;
   std::array<uint64_t, kEventKindCount> by_kind{};
   uint64_t streams_used = 0;
+  std::vector<uint64_t> allocs_by_pool;  // Alloc events by Event::pool (TraceMeta::pools)
   int64_t first_time_us = 0, last_time_us = 0;
   // last - first, saturated: recorded times are not range-checked and may be hostile.
   int64_t time_span_us() const {

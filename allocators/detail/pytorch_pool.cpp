@@ -49,8 +49,12 @@ uint64_t pytorch_allocation_size(uint64_t size) {
 }
 
 PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config,
-                                                 std::vector<uint64_t> streams, uint64_t total_memory)
-    : device_(device), config_(config), total_memory_(total_memory) {
+                                                 std::vector<uint64_t> streams, uint64_t total_memory,
+                                                 std::vector<std::array<int64_t, 2>> pool_ids)
+    : device_(device), config_(config), total_memory_(total_memory), pool_ids_(std::move(pool_ids)) {
+  pools_.push_back(Pool{false, 0, 0});
+  pools_.push_back(Pool{true, 1, 0});
+  private_.resize(1);
   // Pools order blocks by the cudaStream_t value first: rank the recorded handles.
   std::vector<uint64_t> sorted = streams;
   std::sort(sorted.begin(), sorted.end());
@@ -65,7 +69,7 @@ PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocato
 
 // ---- blocks and pools ------------------------------------------------------------------
 
-uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamIndex stream, bool small) {
+uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamIndex stream, uint16_t pool) {
   uint32_t i;
   if (!unused_.empty()) {
     i = unused_.back();
@@ -82,8 +86,33 @@ uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamInde
   b.addr = addr;
   b.size = size;
   b.stream = stream;
-  b.small = small;
+  b.pool = pool;
+  b.small = pools_[pool].small;
   return i;
+}
+
+PytorchCachingAllocator::Pool& PytorchCachingAllocator::pool_for(PoolIndex owner, bool small) {
+  if (owner == 0) return pools_[small ? 1 : 0];
+  if (owner >= private_.size()) private_.resize(owner + 1u);
+  // create_or_incref_pool: a pool used again after it was released has a new owner.
+  private_[owner].live = true;
+  private_[owner].freeable = false;
+  while (pools_.size() < 2u * owner + 2u) {
+    auto index = static_cast<uint16_t>(pools_.size());
+    pools_.push_back(Pool{index % 2 == 1, index, static_cast<PoolIndex>(index / 2)});
+  }
+  return pools_[2u * owner + (small ? 1u : 0u)];
+}
+
+PoolIndex PytorchCachingAllocator::pool_index_of(const std::array<int64_t, 2>& id) const {
+  for (size_t i = 0; i < pool_ids_.size(); ++i)
+    if (pool_ids_[i] == id) return static_cast<PoolIndex>(i);
+  return 0;
+}
+
+// cudaMalloc_count: what a private pool still holds of the device.
+void PytorchCachingAllocator::count_device_alloc(const Pool& pool, int64_t delta) {
+  if (pool.owner) private_[pool.owner].device_allocs += delta;
 }
 
 PytorchCachingAllocator::Key PytorchCachingAllocator::size_key(uint32_t b) const {
@@ -132,17 +161,20 @@ void PytorchCachingAllocator::shrink_reserved(uint64_t bytes) {
 
 // ---- malloc --------------------------------------------------------------------------
 
-std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, StreamIndex stream) {
+std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool) {
   if (stream >= stream_rank_.size()) internal_assert("stream index " + std::to_string(stream) + " unknown");
   uint64_t size = pytorch_round_size(orig_size, config_);
-  Params p{size, stream, size <= kSmallSize ? &small_ : &large_, pytorch_allocation_size(size)};
+  Params p{size, stream, &pool_for(pool, size <= kSmallSize), pytorch_allocation_size(size)};
+  // captures_underway is not empty while a request goes to a private pool (a capture or use_mem_pool
+  // routes it there), and malloc then skips its last resort, release_cached_blocks.
+  const bool capture_underway = pool != 0;
 
   // No free-memory callbacks are registered in a plain process, so one search.
   bool found = get_free_block(p);
   if (!found) {
     if (set_fraction_ && config_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
     found = alloc_block(p, false) || (release_available_cached_blocks(p) && alloc_block(p, false)) ||
-            (release_cached_blocks() && alloc_block(p, true));
+            (!capture_underway && release_cached_blocks() && alloc_block(p, true));
   }
   if (!found) {
     ++stats_.num_ooms;
@@ -202,7 +234,7 @@ uint32_t PytorchCachingAllocator::alloc_found_block(const Params& p, bool split_
   uint32_t block = p.block;
   if (split_remainder) {
     uint32_t remaining = block;
-    block = new_block(blocks_[remaining].addr, p.size, p.stream, p.pool->small);
+    block = new_block(blocks_[remaining].addr, p.size, p.stream, p.pool->index);
     PytorchBlock& r = blocks_[remaining];
     PytorchBlock& b = blocks_[block];
     b.segment = r.segment;
@@ -234,11 +266,13 @@ bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
   if (set_fraction_ && total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
   if (config_.expandable_segments) {
     p.block = try_allocate_expandable_block(p.stream, *p.pool, p.size);
+    if (p.block != kNone) count_device_alloc(*p.pool, +1);
     return p.block != kNone;
   }
   auto addr = device_.allocate_segment(p.alloc_size, p.stream);
   if (!addr) return false;
-  p.block = new_block(*addr, p.alloc_size, p.stream, p.pool->small);
+  p.block = new_block(*addr, p.alloc_size, p.stream, p.pool->index);
+  count_device_alloc(*p.pool, +1);
   grow_reserved(p.alloc_size);
   stats_.segments_peak = std::max(stats_.segments_peak, ++stats_.segments);
   return true;
@@ -292,9 +326,25 @@ void PytorchCachingAllocator::empty_cache() { release_cached_blocks(); }
 bool PytorchCachingAllocator::release_cached_blocks() {
   // synchronize_and_free_events() has nothing to do here: pending frees arrive from the
   // trace when they completed.
-  release_blocks(large_);
-  release_blocks(small_);
+  release_blocks(pools_[0]);
+  release_blocks(pools_[1]);
+  release_private_pools();
   return true;
+}
+
+void PytorchCachingAllocator::release_pool(PoolIndex pool) {
+  if (pool == 0 || pool >= private_.size() || !private_[pool].live) return;
+  private_[pool].freeable = true;
+}
+
+// The graph_pools_freeable loop: small blocks, then large; a pool holding nothing more is erased.
+void PytorchCachingAllocator::release_private_pools() {
+  for (size_t k = 1; k < private_.size(); ++k) {
+    if (!private_[k].freeable) continue;
+    release_blocks(pools_[2 * k + 1]);
+    release_blocks(pools_[2 * k]);
+    if (private_[k].device_allocs == 0) private_[k] = PrivatePool{};
+  }
 }
 
 void PytorchCachingAllocator::release_blocks(Pool& pool) {
@@ -316,6 +366,7 @@ void PytorchCachingAllocator::release_block(uint32_t b) {
   if (blocks_[b].segment != kNone) internal_assert("release_block of an expandable segment's block");
   device_.free_segment(blocks_[b].addr, blocks_[b].size);
   shrink_reserved(blocks_[b].size);
+  count_device_alloc(pool_of(b), -1);
   --stats_.segments;
   erase_from_blocks(b);
   delete_block(b);
@@ -362,7 +413,7 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
   // The average age (get_free_block calls since a block was cached) of whole free segments.
   uint64_t total_age = 0;
   int freeable_block_count = 0;
-  for (const Key& k : large_.blocks) {
+  for (const Key& k : pools_[0].blocks) {
     if (!blocks_[k.node()].is_split()) {
       total_age += gc_count(k.node());
       ++freeable_block_count;
@@ -376,7 +427,7 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
     block_freed = false;
     // Free every block at least as old as the average; don't stop at the target.
     std::vector<uint32_t> order;
-    for (const Key& k : large_.blocks) order.push_back(k.node());
+    for (const Key& k : pools_[0].blocks) order.push_back(k.node());
     for (uint32_t b : order) {
       if (!blocks_[b].is_split() && blocks_[b].segment == kNone &&
           static_cast<double>(gc_count(b)) >= age_threshold) {
@@ -422,7 +473,7 @@ uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool
   if (!base) return kNone;
   es.base = *base;
   segments_.push_back(es);
-  uint32_t c = new_block(es.base, es.size(), stream, pool.small);
+  uint32_t c = new_block(es.base, es.size(), stream, pool.index);
   blocks_[c].mapped = false;
   blocks_[c].segment = static_cast<uint32_t>(segments_.size() - 1);
   pool.unmapped.insert(address_key(c));
@@ -446,7 +497,7 @@ bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
   if (mapped_size < blocks_[to_map].size) {
     // to_map -> remaining (still unmapped) -> to_map's old next
     uint32_t remaining = new_block(blocks_[to_map].addr + mapped_size, blocks_[to_map].size - mapped_size,
-                                   blocks_[to_map].stream, blocks_[to_map].small);
+                                   blocks_[to_map].stream, blocks_[to_map].pool);
     PytorchBlock& r = blocks_[remaining];
     r.mapped = false;
     r.segment = blocks_[to_map].segment;
@@ -503,7 +554,7 @@ void PytorchCachingAllocator::unmap_block(uint32_t b) {
 
   const uint64_t before_size = unmapped_addr - blocks_[b].addr;
   if (before_size > 0) {  // prev? -> before_free -> block
-    uint32_t f = new_block(blocks_[b].addr, before_size, blocks_[b].stream, blocks_[b].small);
+    uint32_t f = new_block(blocks_[b].addr, before_size, blocks_[b].stream, blocks_[b].pool);
     blocks_[f].segment = blocks_[b].segment;
     blocks_[f].prev = blocks_[b].prev;
     if (blocks_[f].prev != kNone) blocks_[blocks_[f].prev].next = f;
@@ -513,7 +564,7 @@ void PytorchCachingAllocator::unmap_block(uint32_t b) {
   }
   const uint64_t after_size = blocks_[b].size - (before_size + unmapped_size);
   if (after_size > 0) {  // block -> after_free -> next?
-    uint32_t f = new_block(unmapped_addr + unmapped_size, after_size, blocks_[b].stream, blocks_[b].small);
+    uint32_t f = new_block(unmapped_addr + unmapped_size, after_size, blocks_[b].stream, blocks_[b].pool);
     blocks_[f].segment = blocks_[b].segment;
     blocks_[f].next = blocks_[b].next;
     if (blocks_[f].next != kNone) blocks_[blocks_[f].next].prev = f;
@@ -528,6 +579,7 @@ void PytorchCachingAllocator::unmap_block(uint32_t b) {
   try_merge_blocks(b, blocks_[b].next);
   pool_of(b).unmapped.insert(address_key(b));
   shrink_reserved(unmapped_size);
+  count_device_alloc(pool_of(b), -1);
 }
 
 void PytorchCachingAllocator::release_expandable_segment(uint32_t b) {
@@ -570,8 +622,9 @@ uint32_t PytorchCachingAllocator::lay_out(const RecordedSegment& seg, Addr base,
                                           std::vector<std::pair<Addr, uint32_t>>& live) {
   const Addr end = seg.address + seg.total_size;
   Addr cursor = seg.address;
+  const uint16_t pool = pool_for(pool_index_of(seg.pool_id), seg.small_pool).index;
   auto add = [&](Addr at, uint64_t size, bool allocated) {
-    uint32_t b = new_block(base + (at - seg.address), size, seg.stream, seg.small_pool);
+    uint32_t b = new_block(base + (at - seg.address), size, seg.stream, pool);
     blocks_[b].segment = segment;
     prev = chain(prev, b);
     if (allocated) {
@@ -611,11 +664,12 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
       if (!addr) return std::nullopt;
       grow_reserved(seg.total_size);
       stats_.segments_peak = std::max(stats_.segments_peak, ++stats_.segments);
+      count_device_alloc(pool_for(pool_index_of(seg.pool_id), seg.small_pool), +1);
       lay_out(seg, *addr, kNone, kNone, live);
       continue;
     }
     auto g = std::find_if(groups.begin(), groups.end(), [&](const ExpandableGroup& x) {
-      return x.stream == seg.stream && x.small == seg.small_pool && x.pool == seg.pool_id;
+      return x.stream == seg.stream && x.small == seg.small_pool && x.pool == pool_index_of(seg.pool_id);
     });
     if (g == groups.end()) {
       ExpandableSegment es;
@@ -628,7 +682,7 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
       if (!base) return std::nullopt;
       es.base = *base;
       segments_.push_back(es);
-      groups.push_back(ExpandableGroup{seg.stream, seg.small_pool, seg.pool_id,
+      groups.push_back(ExpandableGroup{seg.stream, seg.small_pool, pool_index_of(seg.pool_id),
                                        static_cast<uint32_t>(segments_.size() - 1), seg.address, {}});
       g = std::prev(groups.end());
     }
@@ -648,11 +702,11 @@ bool PytorchCachingAllocator::adopt_expandable(const ExpandableGroup& g, std::ve
   const ExpandableSegment& es = segments_[g.segment];
   const Addr recorded_end = g.recorded_base + es.size();
   auto device_addr = [&](Addr recorded) { return es.base + (recorded - g.recorded_base); };
-  Pool& pool = g.small ? small_ : large_;
+  Pool& pool = pool_for(g.pool, g.small);
   uint32_t prev = kNone;
   Addr cursor = g.recorded_base;
   auto unmapped = [&](Addr from, Addr to) {
-    uint32_t b = new_block(device_addr(from), to - from, g.stream, g.small);
+    uint32_t b = new_block(device_addr(from), to - from, g.stream, pool.index);
     blocks_[b].mapped = false;
     blocks_[b].segment = g.segment;
     prev = chain(prev, b);
@@ -663,6 +717,7 @@ bool PytorchCachingAllocator::adopt_expandable(const ExpandableGroup& g, std::ve
     if (r->address > cursor) unmapped(cursor, r->address);
     if (!device_.map_pages(device_addr(r->address), r->total_size, g.stream)) return false;
     grow_reserved(r->total_size);
+    count_device_alloc(pool, +1);
     prev = lay_out(*r, device_addr(r->address), g.segment, prev, live);
     cursor = r->address + r->total_size;
   }

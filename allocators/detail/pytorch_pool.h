@@ -12,8 +12,16 @@
 // (find_expandable_block, map_block, try_allocate_expandable_block, unmap_block,
 // release_expandable_segment) over the device's reserve_range / map_pages / unmap_pages.
 //
-// Not modelled: CUDA graph private pools and mempools, IPC sharing, free-memory callbacks
-// (none are registered in a plain process), and the cross-stream events themselves: the
+// Private pools (CUDA graphs, torch.cuda.MemPool): each trace pool other than 0 is a PrivatePool with
+// its own small and large BlockPools (and its own expandable segments); requests name their pool (the
+// trace's Event::pool, standing for get_pool's captures_underway lookup); release_pool is releasePool
+// bringing the use count to 0 (graph_pools_freeable); release_cached_blocks returns the default pools'
+// and then every freeable pool's cached segments, dropping a pool once it holds none; malloc's last
+// resort (release_cached_blocks) is skipped for a private pool's request, as PyTorch skips it while a
+// capture or use_mem_pool is underway.
+//
+// Not modelled: IPC sharing, MemPools with their own allocator or no_split / use_on_oom, free-memory
+// callbacks (none are registered in a plain process), and the cross-stream events themselves: the
 // trace's free_completed tells when a block with record_stream uses becomes reusable, so
 // the caller hands the free in at that point. A consequence: frees that PyTorch completes
 // inside release_cached_blocks (synchronize_and_free_events) arrive at their recorded
@@ -26,6 +34,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <algorithm>
 #include <vector>
@@ -70,7 +79,8 @@ struct PytorchBlock {
   uint32_t prev = kNone, next = kNone;  // neighbours within the segment
   uint32_t segment = kNone;             // expandable segment index; kNone = a cudaMalloc segment
   StreamIndex stream = 0;
-  bool small = false;  // owning pool
+  bool small = false;  // owning pool is a small one
+  uint16_t pool = 0;   // owning pool: index into the allocator's pools (PoolSlot)
   bool allocated = false;
   bool mapped = true;  // false: unmapped address space of an expandable segment
   int64_t gc_count_base = 0;
@@ -83,15 +93,20 @@ class PytorchCachingAllocator {
   // by them as PyTorch does. `total_memory`: the GPU's memory (cudaDeviceProp totalGlobalMem),
   // which sizes expandable segments' address ranges. A device capacity models
   // set_per_process_memory_fraction: allowed_memory_maximum = capacity.
+  // `pool_ids`: the trace's pools (TraceMeta::pools ids; index 0 the default pools), by which an
+  // initial state's segments name their pool.
   PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config, std::vector<uint64_t> streams,
-                          uint64_t total_memory);
+                          uint64_t total_memory, std::vector<std::array<int64_t, 2>> pool_ids = {});
 
-  // DeviceCachingAllocator::malloc; nullopt = out of memory (after recovery). Returns the block index.
-  std::optional<uint32_t> malloc(uint64_t orig_size, StreamIndex stream);
+  // DeviceCachingAllocator::malloc into the default pools (pool 0) or private pool `pool`; nullopt =
+  // out of memory (after recovery). Returns the block index.
+  std::optional<uint32_t> malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool = 0);
   // free() of a block without pending stream uses (free_block).
   void free(uint32_t block);
-  // emptyCache()
+  // emptyCache(): release_cached_blocks with the default MempoolId.
   void empty_cache();
+  // releasePool(): the pool's use count reached 0, its cached segments become releasable.
+  void release_pool(PoolIndex pool);
   // Recreates the recording allocator's state at a trace's first event: its segments and expandable
   // ranges through the device, the live blocks where they were, the space between them as cached free
   // blocks. Returns the live blocks' indices in the state's order, or nullopt when the device refuses
@@ -102,7 +117,13 @@ class PytorchCachingAllocator {
   const PytorchStats& stats() const { return stats_; }
   const PytorchAllocatorConfig& config() const { return config_; }
   // Free blocks cached in the pools (mapped ones), for tests.
-  size_t cached_blocks() const { return large_.blocks.size() + small_.blocks.size(); }
+  size_t cached_blocks() const {
+    size_t n = 0;
+    for (const Pool& p : pools_) n += p.blocks.size();
+    return n;
+  }
+  // Whether private pool `pool` exists (has been used and not dropped), for tests.
+  bool has_private_pool(PoolIndex pool) const { return pool < private_.size() && private_[pool].live; }
 
  private:
   // BlockComparatorSize's (stream, size, address) in 16 bytes: hi = stream rank << 48 | size
@@ -118,9 +139,17 @@ class PytorchCachingAllocator {
   };
   struct Pool {
     bool small;
-    OrderedKeys<Key> blocks;    // free mapped blocks: (stream, size, address)
-    OrderedKeys<Key> unmapped;  // unmapped expandable ranges: (stream, address)
+    uint16_t index;   // its place in pools_
+    PoolIndex owner;  // 0: the default pools; else the private pool it belongs to
+    OrderedKeys<Key> blocks{};    // free mapped blocks: (stream, size, address)
+    OrderedKeys<Key> unmapped{};  // unmapped expandable ranges: (stream, address)
     int64_t get_free_blocks_call_count = 0;
+  };
+  // PrivatePool: its BlockPools are pools_[2k] (large) and pools_[2k + 1] (small).
+  struct PrivatePool {
+    bool live = false;      // in graph_pools
+    bool freeable = false;  // in graph_pools_freeable
+    int64_t device_allocs = 0;  // cudaMalloc_count: segments (and mapped ranges) not yet given back
   };
   struct ExpandableSegment {
     Addr base = 0;
@@ -141,9 +170,12 @@ class PytorchCachingAllocator {
   };
 
   // blocks
-  uint32_t new_block(Addr addr, uint64_t size, StreamIndex stream, bool small);
+  uint32_t new_block(Addr addr, uint64_t size, StreamIndex stream, uint16_t pool);
   void delete_block(uint32_t b) { unused_.push_back(b); }
-  Pool& pool_of(uint32_t b) { return blocks_[b].small ? small_ : large_; }
+  Pool& pool_of(uint32_t b) { return pools_[blocks_[b].pool]; }
+  Pool& pool_for(PoolIndex owner, bool small);  // get_pool's choice, creating a private pool's BlockPools
+  PoolIndex pool_index_of(const std::array<int64_t, 2>& id) const;
+  void count_device_alloc(const Pool& pool, int64_t delta);
   Key size_key(uint32_t b) const;
   Key address_key(uint32_t b) const;
   void insert_into_blocks(uint32_t b);
@@ -159,6 +191,7 @@ class PytorchCachingAllocator {
   void garbage_collect_cached_blocks();
   bool release_available_cached_blocks(const Params& p);
   bool release_cached_blocks();
+  void release_private_pools();
   void release_blocks(Pool& pool);
   void release_block(uint32_t b);
   size_t try_merge_blocks(uint32_t dst, uint32_t src);
@@ -175,7 +208,7 @@ class PytorchCachingAllocator {
   struct ExpandableGroup {
     StreamIndex stream;
     bool small;
-    std::array<int64_t, 2> pool;
+    PoolIndex pool;
     uint32_t segment;    // into segments_
     Addr recorded_base;  // the recording's address of the segment's start
     std::vector<const RecordedSegment*> ranges;
@@ -196,7 +229,9 @@ class PytorchCachingAllocator {
   bool set_fraction_ = false;
   uint64_t allowed_memory_maximum_ = 0;
   uint64_t total_allocated_memory_ = 0;
-  Pool large_{false, {}, {}, 0}, small_{true, {}, {}, 0};
+  std::vector<std::array<int64_t, 2>> pool_ids_;
+  std::deque<Pool> pools_;  // [0] default large, [1] default small, then each private pool's pair
+  std::vector<PrivatePool> private_;  // by PoolIndex; [0] unused (the default pools)
   std::vector<PytorchBlock> blocks_;
   std::vector<uint32_t> unused_;
   std::vector<ExpandableSegment> segments_;

@@ -1,0 +1,19 @@
+// The PyTorch model as the judge of pool inference (traces/pool_inference.h, rule 7).
+//
+// Replays a PyTorch snapshot's trace with the `pytorch` model under its recorded settings on the
+// recording's own addresses (HintedDevice), the capacity inferred from its OOMs, and reports the first
+// request the model placed elsewhere than the recording did. The traces layer holds no allocator
+// model, so the sim layer installs this checker once at start-up (the CLI's and the GUI's main).
+#pragma once
+
+#include <optional>
+
+#include "traces/pool_inference.h"
+
+namespace fraglab {
+
+std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace);
+// set_pool_checker(find_pool_misplacement)
+void install_pool_checker();
+
+}  // namespace fraglab

@@ -1,0 +1,55 @@
+// Which allocator pool each allocation of a PyTorch snapshot went to.
+//
+// PyTorch routes an allocation to a private pool while a CUDA graph captures (torch.cuda.graph,
+// torch.compile's reduce-overhead mode) or inside torch.cuda.use_mem_pool(pool) (PyTorch 2.11's
+// get_pool: the newest entry of captures_underway whose filter takes the stream). Trace entries
+// carry no pool id; the snapshot's final `segments` do (segment_pool_id). The pools are inferred:
+//  1. a segment (for expandable segments: a mapped range) that still exists at the end belongs to the
+//     pool its final segment names;
+//  2. a segment gone by the end, or created and released during the history, on a stream whose final
+//     segments all belong to one private pool belongs to it: graph captures run on their own capture
+//     stream, so a capture pool's earlier segments are found on that stream;
+//  3. an expandable range grows where it ended: a new mapping that starts where a mapped range of the
+//     same stream ends, or ends where one starts, belongs to that range's pool;
+//  4. otherwise the segment belongs to the default pools;
+//  5. an allocation belongs to the pool of the segment it landed in (the recorded block address),
+//     a recorded OOM to its stream's pool by rule 2;
+//  6. a private pool whose segments an empty_cache returns was released before it (its graph was
+//     destroyed or its MemPool deleted: releasePool, then emptyCache): a PoolRelease event goes before
+//     that EmptyCache.
+//  7. rules 2 to 4 are guesses, which a model of the allocator checks when one is installed
+//     (set_pool_checker; the sim layer installs PyTorch's): where the model places a block elsewhere
+//     than the recording did because a guessed segment sat in the wrong pool, the guess is revised
+//     (the new segment the request made goes to a pool of its own, or to the private pool the
+//     stream's previous request used; failing that, the segment the model wrongly reused leaves its
+//     pool) and the pools are inferred again, until the model agrees or no guess is left to revise.
+// Limits (docs/pytorch-model.md): pools that no rule or model disagreement tells apart stay one pool
+// (replaying them as one changes nothing the recording shows); a MemPool whose segments are all gone
+// by the end may be named as an inferred pool (id (-1, k)) while the default pools' segments beside it
+// are not, as either reading replays the same.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "traces/trace.h"
+
+namespace fraglab {
+
+// Where a model of the recording allocator first put a block elsewhere than the recording did.
+struct PoolMisplacement {
+  uint64_t alloc_ordinal;  // the request: the how-manyth Alloc event of the trace (0-based)
+  Addr model_addr;         // where the model put it (on the recording's addresses)
+};
+// Replays the trace (pools as inferred) and reports the first misplaced block, or nothing.
+using PoolChecker = std::function<std::optional<PoolMisplacement>(const Trace&)>;
+// Installs the checker infer_pools() uses (the traces layer has no allocator model of its own).
+void set_pool_checker(PoolChecker checker);
+
+// Sets TraceMeta::pools, every Alloc and Oom event's pool, and inserts PoolRelease events (and the
+// EmptyCache events rule 6's torch.cuda.graph() case needs). The trace's Alloc events carry recorded
+// block addresses; device events their segments.
+void infer_pools(Trace& trace);
+
+}  // namespace fraglab
