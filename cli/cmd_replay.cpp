@@ -22,6 +22,7 @@ struct ReplayArgs {
   std::string path;
   std::vector<std::string> policies{"bestfit"};
   std::string capacity;
+  std::string addresses = "cuda";
   std::string timeline;
   uint64_t timeline_every = 1;
   std::string on_oom = "stop";
@@ -131,7 +132,7 @@ int run_replay(const ReplayArgs& a) {
     bounds = compute_bounds(trace.events, !a.no_oracle_bound);
   }
   uint64_t bound = bounds.live_bytes;
-  SimDeviceConfig config = sim_config(a.capacity);
+  SimDeviceConfig config = sim_config(a.capacity, a.addresses);
 
   std::unique_ptr<AtomicFile> timeline;
   if (!a.timeline.empty()) {
@@ -194,6 +195,7 @@ void add_replay(CLI::App& app, CommandFn& run) {
                   "repeat for several; 'all' for every registered policy")
       ->take_all();
   cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited)");
+  add_addresses_option(cmd, a.addresses);
   cmd->add_option("--on-oom", a.on_oom, "On out of memory: stop (exit 1) or skip the allocation")
       ->check(CLI::IsMember({"stop", "skip"}));
   add_device_options(cmd, a.device);

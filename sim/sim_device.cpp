@@ -7,7 +7,6 @@
 namespace fraglab {
 
 namespace {
-uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 [[noreturn]] void misuse(const std::string& what) {
   // A policy broke the device contract: that is a bug in the policy, not bad input.
@@ -15,23 +14,17 @@ uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 }
 }  // namespace
 
-SimDevice::SimDevice(SimDeviceConfig config) : config_(config) {}
+SimDevice::SimDevice(SimDeviceConfig config)
+    : config_(config), addresses_(make_address_space(config.addresses, config.segment_alignment)) {}
 
 bool SimDevice::fits(uint64_t size) const {
   return !config_.capacity || reserved_ + size <= *config_.capacity;
 }
 
-Addr SimDevice::take_address_space(uint64_t size) {
-  Addr addr = next_address_;
-  // Leave a gap between allocations so that adjacent segments never look contiguous.
-  next_address_ = round_up(addr + size, config_.segment_alignment) + config_.segment_alignment;
-  return addr;
-}
-
 std::optional<Addr> SimDevice::allocate_segment(uint64_t size, StreamIndex) {
   if (size == 0) misuse("zero-byte segment");
   if (!fits(size)) return std::nullopt;
-  Addr addr = take_address_space(size);
+  Addr addr = addresses_->place_segment(size);
   segments_.emplace(addr, size);
   reserved_ += size;
   return addr;
@@ -42,11 +35,12 @@ void SimDevice::free_segment(Addr addr, uint64_t size) {
   if (it == segments_.end() || it->second != size) misuse("free_segment of an unknown segment");
   reserved_ -= size;
   segments_.erase(it);
+  addresses_->free_segment(addr);
 }
 
 std::optional<Addr> SimDevice::reserve_range(uint64_t size) {
   if (size == 0 || size % config_.granularity) misuse("reserve_range size not a multiple of granularity");
-  Addr addr = take_address_space(size);
+  Addr addr = addresses_->place_range(size);
   ranges_.emplace(addr, size);
   return addr;
 }
@@ -148,6 +142,7 @@ void SimDevice::release_range(Addr addr, uint64_t size) {
   if (it == ranges_.end() || it->second != size) misuse("release_range of an unknown range");
   if (any_mapped(addr, size)) misuse("release_range with pages still mapped");
   ranges_.erase(it);
+  addresses_->free_range(addr);
 }
 
 }  // namespace fraglab
