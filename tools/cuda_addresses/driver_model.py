@@ -1,83 +1,133 @@
-import sys, bisect
-MiB=1<<20
-CHUNK=32*MiB; PAGE=2*MiB
-def ru(n,a): return (n+a-1)//a*a
-def rd(n,a): return n//a*a
-class VA:
-    def __init__(self, top_gaps=True):
-        self.H = 1<<46  # heap bottom (32 MiB aligned)
-        self.chunks = {}  # base -> [size, {addr:size}]
-        self.free = []    # free VA ranges below heap: list of (begin,end) sorted
-        self.free=[(1<<40, self.H)]
-        if top_gaps:
-            # fresh context: its heap [H, ...) with two gaps, modelled as one chunk holding the context
-            ctx_size = 0x20000000
-            self.chunks[self.H] = [ctx_size, {self.H:0x19e00000, self.H+0x1a000000:0x4800000, self.H+0x20000000-0x1800000:0x1800000}]
-            # free gaps: [H+0x19e00000,+2MiB) and [H+0x1e800000, +24MiB)
-            self.chunks[self.H][1] = {self.H:0x19e00000, self.H+0x1a000000:0x4800000}
-            self.chunks[self.H][0] = 0x1e800000 + 24*MiB
+"""The CUDA driver's address placement in Python: the rules of sim/cuda_address_space.h (read its
+header comment), for the analysis scripts (accuracy.py). Checked against the probe's measurements
+like the C++ model:   python3 driver_model.py   (per op list: addresses predicted exactly, first miss)"""
+import glob, os
+from collections import Counter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MiB = 1 << 20
+CHUNK, PAGE, SMALL = 32 * MiB, 2 * MiB, 512
+CONTEXT_BASE, CONTEXT_SIZE = 0x7f0000000000, 512 * MiB
+CONTEXT_FREE = [(0x19e00000, 2 * MiB), (0x1e800000, 24 * MiB)]
+VMM_BASE = 0x302000000
+
+
+def ru(n, a):
+    return (n + a - 1) // a * a
+
+
+class AddressSpace:
+    def __init__(self):
+        self.chunks = {}  # base -> [size, {addr: bytes} of allocations]; dict order = creation order
+        used, pos = {}, CONTEXT_BASE
+        for off, size in CONTEXT_FREE:  # the context's own chunk: all but its free stretches is in use
+            used[pos] = CONTEXT_BASE + off - pos
+            pos = CONTEXT_BASE + off + size
+        self.chunks[CONTEXT_BASE] = [CONTEXT_SIZE, used]
+        self.pinned = CONTEXT_BASE
+        self.free = [(VMM_BASE, CONTEXT_BASE)]  # free address space, sorted (begin, end)
+
     def gaps(self, base):
         size, allocs = self.chunks[base]
         pos = base
         for a in sorted(allocs):
-            if a>pos: yield (pos,a)
-            pos=max(pos,a+allocs[a])
-        if pos<base+size: yield (pos, base+size)
+            if a > pos:
+                yield pos, a
+            pos = max(pos, a + allocs[a])
+        if pos < base + size:
+            yield pos, base + size
+
     def alloc(self, size):
-        need = ru(size,512)
-        align = PAGE if need>=PAGE else 512
-        for base in reversed(list(self.chunks)):  # most recently created chunk first
-            for g0,g1 in self.gaps(base):
-                a=ru(g0,align)
-                if a+need<=g1:
-                    self.chunks[base][1][a]=need; return a
-        csize=ru(need,CHUNK)
-        for i in range(len(self.free)-1,-1,-1):
-            b,e=self.free[i]
-            if e-b >= csize + CHUNK - PAGE:
-                A=rd(e-csize,CHUNK)
-                if A>=b: break
-        else: raise Exception('no va')
+        need = ru(max(size, 1), SMALL)
+        align = PAGE if need >= PAGE else SMALL
+        for base in reversed(list(self.chunks)):  # newest chunk first, lowest address inside it
+            for g0, g1 in self.gaps(base):
+                a = ru(g0, align)
+                if a + need <= g1:
+                    self.chunks[base][1][a] = need
+                    return a
+        return self.carve(need, top_down=True)
+
+    def reserve(self, size):
+        return self.carve(ru(size, SMALL), top_down=False)
+
+    def carve(self, need, top_down):
+        csize = ru(need, CHUNK)
+        order = range(len(self.free) - 1, -1, -1) if top_down else range(len(self.free))
+        for i in order:
+            b, e = self.free[i]
+            if top_down:
+                at = (e - csize) // CHUNK * CHUNK
+                if e - b >= csize + CHUNK - PAGE and at >= b:
+                    break
+            else:
+                at = ru(b, CHUNK)
+                if at + csize <= e:
+                    break
+        else:
+            raise RuntimeError("address space exhausted")
         del self.free[i]
-        if A+csize<e: self.free.insert(i,(A+csize,e))
-        if b<A: self.free.insert(i,(b,A))
-        self.chunks[A]=[csize,{A:need}]
-        return A
-    def release(self, base):
-        size,_=self.chunks.pop(base)
-        self.free.append((base,base+size)); self.free.sort()
-        m=[]
-        for b,e in self.free:
-            if m and m[-1][1]==b: m[-1]=(m[-1][0],e)
-            else: m.append((b,e))
-        self.free=m
-    def free_alloc(self, addr):
-        for base,(size,allocs) in self.chunks.items():
-            if addr in allocs and not (base==self.H and addr==self.H):
+        if at + csize < e:
+            self.free.insert(i, (at + csize, e))
+        if b < at:
+            self.free.insert(i, (b, at))
+        self.chunks[at] = [csize, {at: need}]
+        return at
+
+    def release(self, addr):
+        for base, (size, allocs) in self.chunks.items():
+            if addr in allocs and not (base == self.pinned and addr == base):
                 del allocs[addr]
-                if not allocs: self.release(base)
+                if not allocs:
+                    del self.chunks[base]
+                    self.free = merge(sorted(self.free + [(base, base + size)]))
                 return
-        raise Exception('unknown')
-def run(ops):
-    va=VA(); out=[]; allocs=[]
-    for l in ops:
-        p=l.split()
-        if not p: continue
-        if p[0]=='a':
-            a=va.alloc(int(p[1])); allocs.append(a); out.append((int(p[1]),a))
-        elif p[0]=='f': va.free_alloc(allocs[int(p[1])])
+        raise KeyError(hex(addr))
+
+
+def merge(ranges):
+    out = []
+    for b, e in ranges:
+        if out and out[-1][1] == b:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((b, e))
     return out
-if __name__=='__main__':
-    import glob,os
-    for f in sorted(glob.glob('/work/main/.device-carry/addresses/ops/*.ops')):
-        name=os.path.basename(f)[:-4]
-        ops=open(f).read().splitlines()
-        if any(l.startswith(('r','m')) for l in ops): continue
-        pred=run(ops)
-        meas=[(int(l.split()[2]),int(l.split()[3],16)) for l in open(f'/tmp/addr/dev1/res/probe/{name}.plain1.txt') if l.startswith('a ')]
-        # align origin: H of the measurement unknown; use the offset that maximises matches
-        from collections import Counter
-        c=Counter(m[1]-p[1] for p,m in zip(pred,meas))
-        off,n=c.most_common(1)[0]
-        first_bad=next((i for i,(p,m) in enumerate(zip(pred,meas)) if m[1]-p[1]!=off),None)
-        print(f'{name:70s} {n}/{len(meas)} first mismatch {first_bad}')
+
+
+def run(ops):
+    """Op lines (addrprobe.py's format) -> [(size, address)] for every a (cudaMalloc) and r (reserve)."""
+    space, allocs, ranges, out = AddressSpace(), [], [], []
+    for line in ops:
+        p = line.split()
+        if not p:
+            continue
+        if p[0] == "a":
+            allocs.append(space.alloc(int(p[1])))
+            out.append((int(p[1]), allocs[-1]))
+        elif p[0] == "f":
+            space.release(allocs[int(p[1])])
+        elif p[0] == "r":
+            ranges.append(space.reserve(int(p[1])))
+            out.append((int(p[1]), ranges[-1]))
+        elif p[0] == "R":
+            space.release(ranges[int(p[1])])
+    return out
+
+
+def main():
+    for f in sorted(glob.glob(os.path.join(HERE, "data/ops/*.ops"))):
+        name = os.path.basename(f)[:-4]
+        pred = run(open(f).read().splitlines())
+        meas = [(int(l.split()[2]), int(l.split()[3], 16))
+                for l in open(os.path.join(HERE, f"data/measured/{name}.plain1.txt")) if l[:2] in ("a ", "r ")]
+        # cudaMalloc's region moves with the process's mmap base: one offset; the reserve region is fixed
+        off = Counter(m - p for (_, p), (_, m) in zip(pred, meas) if m >= 1 << 44).most_common(1)
+        off = off[0][0] if off else 0
+        ok = [m == (p + off if m >= 1 << 44 else p) for (_, p), (_, m) in zip(pred, meas)]
+        first = next((i for i, x in enumerate(ok) if not x), None)
+        print(f"{name:75s} {sum(ok)}/{len(meas)} first mismatch: {first}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,7 @@
-"""Cross-setting predictions: replay a program's default recording under another run's settings
-(and memory fraction) and compare the predicted peak reserved with that run's real one, under both
-address models.   python3 tools/cuda_addresses/pairs.py build/fraglab"""
+"""Peaks predicted under both address models against real runs (traces/corpus and recordings/):
+1. each recording replayed under its own settings (plain `fraglab replay --policy pytorch`);
+2. a program's default recording replayed under another run's settings (and memory fraction).
+    python3 tools/cuda_addresses/pairs.py build/fraglab"""
 import json, os, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,19 +33,35 @@ def predict(fraglab, source, conf, capacity, addresses):
     return json.loads(r.stdout)["peak_reserved"]["bytes"]
 
 
+def path_of(f):
+    return os.path.join(CORPUS, f) if os.path.exists(os.path.join(CORPUS, f)) else os.path.join(RECORDED, f)
+
+
+def cells(fraglab, source, conf, capacity, real):
+    out = []
+    for model in ("cuda", "bump"):
+        p = predict(fraglab, source, conf, capacity, model)
+        out.append("exact" if p == real else f"{p - real:+d} B ({(p - real) / 1e6:+.1f} MB)")
+    return out
+
+
 def main():
     fraglab = sys.argv[1]
+    print("Each recording under its own settings:\n")
+    print("| recording | capacity | real peak | cuda model | bump model |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for workload, conf, capacity, real, f in runs():
+        c = cells(fraglab, path_of(f), "default", capacity, real)  # plain pytorch: the recorded settings
+        print(f"| {f.replace('.pickle.gz', '')} | {capacity or '—'} | {real} | {c[0]} | {c[1]} |", flush=True)
+    print("\nThe default recording under another run's settings:\n")
     print("| program | settings | capacity | real peak | cuda model | bump model |")
     print("| --- | --- | --- | ---: | ---: | ---: |")
     for workload, conf, capacity, real, f in runs():
-        source = os.path.join(CORPUS, f"{workload}.default.pickle.gz")
-        if f == f"{workload}.default.pickle.gz" or f.endswith(".stacks.pickle.gz"):
+        source = path_of(f"{workload}.default.pickle.gz")
+        if f == f"{workload}.default.pickle.gz" or f.endswith(".stacks.pickle.gz") or conf == "default" and not capacity:
             continue
-        cells = []
-        for model in ("cuda", "bump"):
-            p = predict(fraglab, source, conf, capacity, model)
-            cells.append("exact" if p == real else f"{p - real:+d} B ({(p - real) / 1e6:+.1f} MB)")
-        print(f"| {workload} | {conf} | {capacity or '—'} | {real} | {cells[0]} | {cells[1]} |", flush=True)
+        c = cells(fraglab, source, conf, capacity, real)
+        print(f"| {workload} | {conf} | {capacity or '—'} | {real} | {c[0]} | {c[1]} |", flush=True)
 
 
 if __name__ == "__main__":
