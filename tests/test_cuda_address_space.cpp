@@ -163,3 +163,30 @@ TEST_CASE("the model predicts every address the probe measured on the H100", "[a
   CHECK(files == 23);
   CHECK(addresses > 2000);
 }
+
+TEST_CASE("random segments and ranges never overlap", "[addresses]") {
+  CudaAddressSpace s;
+  std::map<Addr, uint64_t> live;  // address -> size, segments and ranges alike
+  std::map<Addr, bool> is_range;
+  uint64_t seed = 12345;
+  auto next = [&seed] { return (seed = seed * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  for (int step = 0; step < 20000; ++step) {
+    if (!live.empty() && next() % 100 < 45) {
+      auto it = live.begin();
+      std::advance(it, next() % live.size());
+      if (is_range[it->first]) s.free_range(it->first); else s.free_segment(it->first);
+      is_range.erase(it->first);
+      live.erase(it);
+      continue;
+    }
+    bool range = next() % 20 == 0;
+    uint64_t size = range ? (1 + next() % 64) * (2 * MiB)
+                          : (next() % 4 == 0 ? 512 * (1 + next() % 4096) : (1 + next() % 80) * MiB);
+    Addr a = range ? s.place_range(size) : s.place_segment(size);
+    auto after = live.lower_bound(a);
+    if (after != live.end()) REQUIRE(a + size <= after->first);
+    if (after != live.begin()) REQUIRE(std::prev(after)->first + std::prev(after)->second <= a);
+    live.emplace(a, size);
+    is_range[a] = range;
+  }
+}
