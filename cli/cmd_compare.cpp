@@ -23,6 +23,7 @@ struct CompareArgs {
   std::vector<std::string> grids;
   unsigned jobs = 0;
   std::string capacity;
+  std::string addresses = "cuda";
   std::string shard;
   ReportPaths out;
   bool quiet = false;
@@ -45,6 +46,7 @@ std::string command_line(const CompareArgs& a) {
   }
   for (const auto& g : a.grids) cmd += " --grid " + quoted(g);
   if (!a.capacity.empty()) cmd += " --capacity " + a.capacity;
+  if (a.addresses != "cuda") cmd += " --addresses " + a.addresses;
   if (!a.shard.empty()) cmd += " --shard " + a.shard;
   if (!a.out.dir.empty()) cmd += " -o " + quoted(a.out.dir);
   return cmd;
@@ -77,6 +79,7 @@ int run_compare_command(const CompareArgs& a) {
   o.policies = expand_policy_list(a.policies, a.grids);
   o.traces = expand_corpus(a.paths);
   if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
+  o.addresses = sim_config("", a.addresses).addresses;
   if (!a.shard.empty()) o.shard = ShardId::parse(a.shard);
   o.jobs = a.jobs;
   ProgressBar bar(!a.quiet);
@@ -114,6 +117,7 @@ void add_compare(CLI::App& app, CommandFn& run) {
       ->take_all();
   cmd->add_option("--grid", a.grids, "Option grid with brace sets, e.g. 'pytorch:max_split_size_mb:{64,128,256}'; repeatable");
   cmd->add_option("-j,--jobs", a.jobs, "Worker threads (default: every core)");
+  add_addresses_option(cmd, a.addresses);
   cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited); failed allocations are counted as OOMs and skipped");
   cmd->add_option("--shard", a.shard, "Run only slice K of N of the trace x policy matrix (K/N), for fraglab merge");
   add_report_outputs(cmd, a.out);

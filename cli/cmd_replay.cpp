@@ -23,6 +23,7 @@ struct ReplayArgs {
   std::string path;
   std::vector<std::string> policies{"bestfit"};
   std::string capacity;
+  std::string addresses = "cuda";
   std::string timeline;
   uint64_t timeline_every = 1;
   std::string on_oom = "stop";
@@ -147,7 +148,7 @@ int run_replay(const ReplayArgs& a) {
                  bounds.oracle_unsearched);
   }
   uint64_t bound = bounds.live_bytes;
-  SimDeviceConfig config = sim_config(a.capacity);
+  SimDeviceConfig config = sim_config(a.capacity, a.addresses);
   // An OOM'd recording ran under a limit: without --capacity, infer it from the oom entries.
   if (!streamed && !config.capacity)
     if (auto inferred = infer_capacity(trace)) {
@@ -220,6 +221,7 @@ void add_replay(CLI::App& app, CommandFn& run) {
                   "repeat for several; 'all' for every registered policy")
       ->take_all();
   cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited)");
+  add_addresses_option(cmd, a.addresses);
   cmd->add_option("--on-oom", a.on_oom, "On out of memory: stop (exit 1) or skip the allocation")
       ->check(CLI::IsMember({"stop", "skip"}));
   add_device_options(cmd, a.device);

@@ -30,7 +30,9 @@ void add_ops(CLI::App& app, CommandFn& run);
 void add_diff(CLI::App& app, CommandFn& run);
 void add_diagnose(CLI::App& app, CommandFn& run);
 
-// --capacity text ("80GiB", "" = unlimited) -> device config.
-SimDeviceConfig sim_config(const std::string& capacity);
+// --capacity text ("80GiB", "" = unlimited) and --addresses ("cuda", "bump") -> device config.
+SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "cuda");
+// --addresses cuda|bump: the simulated device's address model (sim/address_space.h).
+void add_addresses_option(CLI::App* cmd, std::string& addresses);
 
 }  // namespace fraglab::cli

@@ -13,9 +13,10 @@
 
 namespace fraglab::cli {
 
-SimDeviceConfig sim_config(const std::string& capacity) {
+SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses) {
   SimDeviceConfig config;
   if (!capacity.empty()) config.capacity = parse_size(capacity);
+  config.addresses = parse_address_model(addresses).value_or(AddressModel::Cuda);
   return config;
 }
 
@@ -55,6 +56,13 @@ void add_limit_option(CLI::App& app) {
 }
 
 }  // namespace
+
+void add_addresses_option(CLI::App* cmd, std::string& addresses) {
+  cmd->add_option("--addresses", addresses,
+                  "Simulated segment addresses: cuda (the driver's measured placement, default) or bump "
+                  "(only growing, never reused)")
+      ->check(CLI::IsMember({"cuda", "bump"}));
+}
 
 }  // namespace fraglab::cli
 

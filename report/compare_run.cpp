@@ -76,7 +76,7 @@ std::shared_ptr<const LoadedTrace> load(const std::string& path) {
 }
 
 CompareRow replay_one(const LoadedTrace& lt, const std::string& trace, const std::string& policy,
-                      const std::optional<uint64_t>& capacity) {
+                      const std::optional<uint64_t>& capacity, AddressModel addresses) {
   CompareRow row;
   row.trace = trace;
   row.policy = policy;
@@ -88,6 +88,7 @@ CompareRow replay_one(const LoadedTrace& lt, const std::string& trace, const std
   options.on_event = [&sampler](const TimelinePoint& p) { sampler.add(p); };
   SimDeviceConfig config;
   config.capacity = capacity;
+  config.addresses = addresses;
   MemorySource source(lt.trace);
   ReplayResult r = replay_simulated(source, PolicySpec::parse(policy), config, options, &lt.trace.events);
   sampler.flush();
@@ -165,7 +166,7 @@ CompareResults run_compare(const CompareOptions& o) {
           lt = slots[t].loaded;
         }
         try {
-          rows[i] = replay_one(*lt, o.traces[t], o.policies[p], o.capacity);
+          rows[i] = replay_one(*lt, o.traces[t], o.policies[p], o.capacity, o.addresses);
         } catch (const FormatError&) {
           throw;
         } catch (const PolicyConfigError& e) {

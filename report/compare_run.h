@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "report/compare_results.h"
+#include "sim/address_space.h"
 
 namespace fraglab {
 
@@ -26,6 +27,7 @@ struct CompareOptions {
   std::vector<std::string> traces;    // expanded and sorted (expand_corpus)
   std::vector<std::string> policies;  // expanded configurations (expand_policy_list)
   std::optional<uint64_t> capacity;   // simulated device capacity; replays skip failed allocations and count them
+  AddressModel addresses = AddressModel::Cuda;  // the simulated device's segment addresses
   std::optional<ShardId> shard;
   unsigned jobs = 0;  // worker threads; 0 = every core
   // Called after each finished job (from worker threads, serialized).

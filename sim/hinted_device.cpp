@@ -7,14 +7,19 @@
 namespace fraglab {
 
 namespace {
-SimDeviceConfig unlimited(SimDeviceConfig c) {
+// The upstream takes what the hints do not cover. It keeps the bump model: the driver's model would
+// place segments and ranges where the recording's own lie (its reserve region starts at the very
+// address the real driver's does), and a recorded range and an upstream one at one address would be
+// confused.
+SimDeviceConfig upstream_config(SimDeviceConfig c) {
   c.capacity.reset();
+  c.addresses = AddressModel::Bump;
   return c;
 }
 }  // namespace
 
 HintedDevice::HintedDevice(const std::vector<Event>& events, SimDeviceConfig config, const InitialState* initial)
-    : upstream_(unlimited(config)), capacity_(config.capacity) {
+    : upstream_(upstream_config(config)), capacity_(config.capacity) {
   if (initial) {
     std::vector<std::tuple<StreamIndex, bool, std::array<int64_t, 2>>> ranges_seen;
     for (const RecordedSegment& s : initial->segments) {

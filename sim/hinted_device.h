@@ -5,8 +5,8 @@
 // faithful replay must place segments where the real cudaMalloc put them. This adaptor
 // answers allocate_segment with the next recorded segment_alloc address when the size
 // matches, and reserve_range with the base of the next recorded expandable range (its
-// first segment_map); anything else goes to the upstream SimDevice (synthetic addresses,
-// far from the recorded ones). Capacity is enforced here over both.
+// first segment_map); anything else goes to the upstream SimDevice (bump addresses,
+// far from the recorded ones, whatever the config's address model). Capacity is enforced here over both.
 #pragma once
 
 #include <deque>

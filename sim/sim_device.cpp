@@ -7,7 +7,6 @@
 namespace fraglab {
 
 namespace {
-uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 [[noreturn]] void misuse(const std::string& what) {
   // A policy broke the device contract: that is a bug in the policy, not bad input.
@@ -15,29 +14,18 @@ uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 }
 }  // namespace
 
-SimDevice::SimDevice(SimDeviceConfig config) : config_(config) {}
+SimDevice::SimDevice(SimDeviceConfig config)
+    : config_(config), addresses_(make_address_space(config.addresses, config.segment_alignment)) {}
 
 bool SimDevice::fits(uint64_t size) const {
   return !config_.capacity || reserved_ + size <= *config_.capacity;
 }
 
-std::optional<Addr> SimDevice::take_address_space(uint64_t size) {
-  // Addresses are never reused; past 2^48 (the most a GPU's virtual address space or a PyTorch
-  // block address holds) the device is out of memory, as a real one would be.
-  constexpr Addr kAddressSpaceEnd = Addr{1} << 48;
-  Addr addr = next_address_;
-  if (addr > kAddressSpaceEnd || size > kAddressSpaceEnd - addr ||
-      kAddressSpaceEnd - addr - size < 2 * config_.segment_alignment)
-    return std::nullopt;
-  // Leave a gap between allocations so that adjacent segments never look contiguous.
-  next_address_ = round_up(addr + size, config_.segment_alignment) + config_.segment_alignment;
-  return addr;
-}
-
 std::optional<Addr> SimDevice::allocate_segment(uint64_t size, StreamIndex) {
   if (size == 0) misuse("zero-byte segment");
   if (!fits(size)) return std::nullopt;
-  std::optional<Addr> addr = take_address_space(size);
+  // The address model bounds addresses at 2^48 (sim/address_space.h): past it, out of memory.
+  std::optional<Addr> addr = addresses_->place_segment(size);
   if (!addr) return std::nullopt;
   segments_.emplace(*addr, size);
   reserved_ += size;
@@ -49,11 +37,12 @@ void SimDevice::free_segment(Addr addr, uint64_t size) {
   if (it == segments_.end() || it->second != size) misuse("free_segment of an unknown segment");
   reserved_ -= size;
   segments_.erase(it);
+  addresses_->free_segment(addr);
 }
 
 std::optional<Addr> SimDevice::reserve_range(uint64_t size) {
   if (size == 0 || size % config_.granularity) misuse("reserve_range size not a multiple of granularity");
-  std::optional<Addr> addr = take_address_space(size);
+  std::optional<Addr> addr = addresses_->place_range(size);
   if (addr) ranges_.emplace(*addr, size);
   return addr;
 }
@@ -155,6 +144,7 @@ void SimDevice::release_range(Addr addr, uint64_t size) {
   if (it == ranges_.end() || it->second != size) misuse("release_range of an unknown range");
   if (any_mapped(addr, size)) misuse("release_range with pages still mapped");
   ranges_.erase(it);
+  addresses_->free_range(addr);
 }
 
 }  // namespace fraglab

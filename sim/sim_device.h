@@ -1,6 +1,7 @@
-// SimDevice: a simulated GPU. Addresses are synthetic, memory is a byte count, and an
-// optional capacity models a card's size or set_per_process_memory_fraction: a call that
-// would pass it fails exactly where cudaMalloc would.
+// SimDevice: a simulated GPU. Memory is a byte count, and an optional capacity models a card's
+// size or set_per_process_memory_fraction: a call that would pass it fails exactly where cudaMalloc
+// would. Addresses come from an AddressSpace (sim/address_space.h): by default the CUDA driver's
+// measured placement, so that address-ordered policies decide as they would on the GPU.
 //
 // VMM pages are modelled like the driver does: every map_pages creates physical memory
 // (cuMemCreate) mapped at one virtual range; alias_pages maps the same physical pages at a
@@ -10,7 +11,9 @@
 #pragma once
 
 #include <map>
+#include <memory>
 
+#include "sim/address_space.h"
 #include "sim/device.h"
 
 namespace fraglab {
@@ -18,7 +21,8 @@ namespace fraglab {
 struct SimDeviceConfig {
   std::optional<uint64_t> capacity;    // bytes; nullopt = unlimited
   uint64_t granularity = 2ull << 20;   // VMM page size
-  uint64_t segment_alignment = 2ull << 20;  // cudaMalloc returns 2 MiB-aligned (at least 512 B) memory
+  uint64_t segment_alignment = 2ull << 20;  // the bump model's alignment (and gap) between allocations
+  AddressModel addresses = AddressModel::Cuda;
 };
 
 class SimDevice final : public Device {
@@ -49,7 +53,6 @@ class SimDevice final : public Device {
   };
 
   bool fits(uint64_t size) const;
-  std::optional<Addr> take_address_space(uint64_t size);
   void check_vmm_args(Addr addr, uint64_t size, const char* call) const;
   bool any_mapped(Addr addr, uint64_t size) const;
   // Makes `at` a run boundary (splitting the run that contains it), in either map.
@@ -60,9 +63,7 @@ class SimDevice final : public Device {
 
   SimDeviceConfig config_;
   uint64_t reserved_ = 0;
-  // Address space is handed out bump-style: addresses are never reused, which keeps
-  // block maps readable and makes stale-address bugs in policies visible.
-  Addr next_address_ = 1ull << 32;
+  std::unique_ptr<AddressSpace> addresses_;
   std::map<Addr, uint64_t> segments_;  // live cudaMalloc'd segments
   std::map<Addr, uint64_t> ranges_;    // reserved VMM ranges
   std::map<Addr, VirtualRun> mapped_;  // mapped virtual pages, address-ordered

@@ -143,15 +143,25 @@ bool TrackingDevice::is_backed(Addr addr, uint64_t size) const {
 
 // Mapped pages merge with mapped neighbours (one VMM range grows page by page);
 // cudaMalloc'd segments never touch each other, so they stay separate intervals.
+bool TrackingDevice::inside_one_range(Addr at) const {
+  auto it = vmm_ranges_.lower_bound(at);
+  if (it == vmm_ranges_.begin()) return false;
+  --it;
+  return it->first < at && at < it->first + it->second;
+}
+
+// Pieces that touch merge only inside one reserved range (pages mapped side by side are one span
+// there). Segments never merge: the driver may place them back to back (sim/cuda_address_space.h),
+// yet no block can span two cudaMalloc allocations, nor two reserved ranges.
 void TrackingDevice::add_physical(Addr addr, uint64_t size) {
   auto next = physical_.lower_bound(addr);
-  if (next != physical_.end() && next->first == addr + size) {
+  if (next != physical_.end() && next->first == addr + size && inside_one_range(addr + size)) {
     size += next->second;
     next = physical_.erase(next);
   }
   if (next != physical_.begin()) {
     auto prev = std::prev(next);
-    if (prev->first + prev->second == addr) {
+    if (prev->first + prev->second == addr && inside_one_range(addr)) {
       prev->second += size;
       return;
     }

@@ -81,6 +81,7 @@ class TrackingDevice final : public Device {
 
  private:
   void add_physical(Addr addr, uint64_t size);
+  bool inside_one_range(Addr at) const;
   void remove_physical(Addr addr, uint64_t size);
   void log(EventKind kind, Addr addr, uint64_t size);
   void grew(uint64_t size);

@@ -217,12 +217,26 @@ TEST_CASE("option values beyond what a policy can hold are refused where they ar
 }
 
 TEST_CASE("the simulated device runs out of address space at 2^48 rather than handing out more", "[hardening]") {
-  SimDevice device;
-  CHECK(!device.allocate_segment(kMaxEventBytes, 0));
-  CHECK(!device.reserve_range(kMaxEventBytes));
-  auto a = device.allocate_segment(uint64_t{1} << 46, 0);
-  REQUIRE(a);
-  CHECK(*a + (uint64_t{1} << 46) <= kMaxEventBytes);
+  for (AddressModel model : {AddressModel::Cuda, AddressModel::Bump}) {
+    INFO(address_model_name(model));
+    SimDeviceConfig config;
+    config.addresses = model;
+    SimDevice device(config);
+    CHECK(!device.allocate_segment(kMaxEventBytes, 0));
+    CHECK(!device.reserve_range(kMaxEventBytes));
+    CHECK(!device.allocate_segment(UINT64_MAX, 0));
+    auto a = device.allocate_segment(uint64_t{1} << 46, 0);
+    REQUIRE(a);
+    CHECK(*a + (uint64_t{1} << 46) <= kMaxEventBytes);
+    // Filling the rest: every placement stays below 2^48 until the model has no room left, then fails.
+    size_t placed = 0;
+    for (; placed < 64; ++placed) {
+      auto r = device.reserve_range(uint64_t{1} << 44);
+      if (!r) break;
+      CHECK(*r + (uint64_t{1} << 44) <= kMaxEventBytes);
+    }
+    CHECK(placed < 64);
+  }
   // An accepted allocation just below the limit under the pytorch model: an OOM, not an internal error.
   fs::path dir = temp_dir("huge");
   fs::path jsonl = dir / "huge.jsonl";

@@ -1,0 +1,47 @@
+// AddressSpace: where a simulated device puts its segments and reserved ranges.
+//
+// Allocators that break ties by address (PyTorch's pools order equal-sized free blocks by address,
+// bestfit/firstfit/nextfit by position) decide differently depending on where cudaMalloc put their
+// segments, so a prediction is only as good as its address model. Two models:
+//  - Cuda (default): the CUDA driver's placement as measured on an H100 (sim/cuda_address_space.h,
+//    tools/cuda_addresses/README.md): a fresh context, chunks of 32 MiB carved top-down, small
+//    allocations packed into the free tails of the newest chunks, freed chunks reused.
+//  - Bump: addresses only grow and are never reused, with a gap between allocations so that no two
+//    segments ever look contiguous (readable block maps; stale addresses in a policy stand out).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "traces/trace.h"
+
+namespace fraglab {
+
+enum class AddressModel { Cuda, Bump };
+
+// "cuda" / "bump"; nullopt for anything else.
+std::optional<AddressModel> parse_address_model(std::string_view name);
+const char* address_model_name(AddressModel model);
+
+// Every address either model hands out lies below 2^48, the most a GPU's virtual address space or a
+// PyTorch block address holds: past it the device is out of memory, as a real one would be.
+inline constexpr Addr kAddressSpaceEnd = Addr{1} << 48;
+
+class AddressSpace {
+ public:
+  virtual ~AddressSpace() = default;
+  // cudaMalloc / cudaFree: where a segment of `size` bytes goes (nullopt: no room left below
+  // kAddressSpaceEnd); freeing gives the place back.
+  virtual std::optional<Addr> place_segment(uint64_t size) = 0;
+  virtual void free_segment(Addr addr) = 0;
+  // cuMemAddressReserve / cuMemAddressFree.
+  virtual std::optional<Addr> place_range(uint64_t size) = 0;
+  virtual void free_range(Addr addr) = 0;
+};
+
+// `alignment`: the bump model's segment alignment (the CUDA model measures its own).
+std::unique_ptr<AddressSpace> make_address_space(AddressModel model, uint64_t alignment);
+
+}  // namespace fraglab
