@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Writes docs/peers.md to stdout: each peer allocator's real numbers (DIR/real/TRACE@CFG.json,
+from tools/peers/run.sh device) beside fraglab's model of it (DIR/model/TRACE@CFG.json, from
+`fraglab replay --json`), per trace, then tools/peers/notes.md (what explains each difference).
+
+  peers_table.py DIR            (DIR: .device-carry/peers)"""
+import json
+import os
+import sys
+
+# config -> (peer, how it is run, model policy string); the order of the document.
+CONFIGS = [
+    ("rmm_pool", "RMM pool_memory_resource(cuda, 0)", "rmm_pool"),
+    ("rmm_binning", "RMM binning_memory_resource(pool, 18, 22)", "rmm_binning"),
+    ("rmm_arena", "RMM arena_memory_resource(cuda) (default size)", "rmm_arena"),
+    ("cuda_async", "cudaMallocAsync, fresh pool, release threshold 0", "cuda_async"),
+    ("cuda_async.sync", "the same, stream synchronised after each free", "cuda_async"),
+    ("cuda_async.max", "cudaMallocAsync, release threshold max", "cuda_async:release_threshold=281474976710656"),
+    ("cupy", "CuPy MemoryPool", "cupy"),
+    ("bfc", "XLA BFC through JAX (no preallocation)", "bfc"),
+]
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+        return json.loads(text.splitlines()[-1]) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def model_numbers(m):
+    calls = m["device_calls"]
+    return dict(reserved=m["peak_reserved"]["bytes"], in_use=m["peak_allocated"]["bytes"],
+                calls=calls["segment_alloc"] + calls["map"], ooms=len(m.get("ooms", [])))
+
+
+def real_numbers(r):
+    calls = r.get("device_allocs")
+    if calls is None:
+        calls = r.get("reserved_growths")
+    return dict(reserved=r.get("reserved_peak"), in_use=r.get("in_use_peak", r.get("used_peak")),
+                calls=calls, ooms=r.get("ooms", 0))
+
+
+def cell(real, model):
+    if real is None:
+        return "-"
+    if model is None or real == model:
+        return f"{real:,}" if model is None else f"**{real:,}** ="
+    return f"{real:,} ({(model - real) / real:+.2%})" if real else f"{real:,}"
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write(__doc__)
+        return 2
+    d = sys.argv[1]
+    traces = sorted(f[:-4] for f in os.listdir(os.path.join(d, "ops")) if f.endswith(".ops"))
+    gpu = open(os.path.join(d, "real", "GPU")).read().strip() if os.path.exists(os.path.join(d, "real", "GPU")) else "?"
+    out = [open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "header.md")).read().rstrip(), "",
+           f"GPU: {gpu}.", ""]
+    for cfg, peer, policy in CONFIGS:
+        rows = []
+        version = None
+        for t in traces:
+            r = load(os.path.join(d, "real", f"{t}@{cfg}.json"))
+            m = load(os.path.join(d, "model", f"{t}@{cfg}.json"))
+            if r is None and m is None:
+                continue
+            version = version or (r or {}).get("peer")
+            rn = real_numbers(r) if r else dict(reserved=None, in_use=None, calls=None, ooms=None)
+            mn = model_numbers(m) if m else dict(reserved=None, in_use=None, calls=None, ooms=None)
+            rows.append(f"| {t} | {cell(rn['reserved'], None)} | {cell(mn['reserved'], None)} | "
+                        f"{'equal' if rn['reserved'] == mn['reserved'] else cell(rn['reserved'], mn['reserved'])} | "
+                        f"{cell(rn['in_use'], mn['in_use'])} | {cell(rn['calls'], mn['calls'])} | "
+                        f"{rn['ooms']} / {mn['ooms']} |")
+        if not rows:
+            continue
+        out += [f"## {cfg}: {peer}", "", f"Peer: {version or '?'}; model: `{policy}`.", "",
+                "| trace | peak reserved, real | model | model vs real | peak in use, real (model vs real) "
+                "| device calls, real (model vs real) | OOMs real / model |",
+                "|---|---|---|---|---|---|---|", *rows, ""]
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
+    if os.path.exists(notes):
+        out.append(open(notes).read().rstrip())
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
