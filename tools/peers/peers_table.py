@@ -25,7 +25,12 @@ def load(path):
     try:
         with open(path) as f:
             text = f.read().strip()
-        return json.loads(text.splitlines()[-1]) if text else None
+        if not text:
+            return None
+        try:
+            return json.loads(text)  # fraglab's pretty-printed object
+        except ValueError:
+            return json.loads(text.splitlines()[-1])  # a runner's line after any chatter
     except (OSError, ValueError):
         return None
 
