@@ -13,7 +13,7 @@ CONFIGS = [
     ("rmm_pool", "RMM pool_memory_resource(cuda, 0)", "rmm_pool"),
     ("rmm_binning", "RMM binning_memory_resource(pool, 18, 22)", "rmm_binning"),
     ("rmm_arena", "RMM arena_memory_resource(cuda) (default size)", "rmm_arena"),
-    ("cuda_async", "cudaMallocAsync, fresh pool, release threshold 0", "cuda_async"),
+    ("cuda_async", "cudaMallocAsync, fresh pool, release threshold 0, no synchronisation", "cuda_async:sync_after_free=false"),
     ("cuda_async.sync", "the same, stream synchronised after each free", "cuda_async"),
     ("cuda_async.max", "cudaMallocAsync, release threshold max", "cuda_async:release_threshold=281474976710656"),
     ("cupy", "CuPy MemoryPool", "cupy"),

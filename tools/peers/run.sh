@@ -23,7 +23,7 @@ configs() {
 rmm_pool|$bin/rmm_reference OPS pool|rmm_pool
 rmm_arena|$bin/rmm_reference OPS arena|rmm_arena
 rmm_binning|$bin/rmm_reference OPS binning|rmm_binning
-cuda_async|$bin/async_reference OPS --threshold 0|cuda_async
+cuda_async|$bin/async_reference OPS --threshold 0|cuda_async:sync_after_free=false
 cuda_async.sync|$bin/async_reference OPS --threshold 0 --sync-after-free|cuda_async
 cuda_async.max|$bin/async_reference OPS --threshold max|cuda_async:release_threshold=281474976710656
 cupy|python3 tools/peers/cupy_reference.py OPS|cupy
