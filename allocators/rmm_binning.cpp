@@ -191,6 +191,8 @@ PolicyInfo policy_info_rmm_binning() {
                                             legacy_stream(ctx.meta));
       }};
   info.alignment = StreamOrderedPool::kAlignment;
+  info.checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
+                         "the 13 corpus op lists";
   info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
     uint64_t initial = o.get_size("initial_size", 0);
     std::string note = "each bin takes " + std::to_string(o.get_int("blocks_to_preallocate", 128)) +
