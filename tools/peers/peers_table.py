@@ -3,10 +3,15 @@
 from tools/peers/run.sh device) beside fraglab's model of it (DIR/model/TRACE@CFG.json, from
 `fraglab replay --json`), per trace, then tools/peers/notes.md (what explains each difference).
 
-  peers_table.py DIR            (DIR: .device-carry/peers)"""
+  peers_table.py DIR              (DIR: .device-carry/peers)
+  peers_table.py --collect DIR    DIR/real into docs/peers-results.jsonl
+
+Without DIR/real, the real numbers come from docs/peers-results.jsonl."""
 import json
 import os
 import sys
+
+KEPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "peers-results.jsonl")
 
 # config -> (peer, how it is run, model policy string); the order of the document.
 CONFIGS = [
@@ -57,20 +62,52 @@ def cell(real, model):
     return f"{real:,} ({(model - real) / real:+.2%})" if real else f"{real:,}"
 
 
+def real_results(d):
+    """(trace, config) -> the runner's JSON: from DIR/real, else the results kept in the
+    repository (docs/peers-results.jsonl, written by collect())."""
+    out = {}
+    real = os.path.join(d, "real")
+    if os.path.isdir(real):
+        for f in os.listdir(real):
+            if f.endswith(".json") and "@" in f:
+                r = load(os.path.join(real, f))
+                if r is not None:
+                    out[tuple(f[:-5].split("@", 1))] = r
+        return out
+    with open(KEPT) as f:
+        for line in f:
+            row = json.loads(line)
+            out[(row["trace"], row["config"])] = row["result"]
+    return out
+
+
+def collect(d):
+    """Writes DIR/real's results to docs/peers-results.jsonl, one run a line."""
+    rows = real_results(d)
+    with open(KEPT + ".tmp", "w") as f:
+        for (trace, cfg), r in sorted(rows.items()):
+            f.write(json.dumps(dict(trace=trace, config=cfg, result=r), sort_keys=True) + "\n")
+    os.replace(KEPT + ".tmp", KEPT)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--collect":
+        collect(sys.argv[2])
+        return 0
     if len(sys.argv) != 2:
         sys.stderr.write(__doc__)
         return 2
     d = sys.argv[1]
+    real = real_results(d)
     traces = sorted(f[:-4] for f in os.listdir(os.path.join(d, "ops")) if f.endswith(".ops"))
-    gpu = open(os.path.join(d, "real", "GPU")).read().strip() if os.path.exists(os.path.join(d, "real", "GPU")) else "?"
+    gpu = sorted({r.get("gpu", "?") for r in real.values()}) or ["?"]
     out = [open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "header.md")).read().rstrip(), "",
-           f"GPU: {gpu}.", ""]
+           f"GPU: {', '.join(gpu)}.", ""]
     for cfg, peer, policy in CONFIGS:
         rows = []
         version = None
         for t in traces:
-            r = load(os.path.join(d, "real", f"{t}@{cfg}.json"))
+            r = real.get((t, cfg))
             m = load(os.path.join(d, "model", f"{t}@{cfg}.json"))
             if r is None and m is None:
                 continue

@@ -8,6 +8,7 @@
 #                                           every peer on every op list into
 #                                           .device-carry/peers/real, writes docs/peers.md
 #   tools/peers/run.sh table                docs/peers.md again from the stored results
+#                                           (.device-carry/peers/real, else docs/peers-results.jsonl)
 #
 # prepare's traces default to traces/corpus/*.pickle.gz; FRAGLAB (default build/fraglab).
 # The RMM, rapids-logger and spdlog sources must be in place first: tools/peers/fetch_sources.sh.
@@ -61,6 +62,7 @@ device() {
       ${cmd//OPS/$ops} > "$dir/real/$name@$cfg.json" 2> "$dir/real/$name@$cfg.err" || true
     done
   done
+  python3 tools/peers/peers_table.py --collect "$dir"
   table
 }
 
