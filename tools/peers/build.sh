@@ -4,6 +4,7 @@
 #                   small compiled part (cpp/src: errors, logger, device and stream helpers) and
 #                   rapids-logger compiled in; CCCL and NVTX3 from the CUDA toolkit.
 #   async_reference cudaMallocAsync on a fresh cudaMemPool_t (the CUDA runtime only).
+#   async_probe     fixed patterns through cudaMallocAsync: how the pool grows, which hole it reuses.
 # No patch to RMM is needed: the only generated file is rmm/logger_macros.hpp, which RMM's
 # CMake makes from rapids-logger's template (fetch_sources.sh does the same with sed).
 set -euo pipefail
@@ -26,6 +27,7 @@ for f in "${rmm_src[@]}"; do  # independent translation units: compiled side by 
 done
 nvcc "${common[@]}" -x cu -c "$src/rapids-logger/src/logger.cpp" -o "$out/rapids_logger.o" &
 nvcc -std=c++17 -O2 -arch="$arch" "$root/tools/peers/async_reference.cu" -o "$out/async_reference" &
+nvcc -std=c++17 -O2 -arch="$arch" "$root/tools/peers/async_probe.cu" -o "$out/async_probe" &
 for job in $(jobs -p); do wait "$job"; done
 nvcc "${common[@]}" "$root/tools/peers/rmm_reference.cu" "${objs[@]}" "$out/rapids_logger.o" -o "$out/rmm_reference"
 echo "built $out/rmm_reference $out/async_reference"

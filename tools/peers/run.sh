@@ -62,6 +62,7 @@ device() {
       ${cmd//OPS/$ops} > "$dir/real/$name@$cfg.json" 2> "$dir/real/$name@$cfg.err" || true
     done
   done
+  "$bin/async_probe" > "$dir/real/async_probe.jsonl" || true
   python3 tools/peers/peers_table.py --collect "$dir"
   table
 }
