@@ -16,6 +16,8 @@
 // Not modelled: the timestamped (freed_at_count) chunks of the stream-executor path and
 // region coalescing (only TF's VMM sub-allocator supports it; the default GPU one does not).
 // BFC has no empty_cache; here it returns the wholly free regions, as garbage collection does.
+// Checked against XLA's BFC through JAX 0.11.2 on an H100 by tools/peers/jax_bfc_reference.py
+// (docs/peers.md): equal peak pool bytes and peak bytes in use on every corpus op list.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -220,6 +222,8 @@ PolicyInfo policy_info_bfc() {
         return std::make_unique<Bfc>(ctx.device, o);
       }};
   info.alignment = kMinAllocationSize;
+  info.checked_against =
+      "XLA's BFC through JAX 0.11.2 (jaxlib's XLA), H100: peak reserved and in use equal on the 13 corpus op lists";
   return info;
 }
 

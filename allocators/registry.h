@@ -40,6 +40,9 @@ struct PolicyInfo {
   // a configuration's options on a device of that capacity (nullopt = unlimited); "" when it
   // grows only on demand. Reports print it beside peak reserved, which includes it.
   std::function<std::string(const PolicyOptions&, std::optional<uint64_t> capacity)> preallocation = nullptr;
+  // The real allocator, at which version, the model was replayed against on a GPU and how close
+  // it came (tools/peers and docs/peers.md; bench/torch_reference for pytorch); "" when never.
+  std::string checked_against = {};
 };
 
 // The preallocation note of a policy string ("" when none, or the policy is unknown).

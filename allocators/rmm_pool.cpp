@@ -5,6 +5,10 @@
 // allocators/detail/stream_ordered_pool.h for the model and the source files it follows
 // (rapidsai/rmm cpp/include/rmm/mr/pool_memory_resource.hpp, detail/coalescing_free_list.hpp,
 // detail/stream_ordered_memory_resource.hpp).
+// Checked against RMM v25.10.00 (rapidsai/rmm 7aaad1de; the files under
+// cpp/include/rmm/mr/device/ there) on an H100 by tools/peers/rmm_reference.cu (docs/peers.md):
+// equal peak reserved and cudaMalloc count on every corpus op list, side_stream_prefetch's
+// two streams included.
 #include "allocators/detail/stream_ordered_pool.h"
 #include "allocators/registry.h"
 
@@ -51,6 +55,8 @@ PolicyInfo policy_info_rmm_pool() {
                                          maximum ? std::optional<uint64_t>(maximum) : std::nullopt);
       }};
   info.alignment = detail::StreamOrderedPool::kAlignment;
+  info.checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
+                         "the 13 corpus op lists";
   info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
     uint64_t initial = o.get_size("initial_size", 0);
     return initial ? "initial pool of " + format_size(initial) : std::string();

@@ -2,6 +2,7 @@
 // alias_pages device extension: behaviour the modelled sources define.
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <random>
 
@@ -500,23 +501,48 @@ TEST_CASE("rmm_arena: per-stream arenas hold their superblocks; large requests g
 
 TEST_CASE("rmm_binning: power-of-two bins in 128-block chunks from the pool, FIFO reuse", "[framework]") {
   Bench b("rmm_binning");
-  Block x = b.must_alloc(1000);
-  CHECK(x.size == 256 * 1024);                   // the 2^18 bin
-  CHECK(b.device.reserved_bytes() == 32 * kMiB);  // one chunk of 128 blocks from the pool
-  Block y = b.must_alloc(200 * 1024);
-  CHECK(y.addr == x.addr + 256 * 1024);
-  CHECK(b.device.counts().segment_allocs == 1);
+  Block x = b.must_alloc(1000, 1);
+  CHECK(x.size == 256 * 1024);  // the 2^18 bin
+  // RMM's constructor gives every bin its first chunk of 128 blocks, smallest bin first, on the
+  // default stream, from a pool that grows by max(request, pool size): 32, 64, 128, 256 and
+  // 512 MiB, each an upstream block of its own.
+  CHECK(b.device.reserved_bytes() == 992 * kMiB);
+  CHECK(b.device.counts().segment_allocs == 5);
+  Block y = b.must_alloc(200 * 1024, 0);
+  CHECK(y.addr == x.addr + 256 * 1024);  // stream 1 took the default stream's first block
   Block z = b.must_alloc(3 * kMiB);
-  CHECK(z.size == 4 * kMiB);                      // the 2^22 bin: a 512 MiB chunk
-  Block big = b.must_alloc(5 * kMiB);              // above the bins: the pool itself
+  CHECK(z.size == 4 * kMiB);  // the 2^22 bin's chunk is already there
+  CHECK(b.device.counts().segment_allocs == 5);
+  Block big = b.must_alloc(5 * kMiB);  // above the bins: the pool itself, grown by its size
   CHECK(big.size == 5 * kMiB);
+  CHECK(b.device.reserved_bytes() == 2 * 992 * kMiB);
   b.free(x);
-  Block w = b.must_alloc(1000);
-  CHECK(w.addr == y.addr + 256 * 1024);           // FIFO: the freed block waits at the back
+  Block w = b.must_alloc(1000, 1);
+  CHECK(w.addr == x.addr);  // stream 1's own list (its free) comes before the default stream's
+  b.free(w);
+  w = b.must_alloc(1000, 0);
+  CHECK(w.addr == y.addr + 256 * 1024);  // FIFO on the default stream: the next unused block
   b.free(w);
   b.free(y);
   b.free(z);
   b.free(big);
   b.policy->empty_cache();
   CHECK(b.device.reserved_bytes() == 0);
+}
+
+TEST_CASE("peer models name the real allocator version they were checked against", "[framework]") {
+  // tools/peers replays each of these beside the real allocator (docs/peers.md); `fraglab
+  // policies` prints what it was checked against, a version included.
+  for (const char* name : {"rmm_pool", "rmm_arena", "rmm_binning", "cuda_async", "cupy", "bfc"}) {
+    INFO(name);
+    const PolicyInfo* info = find_policy(name);
+    REQUIRE(info != nullptr);
+    const std::string& what = info->checked_against;
+    bool has_version = false;
+    for (size_t i = 0; i + 2 < what.size(); ++i)
+      has_version |= std::isdigit(static_cast<unsigned char>(what[i])) && what[i + 1] == '.' &&
+                     std::isdigit(static_cast<unsigned char>(what[i + 2]));
+    CHECK(has_version);
+  }
+  CHECK(find_policy("bestfit")->checked_against.empty());  // a textbook policy has no peer
 }

@@ -7,14 +7,18 @@
 //  - one address-ordered coalescing free list per stream; a freed block returns to its
 //    stream's list and merges with free neighbours there, never across upstream blocks
 //    (is_head); allocation takes the list's best fit and puts the remainder back;
-//  - a miss on its own stream takes a block from another stream's list (the remainder joins
-//    the allocating stream's list: RMM waits on that stream's event), then merges the other
-//    lists into its own one by one (the "sync and merge" path), then grows the pool;
+//  - a miss on its own stream takes a block from another stream's list (RMM waits on that
+//    stream's event; the remainder stays in that stream's list), then merges the other lists
+//    into its own one by one (the "sync and merge" path), then grows the pool;
 //  - growth (size_to_grow / try_to_expand): max(request, pool size) without a maximum,
 //    else max(request, half of what is left to the maximum); a failed upstream allocation is
 //    retried at half the size down to the request.
 // RMM gives memory back only in release() (the destructor); release_free_blocks() does that
 // for wholly free upstream blocks so empty_cache can return them.
+// Checked against RMM v25.10.00 (docs/peers.md): equal on every corpus op list. One detail of
+// RMM is not followed: it looks through the other streams' lists in the order of their
+// cudaEvent_t handles (a std::map keyed on the event), which the driver picks; here in stream
+// order. It can matter only with three or more streams (the corpus has at most two).
 #pragma once
 
 #include <map>
@@ -56,8 +60,10 @@ class StreamOrderedPool {
     if (node == kNoNode) node = expand(size_to_grow(size), size, stream);
     if (node == kNoNode) return std::nullopt;
     blocks_[node].free = false;
-    blocks_[node].stream = stream;
+    // The remainder goes back to the list the block came from, another stream's when it was
+    // taken from there (allocate_and_insert_remainder(block, size, other_blocks)).
     if (blocks_[node].size > size) put(blocks_.split(node, size));
+    blocks_[node].stream = stream;
     return Piece{blocks_[node].addr, blocks_[node].size, node};
   }
 
@@ -103,8 +109,9 @@ class StreamOrderedPool {
     return node;
   }
 
-  // Both walk the streams with free blocks only, in stream order as RMM does: walking every
-  // stream's (mostly empty) list made each miss cost the stream count (70K streams: minutes).
+  // Both walk the streams with free blocks only, in stream order (RMM: in cudaEvent_t handle
+  // order); walking every stream's (mostly empty) list made each miss cost the stream count
+  // (70K streams: minutes).
   uint32_t take_from_other_stream(StreamIndex stream, uint64_t size) {
     for (StreamIndex other : nonempty_) {
       if (other == stream) continue;
