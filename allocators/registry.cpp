@@ -66,15 +66,13 @@ PolicySpec PolicySpec::parse(const std::string& text) {
   return spec;
 }
 
-std::unique_ptr<Policy> make_policy(const PolicySpec& spec, Device& device, const TraceMeta& meta,
-                                    const std::vector<Event>* events) {
+std::pair<const PolicyInfo*, PolicyOptions> check_policy_spec(const PolicySpec& spec) {
   const PolicyInfo* info = find_policy(spec.name);
   if (!info) {
     std::string names;
     for (const auto& p : policy_registry()) names += (names.empty() ? "" : ", ") + p.name;
-    throw PolicyConfigError("unknown policy '" + spec.name + "' (policies: " + names + ")");
+    throw PolicyConfigError("unknown policy '" + spec.name + "' in '" + spec.text + "' (policies: " + names + ")");
   }
-  // `pools` is every policy's option (pool_adaptors.h); the rest are the policy's own.
   PolicyOptions own;
   for (const auto& [key, value] : spec.options.values())
     if (key != "pools") own.set(key, value);
@@ -82,11 +80,27 @@ std::unique_ptr<Policy> make_policy(const PolicySpec& spec, Device& device, cons
   const std::string pools = spec.options.get_string("pools", "separate");
   if (pools != "separate" && pools != "merge")
     throw PolicyConfigError("pools must be 'separate' or 'merge', not '" + pools + "'");
+  return {info, own};
+}
+
+std::vector<std::string> with_pool_mode(std::vector<std::string> configs, const std::string& mode) {
+  for (std::string& c : configs) {
+    if (PolicySpec::parse(c).options.has("pools")) continue;
+    c += (c.find(':') == std::string::npos ? ":" : ",") + std::string("pools=") + mode;
+  }
+  return configs;
+}
+
+std::unique_ptr<Policy> make_policy(const PolicySpec& spec, Device& device, const TraceMeta& meta,
+                                    const std::vector<Event>* events) {
+  auto [info, own] = check_policy_spec(spec);
   if (info->needs_whole_trace && !events)
     throw PolicyConfigError("policy " + spec.name + " plans offline and needs the whole trace in memory");
-  auto make = [info, &device, own, &meta, events]() { return info->make(PolicyContext{device, own, meta, events}); };
+  auto make = [info = info, &device, own = own, &meta, events]() {
+    return info->make(PolicyContext{device, own, meta, events});
+  };
   if (meta.pools.size() <= 1) return make();
-  if (pools == "merge") return make_merged_pools_policy(make());
+  if (spec.options.get_string("pools", "separate") == "merge") return make_merged_pools_policy(make());
   if (info->models_pools || info->needs_whole_trace) return make();
   return make_separate_pools_policy(make);
 }

@@ -62,6 +62,13 @@ struct PolicySpec {
 const std::vector<PolicyInfo>& policy_registry();
 const PolicyInfo* find_policy(const std::string& name);  // nullptr when unknown
 
+// Every policy's own option keys, plus `pools` (separate|merge, allocators/pool_adaptors.h), which
+// every policy takes. Throws PolicyConfigError for an unknown name, key or `pools` value; returns
+// the policy and its own options.
+std::pair<const PolicyInfo*, PolicyOptions> check_policy_spec(const PolicySpec& spec);
+// `configs` with `pools=<mode>` added to each that does not set it (the CLI's --pools).
+std::vector<std::string> with_pool_mode(std::vector<std::string> configs, const std::string& mode);
+
 // Builds the policy; throws PolicyConfigError for an unknown name or option.
 std::unique_ptr<Policy> make_policy(const PolicySpec& spec, Device& device, const TraceMeta& meta,
                                     const std::vector<Event>* events = nullptr);

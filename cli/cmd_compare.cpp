@@ -6,6 +6,7 @@
 
 #include <mutex>
 
+#include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/report_options.h"
 #include "report/compare_run.h"
@@ -24,6 +25,7 @@ struct CompareArgs {
   unsigned jobs = 0;
   std::string capacity;
   std::string addresses = "cuda";
+  std::string pools;  // --pools: separate|merge for every configuration that does not say
   std::string shard;
   ReportPaths out;
   bool quiet = false;
@@ -47,6 +49,7 @@ std::string command_line(const CompareArgs& a) {
   for (const auto& g : a.grids) cmd += " --grid " + quoted(g);
   if (!a.capacity.empty()) cmd += " --capacity " + a.capacity;
   if (a.addresses != "cuda") cmd += " --addresses " + a.addresses;
+  if (!a.pools.empty()) cmd += " --pools " + a.pools;
   if (!a.shard.empty()) cmd += " --shard " + a.shard;
   if (!a.out.dir.empty()) cmd += " -o " + quoted(a.out.dir);
   return cmd;
@@ -77,6 +80,7 @@ class ProgressBar {
 int run_compare_command(const CompareArgs& a) {
   CompareOptions o;
   o.policies = expand_policy_list(a.policies, a.grids);
+  if (!a.pools.empty()) o.policies = with_pool_mode(std::move(o.policies), a.pools);
   o.traces = expand_corpus(a.paths);
   if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
   o.addresses = sim_config("", a.addresses).addresses;
@@ -118,6 +122,7 @@ void add_compare(CLI::App& app, CommandFn& run) {
   cmd->add_option("--grid", a.grids, "Option grid with brace sets, e.g. 'pytorch:max_split_size_mb:{64,128,256}'; repeatable");
   cmd->add_option("-j,--jobs", a.jobs, "Worker threads (default: every core)");
   add_addresses_option(cmd, a.addresses);
+  add_pools_option(cmd, a.pools);
   cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited); failed allocations are counted as OOMs and skipped");
   cmd->add_option("--shard", a.shard, "Run only slice K of N of the trace x policy matrix (K/N), for fraglab merge");
   add_report_outputs(cmd, a.out);

@@ -214,12 +214,9 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
       std::optional<uint64_t> capacity;
       if (!a.capacity.empty()) capacity = sim_config(a.capacity).capacity;
       Trace trace = load_trace(a.path);
-      // An OOM'd recording ran under a limit: without --capacity, infer it from the oom entries.
-      if (!capacity)
-        if (auto inferred = infer_capacity(trace)) {
-          capacity = inferred->bytes;
-          if (!a.json) fmt::print("note      {}\n", inferred->describe());
-        }
+      std::string note;
+      capacity = capacity_for(trace, capacity, &note);
+      if (!note.empty() && !a.json) fmt::print("note      {}\n", note);
       DiagnoseReport r = diagnose(trace, a.path, capacity, o);
       if (!a.html.empty()) {
         AtomicFile out(a.html);

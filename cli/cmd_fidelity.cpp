@@ -49,12 +49,9 @@ int run_fidelity(const FidelityArgs& args) {
   FidelityOptions options;
   options.policy = args.policy;
   if (!args.capacity.empty()) options.capacity = parse_size(args.capacity);
-  // An OOM'd recording ran under a limit: without --capacity, infer it from the oom entries.
-  std::optional<InferredCapacity> inferred;
-  if (!options.capacity && (inferred = infer_capacity(trace))) {
-    options.capacity = inferred->bytes;
-    if (!args.json) fmt::print(stderr, "note: {}\n", inferred->describe());
-  }
+  std::string note;
+  options.capacity = capacity_for(trace, options.capacity, &note);
+  if (!note.empty() && !args.json) fmt::print(stderr, "note: {}\n", note);
   options.hint_addresses = !args.no_hints;
   FidelityResult r = check_fidelity(trace, options);
   if (args.json) {
@@ -68,7 +65,7 @@ int run_fidelity(const FidelityArgs& args) {
                      {"recorded_peak_reserved", r.recorded_peak},
                      {"simulated_peak_reserved", r.simulated_peak}};
     if (options.capacity) j["capacity"] = *options.capacity;
-    if (inferred) j["capacity_inferred"] = inferred->describe();
+    if (!note.empty()) j["capacity_inferred"] = note;
     if (!r.exact) j["divergence"] = {{"event_index", r.event_index}, {"what", r.what}, {"context", r.context}};
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (r.exact) {

@@ -24,6 +24,7 @@ struct ReplayArgs {
   std::vector<std::string> policies{"bestfit"};
   std::string capacity;
   std::string addresses = "cuda";
+  std::string pools;  // --pools: separate|merge for every policy that does not say
   std::string timeline;
   uint64_t timeline_every = 1;
   std::string on_oom = "stop";
@@ -123,6 +124,7 @@ StreamedPass first_pass(const std::string& path) {
 
 int run_replay(const ReplayArgs& a) {
   auto specs = expand_policies(a.policies);
+  if (!a.pools.empty()) specs = with_pool_mode(std::move(specs), a.pools);
   DeviceArg device = a.device.resolve();
   if (!device.exec_device.empty() && device.exec_device != "sim")
     return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device.trace_device, device.exec_device, a.touch, a.json});
@@ -149,12 +151,11 @@ int run_replay(const ReplayArgs& a) {
   }
   uint64_t bound = bounds.live_bytes;
   SimDeviceConfig config = sim_config(a.capacity, a.addresses);
-  // An OOM'd recording ran under a limit: without --capacity, infer it from the oom entries.
-  if (!streamed && !config.capacity)
-    if (auto inferred = infer_capacity(trace)) {
-      config.capacity = inferred->bytes;
-      fmt::print(stderr, "note: {}\n", inferred->describe());
-    }
+  if (!streamed) {
+    std::string note;
+    config.capacity = capacity_for(trace, config.capacity, &note);
+    if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
+  }
   if (!streamed && trace.meta.history_absent)
     fmt::print(stderr, "note: {} holds no history (a snapshot of segments only): nothing to replay but its state; "
                        "`fraglab info` summarises it\n", a.path);
@@ -222,6 +223,7 @@ void add_replay(CLI::App& app, CommandFn& run) {
       ->take_all();
   cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited)");
   add_addresses_option(cmd, a.addresses);
+  add_pools_option(cmd, a.pools);
   cmd->add_option("--on-oom", a.on_oom, "On out of memory: stop (exit 1) or skip the allocation")
       ->check(CLI::IsMember({"stop", "skip"}));
   add_device_options(cmd, a.device);

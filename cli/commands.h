@@ -34,5 +34,7 @@ void add_diagnose(CLI::App& app, CommandFn& run);
 SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "cuda");
 // --addresses cuda|bump: the simulated device's address model (sim/address_space.h).
 void add_addresses_option(CLI::App* cmd, std::string& addresses);
+// --pools separate|merge: how policies treat a snapshot's private pools (allocators/pool_adaptors.h).
+void add_pools_option(CLI::App* cmd, std::string& pools);
 
 }  // namespace fraglab::cli

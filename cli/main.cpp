@@ -64,6 +64,14 @@ void add_addresses_option(CLI::App* cmd, std::string& addresses) {
       ->check(CLI::IsMember({"cuda", "bump"}));
 }
 
+void add_pools_option(CLI::App* cmd, std::string& pools) {
+  cmd->add_option("--pools", pools,
+                  "Private pools (CUDA graphs, MemPool) of a snapshot: separate (default: each pool its own "
+                  "allocator, released with its owner, as graph replays need) or merge (one allocator for all, a "
+                  "what-if); sets the policy option pools= where a policy does not")
+      ->check(CLI::IsMember({"separate", "merge"}));
+}
+
 }  // namespace fraglab::cli
 
 int main(int argc, char** argv) {

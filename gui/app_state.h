@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,8 +25,9 @@ namespace fraglab::gui {
 // The tabs below the timeline; the fragmentation panel beside them is always shown.
 enum class ViewId { BlockMap, Compare, Summary, Help };
 constexpr const char* kViewNames[] = {"blockmap", "compare", "summary", "help"};
-enum class ColorMode { Size, Age, Site };
-constexpr const char* kColorNames[] = {"size", "age", "site"};
+enum class ColorMode { Size, Age, Site, Pool };
+constexpr const char* kColorNames[] = {"size", "age", "site", "pool"};
+constexpr int kColorModes = static_cast<int>(std::size(kColorNames));
 enum class TimeAxis { Events, Time };
 
 // A block map laid out for one snapshot, size and color mode; rebuilt when any changes.

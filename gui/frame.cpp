@@ -43,7 +43,7 @@ void handle_shortcuts(AppState& app) {
   if (pressed('P')) app.jump_to_peak();
   if (pressed('O')) app.jump_to_oom(dir);
   if (pressed('S')) app.jump_to_device_grow(dir);
-  if (pressed('C')) app.color = static_cast<ColorMode>((static_cast<int>(app.color) + 1) % 3);
+  if (pressed('C')) app.color = static_cast<ColorMode>((static_cast<int>(app.color) + 1) % kColorModes);
   if (pressed('T')) app.timeline.axis = app.timeline.axis == TimeAxis::Events ? TimeAxis::Time : TimeAxis::Events;
   if (pressed('Z')) app.timeline.begin = app.timeline.end = 0;
   if (pressed('=')) zoom_around_cursor(app, 0.5);

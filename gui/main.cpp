@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy) or an event index");
   cli.add_option("--view", o.view, "View below the timeline")
       ->check(CLI::IsMember({"blockmap", "fragmentation", "timeline", "compare", "summary", "help"}));
-  cli.add_option("--color", o.color, "Block colors")->check(CLI::IsMember({"size", "age", "site"}));
+  cli.add_option("--color", o.color, "Block colors")->check(CLI::IsMember({"size", "age", "site", "pool"}));
   cli.add_option("--capacity", o.capacity, "Simulated device capacity, e.g. 80GiB (default unlimited)");
   cli.add_option("--screenshot", o.screenshot,
                  "Render the window once the replays are done, write it to this PNG and exit (0, or 2 on bad input)");

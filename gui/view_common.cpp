@@ -55,8 +55,16 @@ uint32_t block_color(const AppState& app, const SnapshotBlock& b) {
       uint32_t site = b.alloc_index < info.events() ? info.site_of(info.trace.events[b.alloc_index]) : info.no_stack_site;
       return site_color(info, site);
     }
+    case ColorMode::Pool: {
+      const TraceInfo& info = *app.trace;
+      return pool_color(b.alloc_index < info.events() ? info.trace.events[b.alloc_index].pool : 0);
+    }
   }
   return kNoSiteColor;
+}
+
+uint32_t pool_color(PoolIndex pool) {
+  return pool == 0 ? kNoSiteColor : kSiteColors[static_cast<size_t>(pool - 1) % kSiteColors.size()];
 }
 
 uint32_t site_color(const TraceInfo& info, uint32_t site) {

@@ -98,7 +98,7 @@ void policy_row(AppState& app) {
 void navigation_row(AppState& app) {
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Colors");
-  for (int c = 0; c < 3; ++c) {
+  for (int c = 0; c < kColorModes; ++c) {
     ImGui::SameLine();
     if (ImGui::RadioButton(kColorNames[c], app.color == static_cast<ColorMode>(c))) app.color = static_cast<ColorMode>(c);
   }

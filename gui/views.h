@@ -26,6 +26,8 @@ ImU32 series_color(Series s);
 const char* series_name(Series s);
 // The block map's color of a block under the app's color mode.
 uint32_t block_color(const AppState& app, const SnapshotBlock& b);
+// The color of a private pool's blocks (the default pools: grey), for --color pool.
+uint32_t pool_color(PoolIndex pool);
 // The color of an allocation site (one of the first kSiteColors recorded sites, else grey).
 uint32_t site_color(const TraceInfo& info, uint32_t site);
 // The strip for `run`'s snapshot at this size and color mode, from the cache when it fits.

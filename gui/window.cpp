@@ -60,7 +60,7 @@ void configure(AppState& app, const LaunchOptions& o) {
   for (int v = 0; v < 4; ++v)
     if (o.view == kViewNames[v]) app.show(static_cast<ViewId>(v));
   if (o.view == "fragmentation" || o.view == "timeline") app.show(ViewId::BlockMap);  // always on screen
-  for (int c = 0; c < 3; ++c)
+  for (int c = 0; c < kColorModes; ++c)
     if (o.color == kColorNames[c]) app.color = static_cast<ColorMode>(c);
   app.pending_at = o.at;
   if (!o.trace.empty()) {

@@ -41,16 +41,7 @@ std::vector<std::string> split_names(const std::string& item) {
   return out;
 }
 
-void check_configuration(const std::string& text) {
-  PolicySpec spec = PolicySpec::parse(text);
-  const PolicyInfo* info = find_policy(spec.name);
-  if (!info) {
-    std::string names;
-    for (const auto& p : policy_registry()) names += (names.empty() ? "" : ", ") + p.name;
-    throw PolicyConfigError("unknown policy '" + spec.name + "' in '" + text + "' (policies: " + names + ")");
-  }
-  spec.options.check_known(spec.name, info->options);
-}
+void check_configuration(const std::string& text) { check_policy_spec(PolicySpec::parse(text)); }
 
 }  // namespace
 

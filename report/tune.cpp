@@ -232,11 +232,7 @@ TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& o
   const PolicyInfo* info = find_policy(options.policy);
   if (!info) throw PolicyConfigError("unknown policy '" + options.policy + "' (fraglab policies lists them)");
   TuneOptions o = options;
-  if (!o.capacity)
-    if (auto inferred = infer_capacity(trace)) {
-      o.capacity = inferred->bytes;
-      report.capacity_note = inferred->describe();
-    }
+  o.capacity = capacity_for(trace, o.capacity, &report.capacity_note);
   report.capacity = o.capacity;
   MemorySource stats_source(trace);
   TraceStats stats = compute_stats(stats_source);

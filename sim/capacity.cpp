@@ -136,4 +136,12 @@ std::string InferredCapacity::describe(uint64_t total_memory) const {
                      bytes, ooms, low, high);
 }
 
+std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note) {
+  if (given) return given;
+  auto inferred = infer_capacity(trace);
+  if (!inferred) return std::nullopt;
+  if (note) *note = inferred->describe();
+  return inferred->bytes;
+}
+
 }  // namespace fraglab

@@ -34,4 +34,8 @@ struct InferredCapacity {
 // nullopt when the trace records no OOM.
 std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = detail::kH100TotalMemory);
 
+// The capacity to replay a recording with: `given` (--capacity) when set; else, for an OOM'd recording
+// (it ran under a limit), the one inferred from its oom entries, described in `note`; else none.
+std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note = nullptr);
+
 }  // namespace fraglab
