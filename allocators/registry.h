@@ -43,6 +43,9 @@ struct PolicyInfo {
   // The real allocator, at which version, the model was replayed against on a GPU and how close
   // it came (tools/peers and docs/peers.md; bench/torch_reference for pytorch); "" when never.
   std::string checked_against = {};
+  // Where the policy is known to differ from the real allocator it models: printed with every
+  // prediction (replay's text and JSON), never left silent. Empty for exact models.
+  std::string accuracy_note = {};
 };
 
 // The preallocation note of a policy string ("" when none, or the policy is unknown).

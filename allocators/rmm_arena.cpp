@@ -281,6 +281,8 @@ PolicyInfo policy_info_rmm_arena() {
   info.alignment = kAlign;
   info.checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: one cudaMalloc of the arena and no OOM on the "
                          "13 corpus op lists, as RMM; RMM's default arena is half the free memory, 0.65% smaller";
+  info.accuracy_note = "RMM's default arena is half the GPU's free memory, which a trace does not record: on an H100 "
+                       "0.65% below this model's half of total memory (set arena_size to the real one; docs/peers.md)";
   info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t> capacity) {
     uint64_t size = o.get_size("arena_size", 0);
     if (size) return "arena of " + format_size(size);

@@ -191,12 +191,18 @@ int run_replay(const ReplayArgs& a) {
   }
   if (timeline) timeline->commit();
 
+  // Known differences from the real allocator go with the prediction.
+  auto accuracy_note = [](const std::string& policy) {
+    const PolicyInfo* info = find_policy(PolicySpec::parse(policy).name);
+    return info ? info->accuracy_note : std::string();
+  };
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results) {
       auto j = to_json(r);
       j["trace"] = a.path;
       j["live_bytes_bound"] = bound;
+      if (auto note = accuracy_note(r.policy); !note.empty()) j["accuracy_note"] = note;
       out.push_back(j);
     }
     fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -206,6 +212,9 @@ int run_replay(const ReplayArgs& a) {
     fmt::print("trace {}: live-bytes bound {} ({} bytes)\n", a.path, format_size(bound), bound);
     print_table(results, bound);
   }
+  if (!a.json)
+    for (const auto& r : results)
+      if (auto note = accuracy_note(r.policy); !note.empty()) fmt::print("note: {}: {}\n", r.policy, note);
   for (const auto& r : results)
     if (r.stopped_on_oom) return 1;
   return 0;
