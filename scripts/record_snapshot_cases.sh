@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools ooms)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -28,6 +28,11 @@ for g in $groups; do case $g in
     rec "X=1" mempool_side
     rec "$E" mempool_side
     rec "X=1" compile_reduce_overhead ;;
+  pools2)
+    for w in ${POOLS2:-graph_shared_pool graphs_two_pools graphed_callables_train mempool_kept}; do
+      rec "X=1" $w
+      rec "$E" $w
+    done ;;
   ooms)
     rec "FRACTION=0.12 STACKS=1" gpt2_oom_backoff
     rec "FRACTION=0.12 $E" gpt2_oom_backoff

@@ -282,7 +282,11 @@ TEST_CASE("snapshot cases: CUDA graphs, torch.compile and MemPools replay exactl
   auto stats = case_stats();
   for (const char* file : {"graph_mlp_train.default.pickle.gz", "graph_mlp_train.expandable.pickle.gz",
                            "compile_reduce_overhead.default.pickle.gz", "mempool_side.default.pickle.gz",
-                           "mempool_side.expandable.pickle.gz"}) {
+                           "mempool_side.expandable.pickle.gz", "graph_shared_pool.default.pickle.gz",
+                           "graph_shared_pool.expandable.pickle.gz", "graphs_two_pools.default.pickle.gz",
+                           "graphs_two_pools.expandable.pickle.gz", "graphed_callables_train.default.pickle.gz",
+                           "graphed_callables_train.expandable.pickle.gz", "mempool_kept.default.pickle.gz",
+                           "mempool_kept.expandable.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }
@@ -305,6 +309,13 @@ TEST_CASE("pool inference: graph captures go to the capture's pool, which is rel
   CHECK(count_kind(t, EventKind::PoolRelease) == 1);  // `del g`: releasePool before the final empty_cache
   // torch.cuda.graph() empties the cache before capturing, though a new segment follows.
   CHECK(count_kind(t, EventKind::EmptyCache) == 2);
+}
+
+TEST_CASE("pool inference: a MemPool alive across empty_cache keeps its segments, so the model tells it apart",
+          "[snapshot_cases][pools]") {
+  Trace t = load_trace(kCases + "/mempool_kept.default.pickle.gz");
+  CHECK(t.meta.pools.size() >= 2);  // nothing in the snapshot names it: the empty_cache that kept its segments does
+  CHECK(std::any_of(t.events.begin(), t.events.end(), [](const Event& e) { return e.kind == EventKind::Alloc && e.pool; }));
 }
 
 TEST_CASE("pool inference: a MemPool on the default stream is told apart by the model", "[snapshot_cases][pools]") {

@@ -146,7 +146,7 @@ class PoolInference {
   // The whole pass: sets pools and inserts PoolRelease / EmptyCache events.
   void run() {
     out_.reserve(trace_.events.size() + 4);
-    walk(UINT64_MAX);
+    walk(UINT64_MAX, UINT64_MAX);
     if (run_start_ != SIZE_MAX) end_release_run(Event{}, trace_.events.size());
     trace_.events = std::move(out_);
   }
@@ -160,7 +160,7 @@ class PoolInference {
   };
   Situation locate(uint64_t alloc_ordinal, Addr model_addr) {
     Situation s;
-    uint64_t at = walk(alloc_ordinal);
+    uint64_t at = walk(alloc_ordinal, UINT64_MAX);
     if (at >= trace_.events.size()) return s;
     const Event& e = trace_.events[at];
     if (const SegmentMap::Range* r = live_.containing(e.addr)) {
@@ -171,14 +171,22 @@ class PoolInference {
     s.last_private = e.stream < last_private_.size() ? last_private_[e.stream] : 0;
     return s;
   }
+  // The segment at `addr` when the importer's EmptyCache `empty_cache_ordinal` happens.
+  std::optional<Instance> segment_at_empty_cache(uint64_t empty_cache_ordinal, Addr addr) {
+    if (walk(UINT64_MAX, empty_cache_ordinal) >= trace_.events.size()) return std::nullopt;
+    const SegmentMap::Range* r = live_.containing(addr);
+    return r ? std::optional<Instance>(instances_[r->instance]) : std::nullopt;
+  }
 
  private:
-  // Applies events until the Alloc numbered `stop_ordinal`; returns its index (or the end).
-  uint64_t walk(uint64_t stop_ordinal) {
-    uint64_t ordinal = 0;
+  // Applies events until the Alloc numbered `stop_alloc` or the EmptyCache numbered `stop_empty_cache`
+  // (not applied); returns its index (or the end).
+  uint64_t walk(uint64_t stop_alloc, uint64_t stop_empty_cache) {
+    uint64_t allocs = 0, empty_caches = 0;
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       Event e = trace_.events[i];
-      if (e.kind == EventKind::Alloc && ordinal++ == stop_ordinal) return i;
+      if (e.kind == EventKind::Alloc && allocs++ == stop_alloc) return i;
+      if (e.kind == EventKind::EmptyCache && empty_caches++ == stop_empty_cache) return i;
       const bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
       if (!release && run_start_ != SIZE_MAX) end_release_run(e, i);
       switch (e.kind) {
@@ -308,7 +316,13 @@ std::optional<std::pair<InstanceKey, PoolIndex>> revision(Trace& trace, const Ov
                                                           const PoolMisplacement& m) {
   Trace probe{trace.meta, trace.events};
   strip_inferred(probe.events);
-  auto s = PoolInference(probe, overrides).locate(m.alloc_ordinal, m.model_addr);
+  if (m.kind == PoolMisplacement::Kind::KeptSegment) {
+    // The recording kept a segment the model returned: its pool was still owned.
+    auto k = PoolInference(probe, overrides).segment_at_empty_cache(m.ordinal, m.model_addr);
+    if (k && !k->certain && k->pool == 0) return std::pair{k->key, new_inferred_pool(trace.meta)};
+    return std::nullopt;
+  }
+  auto s = PoolInference(probe, overrides).locate(m.ordinal, m.model_addr);
   auto untried = [&](const Instance& i, PoolIndex p) { return p != i.pool && !tried.count({i.key, p}); };
   // The request's new segment goes to the stream's last private pool, or to a pool of its own.
   if (s.recorded && !s.recorded->certain && s.recorded_is_new) {

@@ -22,7 +22,9 @@
 //     than the recording did because a guessed segment sat in the wrong pool, the guess is revised
 //     (the new segment the request made goes to a pool of its own, or to the private pool the
 //     stream's previous request used; failing that, the segment the model wrongly reused leaves its
-//     pool) and the pools are inferred again, until the model agrees or no guess is left to revise.
+//     pool); where an empty_cache of the model returns a guessed segment the recording kept, that
+//     segment goes to a pool still owned (a MemPool alive across empty_cache); and the pools are
+//     inferred again, until the model agrees or no guess is left to revise.
 // Limits (docs/pytorch-model.md): pools that no rule or model disagreement tells apart stay one pool
 // (replaying them as one changes nothing the recording shows); a MemPool whose segments are all gone
 // by the end may be named as an inferred pool (id (-1, k)) while the default pools' segments beside it
@@ -37,10 +39,14 @@
 
 namespace fraglab {
 
-// Where a model of the recording allocator first put a block elsewhere than the recording did.
+// Where a model of the recording allocator first disagreed with the recording about pools: it put a
+// block elsewhere than the recording did, or an empty_cache returned a segment the recording kept
+// (a segment of a pool still owned).
 struct PoolMisplacement {
-  uint64_t alloc_ordinal;  // the request: the how-manyth Alloc event of the trace (0-based)
-  Addr model_addr;         // where the model put it (on the recording's addresses)
+  enum class Kind { Block, KeptSegment } kind = Kind::Block;
+  uint64_t ordinal;  // Block: the how-manyth Alloc event (0-based); KeptSegment: the how-manyth
+                     // EmptyCache of the importer's (id 0)
+  Addr model_addr;   // Block: where the model put it; KeptSegment: the segment the model released
 };
 // Replays the trace (pools as inferred) and reports the first misplaced block, or nothing.
 using PoolChecker = std::function<std::optional<PoolMisplacement>(const Trace&)>;
