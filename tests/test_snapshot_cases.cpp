@@ -17,6 +17,7 @@
 #include "sim/fidelity.h"
 #include "sim/replay.h"
 #include "traces/initial_state.h"
+#include "traces/pool_inference.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 
@@ -361,4 +362,17 @@ TEST_CASE("pools: the native and JSON Lines formats keep every event's pool", "[
     }
     std::filesystem::remove(path);
   }
+}
+
+TEST_CASE("pool inference: more private pools than an event can name is an error, not a wrap", "[snapshot_cases][pools]") {
+  Trace t;
+  t.meta.source = "hostile.pickle";
+  for (int64_t k = 0; k < 70000; ++k) {
+    RecordedSegment s;
+    s.address = static_cast<Addr>(k) << 21;
+    s.total_size = 2 << 20;
+    s.pool_id = {0, k + 1};
+    t.meta.segments.push_back(s);
+  }
+  CHECK_THROWS_WITH(infer_pools(t), Catch::Contains("hostile.pickle") && Catch::Contains("65,535"));
 }

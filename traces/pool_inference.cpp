@@ -1,9 +1,14 @@
 #include "traces/pool_inference.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <unordered_set>
+
+#include "traces/format_error.h"
 
 namespace fraglab {
 namespace {
@@ -20,9 +25,11 @@ PoolChecker& installed_checker() {
 }
 
 // The pool table: the default pools, then every private pool id the snapshot's segments name.
+// (Linear: real snapshots name a handful of pools; infer_pools refuses more than a PoolIndex holds.)
 PoolIndex intern_pool(TraceMeta& m, const std::array<int64_t, 2>& id) {
   for (size_t i = 0; i < m.pools.size(); ++i)
     if (m.pools[i].id == id) return static_cast<PoolIndex>(i);
+  if (m.pools.size() > UINT16_MAX) throw std::length_error("more than 65,536 memory pools");
   m.pools.push_back(PoolInfo{id});
   return static_cast<PoolIndex>(m.pools.size() - 1);
 }
@@ -345,14 +352,30 @@ std::optional<std::pair<InstanceKey, PoolIndex>> revision(Trace& trace, const Ov
 void set_pool_checker(PoolChecker checker) { installed_checker() = std::move(checker); }
 
 void infer_pools(Trace& trace) {
+  std::set<std::array<int64_t, 2>> ids;
+  for (const auto* list : {&trace.meta.initial.segments, &trace.meta.segments})
+    for (const RecordedSegment& s : *list) ids.insert(s.pool_id);
+  if (ids.size() > UINT16_MAX)
+    throw FormatError::in_file(trace.meta.source, fmt::format("the segments name {} memory pools; at most 65,535 "
+                                                              "private pools are supported", ids.size()));
   Overrides overrides;
   infer_once(trace, overrides);
   if (const PoolChecker& check = installed_checker()) {
     std::set<std::pair<InstanceKey, PoolIndex>> tried;
     for (int round = 0; round < kMaxRevisions; ++round) {
-      auto misplaced = check(trace);
+      std::optional<PoolMisplacement> misplaced;
+      try {
+        misplaced = check(trace);
+      } catch (const std::exception&) {
+        break;  // the model could not replay this history (inconsistent input): the rules' answer stands
+      }
       if (!misplaced) break;
-      auto fix = revision(trace, overrides, tried, *misplaced);
+      std::optional<std::pair<InstanceKey, PoolIndex>> fix;
+      try {
+        fix = revision(trace, overrides, tried, *misplaced);
+      } catch (const std::length_error&) {
+        break;  // no room for another inferred pool
+      }
       if (!fix) break;
       tried.insert(*fix);
       overrides[fix->first] = fix->second;
