@@ -1,5 +1,7 @@
 #include "report/memory_state.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 
 #include "allocators/detail/pytorch_config.h"
@@ -101,6 +103,14 @@ MemoryState capture_state(const SteppedReplay& replay, const PolicySpec& spec) {
     st.largest_free = std::max(st.largest_free, s.largest_free);
     if (spec.name == "pytorch") classify_pytorch(s, st.blocks, max_split);
   }
+  // A CUDA graph's or MemPool's private pool: named before the pool kind ("(1, 0) large").
+  const auto& pools = replay.trace().meta.pools;
+  if (pools.size() > 1)
+    for (StateSegment& s : st.segments)
+      if (PoolIndex p = replay.streams().pool_at(s.addr); p && p < pools.size() && !s.pool.empty()) {
+        const auto& id = pools[p].id;
+        s.pool = (id[0] == -1 ? fmt::format("inferred #{} ", id[1]) : fmt::format("({}, {}) ", id[0], id[1])) + s.pool;
+      }
   return st;
 }
 

@@ -34,7 +34,8 @@ struct StateSegment {
   uint64_t size = 0;          // address span
   uint64_t mapped = 0;        // physical bytes inside it (= size for a cudaMalloc'd segment)
   std::string kind;           // "small", "large", "oversize", "expandable"; "segment", "virtual range"
-  std::string pool;           // PyTorch's pool ("small", "large"; "unknown" for an empty expandable range); "" otherwise
+  std::string pool;           // PyTorch's pool ("small", "large"; "unknown" for an empty expandable range), after a private
+                              // pool's id ("(1, 0) large") for a CUDA graph's or MemPool's; "" for other policies
   std::optional<StreamIndex> stream;
   uint64_t allocated = 0;     // live block bytes
   uint64_t free_bytes = 0, largest_free = 0;

@@ -4,7 +4,7 @@ namespace fraglab {
 
 std::optional<Addr> StreamRecordingDevice::allocate_segment(uint64_t size, StreamIndex stream) {
   auto addr = upstream_.allocate_segment(size, stream);
-  if (addr) pieces_[*addr] = {size, stream};
+  if (addr) pieces_[*addr] = {size, stream, pool_};
   return addr;
 }
 
@@ -15,7 +15,7 @@ void StreamRecordingDevice::free_segment(Addr addr, uint64_t size) {
 
 bool StreamRecordingDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
   if (!upstream_.map_pages(addr, size, stream)) return false;
-  pieces_[addr] = {size, stream};
+  pieces_[addr] = {size, stream, pool_};
   return true;
 }
 
@@ -23,28 +23,37 @@ void StreamRecordingDevice::unmap_pages(Addr addr, uint64_t size) {
   // Unmapping may cut mapped runs anywhere: a run straddling the start keeps its part before
   // the range, and any run's part past the range's end stays as a run of its own.
   const Addr end = addr + size;
-  auto cut = [&](std::map<Addr, std::pair<uint64_t, StreamIndex>>::iterator run) {
-    Addr run_end = run->first + run->second.first;
-    StreamIndex stream = run->second.second;
-    if (run->first < addr) run->second.first = addr - run->first;
+  auto cut = [&](std::map<Addr, Piece>::iterator run) {
+    Addr run_end = run->first + run->second.size;
+    Piece piece = run->second;
+    if (run->first < addr) run->second.size = addr - run->first;
     else run = pieces_.erase(run);
-    if (run_end > end) pieces_[end] = {run_end - end, stream};
+    if (run_end > end) pieces_[end] = {run_end - end, piece.stream, piece.pool};
     return run;
   };
   if (auto it = pieces_.lower_bound(addr); it != pieces_.begin()) {
     auto prev = std::prev(it);
-    if (prev->first + prev->second.first > addr) cut(prev);
+    if (prev->first + prev->second.size > addr) cut(prev);
   }
   for (auto it = pieces_.lower_bound(addr); it != pieces_.end() && it->first < end;) it = cut(it);
   upstream_.unmap_pages(addr, size);
 }
 
-std::optional<StreamIndex> StreamRecordingDevice::stream_at(Addr addr) const {
+const StreamRecordingDevice::Piece* StreamRecordingDevice::piece_at(Addr addr) const {
   auto it = pieces_.upper_bound(addr);
-  if (it == pieces_.begin()) return std::nullopt;
+  if (it == pieces_.begin()) return nullptr;
   --it;
-  if (addr >= it->first + it->second.first) return std::nullopt;
-  return it->second.second;
+  return addr < it->first + it->second.size ? &it->second : nullptr;
+}
+
+std::optional<StreamIndex> StreamRecordingDevice::stream_at(Addr addr) const {
+  const Piece* p = piece_at(addr);
+  return p ? std::optional<StreamIndex>(p->stream) : std::nullopt;
+}
+
+PoolIndex StreamRecordingDevice::pool_at(Addr addr) const {
+  const Piece* p = piece_at(addr);
+  return p ? p->pool : 0;
 }
 
 SteppedReplay::SteppedReplay(const Trace& trace, const PolicySpec& spec, std::optional<uint64_t> capacity)
@@ -56,8 +65,11 @@ SteppedReplay::SteppedReplay(const Trace& trace, const PolicySpec& spec, std::op
 }
 
 bool SteppedReplay::advance_to(uint64_t index) {
-  for (; position_ < index && position_ < trace_.events.size(); ++position_)
-    engine_->apply(trace_.events[position_], position_);
+  for (; position_ < index && position_ < trace_.events.size(); ++position_) {
+    const Event& e = trace_.events[position_];
+    streams_.set_pool(e.kind == EventKind::Alloc || e.kind == EventKind::Oom ? e.pool : 0);
+    engine_->apply(e, position_);
+  }
   return position_ == index;
 }
 

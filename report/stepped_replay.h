@@ -19,7 +19,8 @@
 
 namespace fraglab {
 
-// A device adaptor that records the stream of every segment and page mapping.
+// A device adaptor that records the stream of every segment and page mapping, and the allocator pool
+// of the request it was obtained for (set_pool before each request: the trace's Event::pool).
 class StreamRecordingDevice final : public Device {
  public:
   explicit StreamRecordingDevice(Device& upstream) : upstream_(upstream) {}
@@ -36,10 +37,20 @@ class StreamRecordingDevice final : public Device {
 
   // The stream memory at `addr` was obtained for (the first mapping's, for a virtual range), if any.
   std::optional<StreamIndex> stream_at(Addr addr) const;
+  // The pool of the request memory at `addr` was obtained for (0: the default pools, or unknown).
+  PoolIndex pool_at(Addr addr) const;
+  void set_pool(PoolIndex pool) { pool_ = pool; }
 
  private:
+  struct Piece {
+    uint64_t size;
+    StreamIndex stream;
+    PoolIndex pool;
+  };
+  const Piece* piece_at(Addr addr) const;
   Device& upstream_;
-  std::map<Addr, std::pair<uint64_t, StreamIndex>> pieces_;  // segments and mapped runs: start -> (size, stream)
+  PoolIndex pool_ = 0;
+  std::map<Addr, Piece> pieces_;  // segments and mapped runs, by start
 };
 
 // A request tried against the policy at a point of the replay (a recorded OOM's).

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/registry.h"
+#include "report/diagnose.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"
 #include "traces/initial_state.h"
@@ -375,4 +376,19 @@ TEST_CASE("pool inference: more private pools than an event can name is an error
     t.meta.segments.push_back(s);
   }
   CHECK_THROWS_WITH(infer_pools(t), Catch::Contains("hostile.pickle") && Catch::Contains("65,535"));
+}
+
+TEST_CASE("diagnose: free memory at the peak is split by private pool", "[snapshot_cases][pools]") {
+  Trace t = load_trace(kCases + "/graph_mlp_train.default.pickle.gz");
+  DiagnoseOptions o;
+  o.search = false;
+  DiagnoseReport r = diagnose(t, "graph_mlp_train", std::nullopt, o);
+  REQUIRE(r.ooms.size() == 1);  // the peak
+  uint64_t graph_pool = 0, all = 0;
+  for (const ByteShare& s : r.ooms[0].free_by_pool) {
+    all += s.bytes;
+    if (s.key.rfind("(1, 0) ", 0) == 0) graph_pool += s.bytes;
+  }
+  CHECK(graph_pool > 0);
+  CHECK(graph_pool < all);  // and some in the default pools
 }
