@@ -76,6 +76,7 @@ bool SteppedReplay::advance_to(uint64_t index) {
 bool SteppedReplay::probe(const Probe& request) {
   // An id no event uses: past every id the engine has seen.
   auto id = static_cast<AllocId>(engine_->blocks().size());
+  engine_->settle_peak();
   auto block = policy_->allocate(AllocRequest{id, request.size, request.stream, request.event_index});
   if (!block) return false;
   policy_->deallocate(*block);

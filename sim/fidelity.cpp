@@ -81,6 +81,7 @@ class Checker {
       size_t ooms_before = engine.result().ooms.size();
       if (e.kind == EventKind::Oom) {
         device.set_event_index(i);
+        engine.settle_peak();
         auto block = policy->allocate(AllocRequest{UINT32_MAX, e.size, e.stream, i, e.pool});
         if (block) diverge(i, "the recording ran out of memory here; the model found a block");
         else ++result_.ooms;

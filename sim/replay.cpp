@@ -34,10 +34,27 @@ void ReplayEngine::establish_initial_state(const InitialState& initial) {
 
 bool ReplayEngine::apply(const Event& e, uint64_t index) {
   if (e.kind == EventKind::Oom && options_.recorded_ooms) {
+    settle_peak_before(e);
     on_recorded_oom(e, index);
     return true;
   }
   if (!is_replay_event(e.kind)) return true;  // reference events are the recorder's, not ours
+  const size_t live_before = settle_peak_before(e);
+  const uint64_t peaks_before = peak_.set;
+  const bool ok = apply_replay_event(e, index);
+  // An allocation that set no newer peak: the peak's blocks are those before it.
+  if (live_before != SIZE_MAX && peak_.deferred && peak_.set == peaks_before)
+    capture_peak(live_blocks_.size() - live_before);
+  return ok;
+}
+
+void ReplayEngine::settle_peak() {
+  if (!peak_.deferred) return;
+  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  capture_peak(0);
+}
+
+bool ReplayEngine::apply_replay_event(const Event& e, uint64_t index) {
   ++result_.events;
   uint64_t reserved_before = device_.reserved_bytes();
   device_.set_event_index(index);
@@ -174,16 +191,19 @@ void ReplayEngine::check_all_backed(uint64_t index) const {
 }
 
 void ReplayEngine::remember_peak(uint64_t index) {
+  ++peak_.set;
   peak_.pending = true;
   peak_.event_index = index;
   peak_.requested = requested_;
-  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  peak_.allocated = allocated_;
   if (device_.aliases().empty()) {
-    peak_.allocated = allocated_;
-    peak_.blocks.assign(live_blocks_.begin(), live_blocks_.end());
+    peak_.deferred = true;
     return;
   }
-  // Stitched ranges (gmlake): a block in an alias mapping occupies the physical pages it shows.
+  // Stitched ranges (gmlake): a block in an alias mapping occupies the physical pages it shows, which
+  // later aliasing changes: taken now.
+  peak_.deferred = false;
+  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
   peak_.allocated = 0;
   peak_.blocks.clear();
   for (const auto& [addr, size] : live_blocks_)
@@ -191,6 +211,23 @@ void ReplayEngine::remember_peak(uint64_t index) {
       peak_.blocks.emplace_back(piece, piece_size);
       peak_.allocated += piece_size;
     });
+}
+
+// The deferred peak's blocks: the live blocks now, less the newest `leave_out` (added since the peak).
+void ReplayEngine::capture_peak(size_t leave_out) {
+  peak_.blocks.assign(live_blocks_.begin(), live_blocks_.end() - static_cast<std::ptrdiff_t>(leave_out));
+  peak_.deferred = false;
+}
+
+// Before event `e` changes the state a deferred peak describes: an allocation keeps the physical
+// ranges and defers the blocks once more (returns the live-block count to compare after it); any
+// other replay event takes the whole state now.
+size_t ReplayEngine::settle_peak_before(const Event& e) {
+  if (!peak_.deferred) return SIZE_MAX;
+  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  if (e.kind == EventKind::Alloc) return live_blocks_.size();
+  capture_peak(0);
+  return SIZE_MAX;
 }
 
 Fragmentation ReplayEngine::measure(uint64_t event_index) const {
@@ -248,6 +285,7 @@ void ReplayEngine::run(EventSource& source) {
 }
 
 ReplayResult ReplayEngine::take_result() {
+  settle_peak();  // nothing changed the state since the peak
   if (peak_.pending) {
     result_.at_peak = measure_fragmentation_unsorted(peak_.physical, peak_.blocks, peak_.allocated, peak_.requested,
                                                    peak_.event_index);

@@ -121,6 +121,9 @@ class ReplayEngine {
   // Replays a whole source (up to options.stop_before).
   void run(EventSource& source);
 
+  // Takes the state at the latest reserved peak now, if it is still deferred: before asking the
+  // policy directly (a probe) for memory the engine does not see.
+  void settle_peak();
   // The result so far; at_peak is settled by take_result().
   const ReplayResult& result() const { return result_; }
   ReplayResult take_result();
@@ -133,6 +136,7 @@ class ReplayEngine {
   uint64_t allocated_live() const { return allocated_; }
 
  private:
+  bool apply_replay_event(const Event& e, uint64_t index);
   bool on_alloc(const Event& e, uint64_t index);
   void on_recorded_oom(const Event& e, uint64_t index);
   void on_free(const Event& e);
@@ -157,12 +161,19 @@ class ReplayEngine {
   // The state at the latest reserved peak, measured once in take_result(): a trace sets
   // hundreds of peaks (a run of them while the first step grows the pool), and only the
   // last one's fragmentation is reported; a copy costs far less than sorting the blocks.
+  // A trace whose every allocation sets a new peak (a growing pool, 100k live blocks) would copy the
+  // live blocks at each: the copy is deferred instead (`deferred`) until an event would change the
+  // state without setting a newer peak. Before an allocation only the physical ranges are kept; if it
+  // sets no new peak, the peak's blocks are the live blocks less the one it added.
   struct PeakState {
-    bool pending = false;
+    bool pending = false, deferred = false;
     uint64_t event_index = 0, allocated = 0, requested = 0;
+    uint64_t set = 0;  // peaks set so far (a new one during an event supersedes the deferred one)
     std::vector<std::pair<Addr, uint64_t>> blocks, physical;
   } peak_;
   void remember_peak(uint64_t index);
+  void capture_peak(size_t newest_blocks_to_leave_out);
+  size_t settle_peak_before(const Event& e);  // returns the live-block count, or SIZE_MAX
   uint64_t requested_ = 0, allocated_ = 0;
   uint64_t trace_live_ = 0;  // live requested bytes of the trace, failed allocations included
   std::map<Addr, std::pair<uint64_t, AllocId>> by_address_;  // only with check_invariants

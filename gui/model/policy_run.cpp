@@ -40,6 +40,7 @@ bool serves_within_reserved(const TraceInfo& info, const PolicySpec& spec, const
   r.engine.run(source);
   r.capped.set_cap(r.tracking.reserved_bytes());
   auto id = static_cast<AllocId>(r.engine.blocks().size());  // a slot no live allocation uses
+  r.engine.settle_peak();
   auto block = r.policy->allocate(AllocRequest{id, size, 0, event_index + 1});
   return block.has_value();
 }
