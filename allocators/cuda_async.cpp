@@ -25,6 +25,8 @@
 // Where the pool places blocks inside its range is the driver's and undocumented: the model's
 // best fit lands within 6% of the real pool's ReservedMemHigh on the corpus, either way
 // (docs/peers.md), and the real pool's reserved size is always a multiple of 32 MiB there.
+#include <algorithm>
+#include <bit>
 #include <map>
 #include <set>
 #include <utility>
@@ -43,6 +45,44 @@ constexpr uint64_t kAlign = 512;
 constexpr uint64_t kMaxVaSize = uint64_t{1} << 46;
 constexpr uint32_t kCompleted = UINT32_MAX;  // free list of frees every stream may reuse
 
+// One bit per granule of the pool's range, searched a word at a time: a free extent can span
+// thousands of granules, and every free looks for mapped ones under it.
+class GranuleBits {
+ public:
+  void assign(uint64_t n) {
+    words_.assign((n + 63) / 64, 0);
+    n_ = n;
+  }
+  void clear() {
+    words_.clear();
+    n_ = 0;
+  }
+  uint64_t size() const { return n_; }
+  // The first granule in [from, to) that is `mapped` (or not), else `to`.
+  uint64_t find(uint64_t from, uint64_t to, bool mapped) const {
+    while (from < to) {
+      uint64_t w = mapped ? words_[from / 64] : ~words_[from / 64];
+      w &= ~uint64_t{0} << (from % 64);
+      if (w) return std::min(to, (from & ~uint64_t{63}) + static_cast<uint64_t>(std::countr_zero(w)));
+      from = (from | 63) + 1;
+    }
+    return to;
+  }
+  void set(uint64_t from, uint64_t to, bool mapped) {
+    for (; from < to;) {
+      uint64_t end = std::min(to, (from | 63) + 1);
+      uint64_t bits = end - from == 64 ? ~uint64_t{0} : ((uint64_t{1} << (end - from)) - 1) << (from % 64);
+      if (mapped) words_[from / 64] |= bits;
+      else words_[from / 64] &= ~bits;
+      from = end;
+    }
+  }
+
+ private:
+  std::vector<uint64_t> words_;
+  uint64_t n_ = 0;
+};
+
 struct AsyncOptions {
   uint64_t release_threshold;
   bool opportunistic;
@@ -59,7 +99,7 @@ class CudaAsyncPool final : public Policy {
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
-    ++ops_[req.stream];
+    ++ops(req.stream);
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (!base_ && !reserve()) return std::nullopt;  // (trimming an empty pool gives its range back)
       auto addr = place(size, req.stream);
@@ -72,7 +112,7 @@ class CudaAsyncPool final : public Policy {
 
   void deallocate(const Block& block) override {
     auto stream = static_cast<StreamIndex>(block.handle);
-    uint64_t seq = ++ops_[stream];
+    uint64_t seq = ++ops(stream);
     Addr at = add_free(block.addr, block.size, stream, seq);
     if (!opts_.sync_after_free || mapped_bytes_ <= opts_.release_threshold) {
       holding_.insert(at);  // its pages stay mapped for now
@@ -90,6 +130,12 @@ class CudaAsyncPool final : public Policy {
   void empty_cache() override { synchronize_and_trim(); }
 
  private:
+  uint64_t& ops(uint32_t stream) {
+    if (stream >= ops_.size()) ops_.resize(stream + 1, 0);
+    return ops_[stream];
+  }
+
+ private:
   struct Extent {
     uint64_t size;
     uint32_t owner;  // the freeing stream, or kCompleted
@@ -102,7 +148,7 @@ class CudaAsyncPool final : public Policy {
     if (!addr) return false;
     base_ = *addr;
     top_ = *addr;
-    mapped_.assign(opts_.va_size / page_, 0);
+    mapped_.assign(opts_.va_size / page_);
     return true;
   }
 
@@ -115,7 +161,7 @@ class CudaAsyncPool final : public Policy {
       if (owner == stream || owner == kCompleted) continue;
       for (auto it = index.lower_bound({size, 0}); it != index.end(); ++it) {
         const Extent& e = extents_.at(it->second);
-        bool done = opts_.opportunistic && ops_[owner] >= e.seq + opts_.event_lag;
+        bool done = opts_.opportunistic && ops(owner) >= e.seq + opts_.event_lag;
         if (done || opts_.internal_dependencies) return carve(it->second, size, stream);
       }
     }
@@ -180,22 +226,17 @@ class CudaAsyncPool final : public Policy {
 
   // Maps the unmapped granules under [addr, addr+size); undoes its own maps on failure.
   bool map_under(Addr addr, uint64_t size, StreamIndex stream) {
-    uint64_t first = (addr - *base_) / page_, last = (addr + size - 1 - *base_) / page_;
-    std::vector<std::pair<uint64_t, uint64_t>> done;
-    for (uint64_t p = first; p <= last;) {
-      if (mapped_[p]) {
-        ++p;
-        continue;
-      }
-      uint64_t q = p;
-      while (q <= last && !mapped_[q]) ++q;
+    uint64_t first = (addr - *base_) / page_, end = (addr + size - 1 - *base_) / page_ + 1;
+    done_.clear();
+    for (uint64_t p = mapped_.find(first, end, false); p < end; p = mapped_.find(p, end, false)) {
+      uint64_t q = mapped_.find(p, end, true);
       if (!device_.map_pages(*base_ + p * page_, (q - p) * page_, stream)) {
-        for (auto [from, to] : done) set_unmapped(from, to);
+        for (auto [from, to] : done_) set_unmapped(from, to);
         return false;
       }
-      for (uint64_t i = p; i < q; ++i) mapped_[i] = 1;
+      mapped_.set(p, q, true);
       mapped_bytes_ += (q - p) * page_;
-      done.emplace_back(p, q);
+      done_.emplace_back(p, q);
       p = q;
     }
     return true;
@@ -203,8 +244,17 @@ class CudaAsyncPool final : public Policy {
 
   void set_unmapped(uint64_t from, uint64_t to) {
     device_.unmap_pages(*base_ + from * page_, (to - from) * page_);
-    for (uint64_t i = from; i < to; ++i) mapped_[i] = 0;
+    mapped_.set(from, to, false);
     mapped_bytes_ -= (to - from) * page_;
+  }
+
+  // Unmaps each run of mapped granules in [from, to).
+  void unmap_runs(uint64_t from, uint64_t to) {
+    for (uint64_t p = mapped_.find(from, to, true); p < to; p = mapped_.find(p, to, true)) {
+      uint64_t q = mapped_.find(p, to, false);
+      set_unmapped(p, q);
+      p = q;
+    }
   }
 
   // Unmaps the granules lying wholly inside the free extent at `addr`.
@@ -214,16 +264,7 @@ class CudaAsyncPool final : public Policy {
     uint64_t end = addr + e.size - *base_;
     // Nothing lives above the top: a granule the extent shares only with it is unused.
     uint64_t to = (addr + e.size == top_ ? round_up(end, page_) : end) / page_;
-    for (uint64_t p = from; p < to;) {
-      if (!mapped_[p]) {
-        ++p;
-        continue;
-      }
-      uint64_t q = p;
-      while (q < to && mapped_[q]) ++q;
-      set_unmapped(p, q);
-      p = q;
-    }
+    unmap_runs(from, to);
   }
 
   // A block placed but not backed goes straight back (as a completed free).
@@ -265,16 +306,7 @@ class CudaAsyncPool final : public Policy {
     holding_.clear();
     if (base_) {  // above the top nothing is used
       uint64_t from = round_up(top_ - *base_, page_) / page_;
-      for (uint64_t p = from; p < mapped_.size();) {
-        if (!mapped_[p]) {
-          ++p;
-          continue;
-        }
-        uint64_t q = p;
-        while (q < mapped_.size() && mapped_[q]) ++q;
-        set_unmapped(p, q);
-        p = q;
-      }
+      unmap_runs(from, mapped_.size());
       if (top_ == *base_) {  // nothing lives in the pool: give the address range back too
         device_.release_range(*base_, opts_.va_size);
         base_.reset();
@@ -288,11 +320,12 @@ class CudaAsyncPool final : public Policy {
   uint64_t page_;
   std::optional<Addr> base_;
   Addr top_ = 0;
-  std::vector<uint8_t> mapped_;  // per granule of the pool's range
+  GranuleBits mapped_;  // per granule of the pool's range
+  std::vector<std::pair<uint64_t, uint64_t>> done_;  // map_under's runs (kept: no allocation per call)
   uint64_t mapped_bytes_ = 0;
   std::map<Addr, Extent> extents_;  // free extents below the top
   std::map<uint32_t, SizeIndex> by_owner_;
-  std::map<uint32_t, uint64_t> ops_;  // operations issued per stream (the event clock)
+  std::vector<uint64_t> ops_;  // operations issued per stream (the event clock)
   std::set<Addr> holding_;            // free extents that may still hold mapped granules
 };
 
