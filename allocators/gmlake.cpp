@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "allocators/detail/block_list.h"
@@ -106,10 +107,9 @@ class GmLake final : public Policy {
   // ---- large blocks: pBlocks and sBlocks ----
 
   std::optional<Block> best_fit(uint64_t size) {
-    auto s = free_s_.lower_bound(Candidate{size, 0});
     auto p = free_p_.lower_bound(Candidate{size, 0});
-    if (s != free_s_.end() && s->first == size && (p == free_p_.end() || p->first != size))
-      return take_sblock(s->second);
+    if (p == free_p_.end() || p->first != size)
+      if (uint32_t s = free_sblock_of(size); s != kNoNode) return take_sblock(s);
     if (p == free_p_.end()) return std::nullopt;
     uint32_t id = p->second;
     if (p->first > size) split_pblock(id, size);
@@ -117,9 +117,18 @@ class GmLake final : public Policy {
     return Block{pblocks_[id].addr, pblocks_[id].size, (kPBlock << 32) | id};
   }
 
+  // The lowest-numbered cached sBlock of exactly `size` bytes whose parts are all free.
+  uint32_t free_sblock_of(uint64_t size) const {
+    auto found = sblocks_by_size_.find(size);
+    if (found == sblocks_by_size_.end()) return kNoNode;
+    for (uint32_t id : found->second)
+      if (is_free(sblocks_[id])) return id;
+    return kNoNode;
+  }
+  static bool is_free(const SBlock& s) { return !s.in_use && s.busy_parts == 0; }
+
   Block take_sblock(uint32_t id) {
     SBlock& s = sblocks_[id];
-    free_s_.erase(Candidate{s.size, id});
     s.in_use = true;
     for (uint32_t p : s.parts) set_pblock_use(p, true);
     return Block{s.addr, s.size, (kSBlock << 32) | id};
@@ -216,7 +225,8 @@ class GmLake final : public Policy {
       pblocks_[p].sblocks.push_back(id);
       if (pblocks_[p].in_use) ++sblocks_[id].busy_parts;
     }
-    if (sblocks_[id].busy_parts == 0) free_s_.emplace(size, id);
+    auto& same = sblocks_by_size_[size];
+    same.insert(std::lower_bound(same.begin(), same.end(), id), id);
     ++live_sblocks_;
     return id;
   }
@@ -227,19 +237,14 @@ class GmLake final : public Policy {
     p.in_use = use;
     if (use) free_p_.erase(Candidate{p.size, id});
     else free_p_.emplace(p.size, id);
-    for (uint32_t s : p.sblocks) {
-      SBlock& sb = sblocks_[s];
-      bool was_free = !sb.in_use && sb.busy_parts == 0;
-      sb.busy_parts += use ? 1 : -1;
-      bool is_free = !sb.in_use && sb.busy_parts == 0;
-      if (was_free && !is_free) free_s_.erase(Candidate{sb.size, s});
-      if (!was_free && is_free) free_s_.emplace(sb.size, s);
-    }
+    for (uint32_t s : p.sblocks) sblocks_[s].busy_parts += use ? 1 : -1;
   }
 
   void release_sblock(uint32_t id) {
     SBlock& s = sblocks_[id];
-    free_s_.erase(Candidate{s.size, id});
+    auto same = sblocks_by_size_.find(s.size);
+    same->second.erase(std::lower_bound(same->second.begin(), same->second.end(), id));
+    if (same->second.empty()) sblocks_by_size_.erase(same);
     device_.unmap_pages(s.addr, s.size);
     device_.release_range(s.addr, s.size);
     for (uint32_t p : s.parts) {
@@ -339,7 +344,10 @@ class GmLake final : public Policy {
   std::vector<Range> ranges_;
   std::vector<uint32_t> dead_sblocks_;
   std::set<Candidate> free_p_;  // free pBlocks
-  std::set<Candidate> free_s_;  // cached sBlocks whose parts are all free
+  // Cached sBlocks by size, each list in id order. Whether one is free is read off its counters
+  // when a request of its size comes: keeping a set of the free ones cost a tree update for
+  // every cached sBlock that shows a pBlock changing hands.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> sblocks_by_size_;
   BlockList small_;
   std::set<SmallKey> small_free_;
 };
