@@ -29,6 +29,7 @@
 #include <bit>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,7 @@
 namespace fraglab {
 namespace {
 
+using detail::kNoNode;
 using detail::round_up;
 
 constexpr uint64_t kAlign = 512;
@@ -92,6 +94,13 @@ struct AsyncOptions {
   uint64_t va_size;
 };
 
+// The pool's range below the top is tiled by blocks, allocated ones and free extents, in a
+// BlockList: a free finds its neighbours through its handle instead of searching an
+// address-ordered map of free extents. Each holder's free extents stay indexed by (size,
+// address): best fit, lowest address among equals.
+using ExtentKey = std::tuple<uint64_t, Addr, uint32_t>;  // (size, address, node)
+using SizeIndex = std::set<ExtentKey>;
+
 class CudaAsyncPool final : public Policy {
  public:
   CudaAsyncPool(Device& device, const AsyncOptions& opts)
@@ -102,28 +111,37 @@ class CudaAsyncPool final : public Policy {
     ++ops(req.stream);
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (!base_ && !reserve()) return std::nullopt;  // (trimming an empty pool gives its range back)
-      auto addr = place(size, req.stream);
-      if (addr && map_under(*addr, size, req.stream)) return Block{*addr, size, req.stream};
-      if (addr) release_extent_range(*addr, size, req.stream);  // could not back it: give it back
+      auto node = place(size, req.stream);
+      if (node) {
+        Addr addr = blocks_[*node].addr;
+        if (map_under(addr, size, req.stream)) {
+          blocks_[*node].stream = req.stream;
+          return Block{addr, size, *node};
+        }
+        release_extent_range(*node);  // could not back it: give it back
+      }
       synchronize_and_trim();  // the driver syncs and trims before reporting out of memory
     }
     return std::nullopt;
   }
 
   void deallocate(const Block& block) override {
-    auto stream = static_cast<StreamIndex>(block.handle);
+    auto node = static_cast<uint32_t>(block.handle);
+    StreamIndex stream = blocks_[node].stream;
     uint64_t seq = ++ops(stream);
-    Addr at = add_free(block.addr, block.size, stream, seq);
+    node = add_free(node, stream, seq);
     if (!opts_.sync_after_free || mapped_bytes_ <= opts_.release_threshold) {
-      holding_.insert(at);  // its pages stay mapped for now
+      holding_.emplace(blocks_[node].addr, node);  // its pages stay mapped for now
       return;
     }
-    unmap_free_pages(at);
+    unmap_free_pages(node);
     // Older free extents that kept their pages, newest address first, while above the threshold.
     while (!holding_.empty() && mapped_bytes_ > opts_.release_threshold) {
-      Addr a = *std::prev(holding_.end());
-      holding_.erase(std::prev(holding_.end()));
-      if (extents_.count(a)) unmap_free_pages(a);
+      auto last = std::prev(holding_.end());
+      auto [a, hint] = *last;
+      holding_.erase(last);
+      uint32_t e = extent_at(a, hint);
+      if (e != kNoNode) unmap_free_pages(e);
     }
   }
 
@@ -135,14 +153,6 @@ class CudaAsyncPool final : public Policy {
     return ops_[stream];
   }
 
- private:
-  struct Extent {
-    uint64_t size;
-    uint32_t owner;  // the freeing stream, or kCompleted
-    uint64_t seq;    // the freeing stream's operation count at the free
-  };
-  using SizeIndex = std::set<std::pair<uint64_t, Addr>>;
-
   bool reserve() {
     auto addr = device_.reserve_range(opts_.va_size);
     if (!addr) return false;
@@ -153,75 +163,103 @@ class CudaAsyncPool final : public Policy {
   }
 
   // Where a block of `size` bytes goes: own stream's frees, completed frees, other streams'
-  // frees the reuse policies allow, else fresh space at the top.
-  std::optional<Addr> place(uint64_t size, StreamIndex stream) {
-    if (auto a = take_best(stream, size, stream)) return a;
-    if (auto a = take_best(kCompleted, size, stream)) return a;
+  // frees the reuse policies allow, else fresh space at the top. Returns its node.
+  std::optional<uint32_t> place(uint64_t size, StreamIndex stream) {
+    if (auto n = take_best(stream, size)) return n;
+    if (auto n = take_best(kCompleted, size)) return n;
     for (auto& [owner, index] : by_owner_) {
       if (owner == stream || owner == kCompleted) continue;
-      for (auto it = index.lower_bound({size, 0}); it != index.end(); ++it) {
-        const Extent& e = extents_.at(it->second);
-        bool done = opts_.opportunistic && ops(owner) >= e.seq + opts_.event_lag;
-        if (done || opts_.internal_dependencies) return carve(it->second, size, stream);
+      for (auto it = index.lower_bound(ExtentKey{size, 0, 0}); it != index.end(); ++it) {
+        const uint32_t node = std::get<2>(*it);
+        bool done = opts_.opportunistic && ops(owner) >= seq_[node] + opts_.event_lag;
+        if (done || opts_.internal_dependencies) return carve(node, size);
       }
     }
     if (top_ + size > *base_ + opts_.va_size) return std::nullopt;
-    Addr a = top_;
+    uint32_t n = new_node(top_, size);
+    blocks_[n].prev = tail_;
+    if (tail_ != kNoNode) blocks_[tail_].next = n;
+    else head_ = n;
+    tail_ = n;
     top_ += size;
-    return a;
+    return n;
   }
 
-  std::optional<Addr> take_best(uint32_t owner, uint64_t size, StreamIndex stream) {
+  std::optional<uint32_t> take_best(uint32_t owner, uint64_t size) {
     auto found = by_owner_.find(owner);
     if (found == by_owner_.end()) return std::nullopt;
-    auto it = found->second.lower_bound({size, 0});
+    auto it = found->second.lower_bound(ExtentKey{size, 0, 0});
     if (it == found->second.end()) return std::nullopt;
-    return carve(it->second, size, stream);
+    return carve(std::get<2>(*it), size);
   }
 
-  // Takes `size` bytes from the front of the free extent at `addr`; the rest stays free.
-  Addr carve(Addr addr, uint64_t size, StreamIndex) {
-    Extent e = extents_.at(addr);
-    drop_extent(addr);
-    if (e.size > size) {
-      insert_extent(addr + size, Extent{e.size - size, e.owner, e.seq});
-      if (holding_.erase(addr)) holding_.insert(addr + size);
-    }
-    return addr;
+  uint32_t new_node(Addr addr, uint64_t size) {
+    uint32_t n = blocks_.create(addr, size, 0, 0);
+    if (n >= seq_.size()) seq_.resize(n + 1, 0);
+    return n;
   }
 
-  void insert_extent(Addr addr, const Extent& e) {
-    extents_.emplace(addr, e);
-    by_owner_[e.owner].emplace(e.size, addr);
-  }
-  void drop_extent(Addr addr) {
-    auto it = extents_.find(addr);
-    auto owner = by_owner_.find(it->second.owner);
-    owner->second.erase({it->second.size, addr});
-    if (owner->second.empty()) by_owner_.erase(owner);  // place() walks owners: only those with extents
-    extents_.erase(it);
-  }
-
-  // Frees [addr, addr+size) for `stream`, merging with neighbours this stream may use as
-  // its own (its own frees and completed ones). Returns the merged extent's address.
-  Addr add_free(Addr addr, uint64_t size, uint32_t owner, uint64_t seq) {
-    auto mergeable = [&](const Extent& e) { return e.owner == owner || e.owner == kCompleted; };
-    auto next = extents_.find(addr + size);
-    if (next != extents_.end() && mergeable(next->second)) {
-      size += next->second.size;
-      drop_extent(next->first);
-    }
-    auto prev = extents_.lower_bound(addr);
-    if (prev != extents_.begin()) {
-      --prev;
-      if (prev->first + prev->second.size == addr && mergeable(prev->second)) {
-        addr = prev->first;
-        size += prev->second.size;
-        drop_extent(addr);
+  // Takes `size` bytes from the front of free extent n; the rest stays free (a new node).
+  uint32_t carve(uint32_t n, uint64_t size) {
+    const uint32_t owner = blocks_[n].segment;
+    const Addr addr = blocks_[n].addr;
+    drop_extent(n);
+    if (blocks_[n].size > size) {
+      uint32_t rest = blocks_.split(n, size);
+      if (rest >= seq_.size()) seq_.resize(rest + 1, 0);
+      if (tail_ == n) tail_ = rest;
+      blocks_[rest].segment = owner;
+      seq_[rest] = seq_[n];
+      insert_extent(rest);
+      if (auto h = holding_.find(addr); h != holding_.end()) {
+        holding_.erase(h);
+        holding_.emplace(addr + size, rest);
       }
     }
-    insert_extent(addr, Extent{size, owner, seq});
-    return addr;
+    return n;
+  }
+
+  // Free extents: the node's `segment` holds the owner (the freeing stream, or kCompleted).
+  void insert_extent(uint32_t n) {
+    blocks_[n].free = true;
+    by_owner_[blocks_[n].segment].insert(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
+  }
+  void drop_extent(uint32_t n) {
+    blocks_[n].free = false;
+    auto owner = by_owner_.find(blocks_[n].segment);
+    owner->second.erase(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
+    if (owner->second.empty()) by_owner_.erase(owner);  // place() walks owners: only those with extents
+  }
+
+  // The free extent that starts at `addr` (hint: the node it had when recorded), or kNoNode.
+  uint32_t extent_at(Addr addr, uint32_t hint) const {
+    if (blocks_[hint].free && blocks_[hint].addr == addr) return hint;  // dead nodes are never free
+    for (uint32_t n = head_; n != kNoNode && blocks_[n].addr <= addr; n = blocks_[n].next)
+      if (blocks_[n].addr == addr) return blocks_[n].free ? n : kNoNode;
+    return kNoNode;
+  }
+
+  // Frees block n for `owner`, merging with neighbours this stream may use as its own (its
+  // own frees and completed ones). Returns the merged extent's node.
+  uint32_t add_free(uint32_t n, uint32_t owner, uint64_t seq) {
+    auto mergeable = [&](uint32_t m) {
+      return m != kNoNode && blocks_[m].free && (blocks_[m].segment == owner || blocks_[m].segment == kCompleted);
+    };
+    if (uint32_t next = blocks_[n].next; mergeable(next)) {
+      drop_extent(next);
+      blocks_.absorb_next(n);
+      if (tail_ == next) tail_ = n;
+    }
+    if (uint32_t prev = blocks_[n].prev; mergeable(prev)) {
+      drop_extent(prev);
+      blocks_.absorb_next(prev);
+      if (tail_ == n) tail_ = prev;
+      n = prev;
+    }
+    blocks_[n].segment = owner;
+    seq_[n] = seq;
+    insert_extent(n);
+    return n;
   }
 
   // Maps the unmapped granules under [addr, addr+size); undoes its own maps on failure.
@@ -257,52 +295,63 @@ class CudaAsyncPool final : public Policy {
     }
   }
 
-  // Unmaps the granules lying wholly inside the free extent at `addr`.
-  void unmap_free_pages(Addr addr) {
-    const Extent& e = extents_.at(addr);
+  // Unmaps the granules lying wholly inside free extent n.
+  void unmap_free_pages(uint32_t n) {
+    const Addr addr = blocks_[n].addr;
+    const uint64_t size = blocks_[n].size;
     uint64_t from = (round_up(addr - *base_, page_)) / page_;
-    uint64_t end = addr + e.size - *base_;
+    uint64_t end = addr + size - *base_;
     // Nothing lives above the top: a granule the extent shares only with it is unused.
-    uint64_t to = (addr + e.size == top_ ? round_up(end, page_) : end) / page_;
+    uint64_t to = (addr + size == top_ ? round_up(end, page_) : end) / page_;
     unmap_runs(from, to);
   }
 
+  // The last block (the one ending at the top) leaves the list.
+  void remove_tail() {
+    uint32_t n = tail_;
+    tail_ = blocks_[n].prev;
+    if (tail_ != kNoNode) blocks_[tail_].next = kNoNode;
+    else head_ = kNoNode;
+    blocks_[n].free = false;
+    blocks_.destroy(n);
+  }
+
   // A block placed but not backed goes straight back (as a completed free).
-  void release_extent_range(Addr addr, uint64_t size, StreamIndex) {
-    if (addr + size == top_) {
-      top_ = addr;
+  void release_extent_range(uint32_t n) {
+    if (blocks_[n].addr + blocks_[n].size == top_) {
+      top_ = blocks_[n].addr;
+      remove_tail();
       return;
     }
-    add_free(addr, size, kCompleted, 0);
+    add_free(n, kCompleted, 0);
   }
 
   // cudaDeviceSynchronize + cudaMemPoolTrimTo(0): every free completes, free extents merge,
   // the top comes down over free space, and every granule no block uses is unmapped.
   void synchronize_and_trim() {
-    std::map<Addr, Extent> old;
-    old.swap(extents_);
     by_owner_.clear();
-    for (const auto& [addr, e] : old) {
-      if (!extents_.empty()) {
-        auto last = std::prev(extents_.end());
-        if (last->first + last->second.size == addr) {
-          Extent merged{last->second.size + e.size, kCompleted, 0};
-          Addr at = last->first;
-          drop_extent(at);
-          insert_extent(at, merged);
-          continue;
+    for (uint32_t n = head_; n != kNoNode;) {
+      const uint32_t next = blocks_[n].next, prev = blocks_[n].prev;
+      if (blocks_[n].free) {
+        blocks_[n].segment = kCompleted;
+        seq_[n] = 0;
+        if (prev != kNoNode && blocks_[prev].free) {
+          blocks_.absorb_next(prev);
+          blocks_[n].free = false;  // n is gone
+          if (tail_ == n) tail_ = prev;
         }
       }
-      insert_extent(addr, Extent{e.size, kCompleted, 0});
+      n = next;
     }
-    if (!extents_.empty()) {
-      auto last = std::prev(extents_.end());
-      if (last->first + last->second.size == top_) {
-        top_ = last->first;
-        drop_extent(last->first);
-      }
+    for (uint32_t n = head_; n != kNoNode; n = blocks_[n].next)
+      if (blocks_[n].free) insert_extent(n);
+    if (tail_ != kNoNode && blocks_[tail_].free) {
+      top_ = blocks_[tail_].addr;
+      drop_extent(tail_);
+      remove_tail();
     }
-    for (const auto& [addr, e] : extents_) unmap_free_pages(addr);
+    for (uint32_t n = head_; n != kNoNode; n = blocks_[n].next)
+      if (blocks_[n].free) unmap_free_pages(n);
     holding_.clear();
     if (base_) {  // above the top nothing is used
       uint64_t from = round_up(top_ - *base_, page_) / page_;
@@ -321,12 +370,14 @@ class CudaAsyncPool final : public Policy {
   std::optional<Addr> base_;
   Addr top_ = 0;
   GranuleBits mapped_;  // per granule of the pool's range
-  std::vector<std::pair<uint64_t, uint64_t>> done_;  // map_under's runs (kept: no allocation per call)
   uint64_t mapped_bytes_ = 0;
-  std::map<Addr, Extent> extents_;  // free extents below the top
-  std::map<uint32_t, SizeIndex> by_owner_;
-  std::vector<uint64_t> ops_;  // operations issued per stream (the event clock)
-  std::set<Addr> holding_;            // free extents that may still hold mapped granules
+  std::vector<std::pair<uint64_t, uint64_t>> done_;  // map_under's runs (kept: no allocation per call)
+  detail::BlockList blocks_;                 // [base, top): allocated blocks and free extents
+  uint32_t head_ = detail::kNoNode, tail_ = detail::kNoNode;
+  std::vector<uint64_t> seq_;                // per free extent's node: the freeing stream's operation count
+  std::map<uint32_t, SizeIndex> by_owner_;   // free extents by holder
+  std::vector<uint64_t> ops_;                // operations issued per stream (the event clock)
+  std::map<Addr, uint32_t> holding_;         // free extents that may still hold mapped granules (and their node then)
 };
 
 }  // namespace
