@@ -177,9 +177,20 @@ void TrackingDevice::remove_physical(Addr addr, uint64_t size) {
   uint64_t total = it->second;
   if (addr < start || addr + size > start + total)
     throw std::logic_error("device misuse: freeing memory not held");
-  physical_.erase(it);
-  if (addr > start) physical_.emplace(start, addr - start);
-  if (addr + size < start + total) physical_.emplace(addr + size, start + total - addr - size);
+  // The interval's node is kept where it can be (its head stays, or it is re-keyed to the
+  // tail): one unmap per free is the common case, and it should not cost a heap allocation.
+  const Addr end = addr + size;
+  if (addr > start) {
+    it->second = addr - start;
+    if (end < start + total) physical_.emplace_hint(std::next(it), end, start + total - end);
+  } else if (end < start + total) {
+    auto node = physical_.extract(it);
+    node.key() = end;
+    node.mapped() = start + total - end;
+    physical_.insert(std::move(node));
+  } else {
+    physical_.erase(it);
+  }
 }
 
 std::vector<DeviceRegion> TrackingDevice::regions() const {
