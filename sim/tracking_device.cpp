@@ -79,8 +79,11 @@ bool TrackingDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
   if (is_backed(dst, 1) || is_backed(dst + size - 1, 1))
     throw std::logic_error("device misuse: alias_pages over pages already mapped");
   // Aliases show primary mappings only, which keeps for_each_physical_piece one level deep.
+  // (is_backed(src, size) with the interval search done once.)
   auto it = physical_.upper_bound(src);
-  if (it == physical_.begin() || !is_backed(src, size) || segments_.count(std::prev(it)->first))
+  bool backed = it != physical_.begin() && src + size <= std::prev(it)->first + std::prev(it)->second;
+  if (it == physical_.begin() || !(backed || (!aliases_.empty() && alias_covers(src, size))) ||
+      segments_.count(std::prev(it)->first))
     throw std::logic_error("device misuse: alias_pages of pages not mapped by map_pages");
   if (!upstream_.alias_pages(dst, src, size)) {
     ++counts_.failed;
