@@ -28,12 +28,12 @@
 #include <algorithm>
 #include <bit>
 #include <map>
-#include <set>
-#include <tuple>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "allocators/detail/block_list.h"
+#include "allocators/detail/ordered_keys.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
@@ -96,10 +96,15 @@ struct AsyncOptions {
 
 // The pool's range below the top is tiled by blocks, allocated ones and free extents, in a
 // BlockList: a free finds its neighbours through its handle instead of searching an
-// address-ordered map of free extents. Each holder's free extents stay indexed by (size,
-// address): best fit, lowest address among equals.
-using ExtentKey = std::tuple<uint64_t, Addr, uint32_t>;  // (size, address, node)
-using SizeIndex = std::set<ExtentKey>;
+// address-ordered map of free extents. Each holder's free extents are indexed by (size,
+// address), best fit and lowest address among equals, in OrderedKeys: the order of the
+// std::set it replaces, without a heap allocation per insert.
+struct ExtentKey {
+  uint64_t hi;  // size
+  uint64_t lo;  // address
+  uint32_t node;
+};
+using SizeIndex = detail::OrderedKeys<ExtentKey>;
 
 class CudaAsyncPool final : public Policy {
  public:
@@ -167,10 +172,10 @@ class CudaAsyncPool final : public Policy {
   std::optional<uint32_t> place(uint64_t size, StreamIndex stream) {
     if (auto n = take_best(stream, size)) return n;
     if (auto n = take_best(kCompleted, size)) return n;
-    for (auto& [owner, index] : by_owner_) {
+    for (auto& [owner, index] : by_owner_) {  // (index: a pointer)
       if (owner == stream || owner == kCompleted) continue;
-      for (auto it = index.lower_bound(ExtentKey{size, 0, 0}); it != index.end(); ++it) {
-        const uint32_t node = std::get<2>(*it);
+      for (auto it = index->lower_bound(ExtentKey{size, 0, 0}); it != index->end(); ++it) {
+        const uint32_t node = it->node;
         bool done = opts_.opportunistic && ops(owner) >= seq_[node] + opts_.event_lag;
         if (done || opts_.internal_dependencies) return carve(node, size);
       }
@@ -188,9 +193,9 @@ class CudaAsyncPool final : public Policy {
   std::optional<uint32_t> take_best(uint32_t owner, uint64_t size) {
     auto found = by_owner_.find(owner);
     if (found == by_owner_.end()) return std::nullopt;
-    auto it = found->second.lower_bound(ExtentKey{size, 0, 0});
-    if (it == found->second.end()) return std::nullopt;
-    return carve(std::get<2>(*it), size);
+    auto it = found->second->lower_bound(ExtentKey{size, 0, 0});
+    if (it == found->second->end()) return std::nullopt;
+    return carve(it->node, size);
   }
 
   uint32_t new_node(Addr addr, uint64_t size) {
@@ -222,13 +227,26 @@ class CudaAsyncPool final : public Policy {
   // Free extents: the node's `segment` holds the owner (the freeing stream, or kCompleted).
   void insert_extent(uint32_t n) {
     blocks_[n].free = true;
-    by_owner_[blocks_[n].segment].insert(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
+    auto& index = by_owner_[blocks_[n].segment];
+    if (!index) {
+      if (spare_.empty()) {
+        index = std::make_unique<SizeIndex>();
+      } else {
+        index = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    index->insert(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
   }
   void drop_extent(uint32_t n) {
     blocks_[n].free = false;
     auto owner = by_owner_.find(blocks_[n].segment);
-    owner->second.erase(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
-    if (owner->second.empty()) by_owner_.erase(owner);  // place() walks owners: only those with extents
+    owner->second->erase(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
+    if (!owner->second->empty()) return;
+    // place() walks owners: only those with extents. An emptied index is kept for the next
+    // owner (an OrderedKeys is some 27 KB of bins: one per stream ever seen would not do).
+    if (spare_.size() < kSpareIndexes) spare_.push_back(std::move(owner->second));
+    by_owner_.erase(owner);
   }
 
   // The free extent that starts at `addr` (hint: the node it had when recorded), or kNoNode.
@@ -375,7 +393,9 @@ class CudaAsyncPool final : public Policy {
   detail::BlockList blocks_;                 // [base, top): allocated blocks and free extents
   uint32_t head_ = detail::kNoNode, tail_ = detail::kNoNode;
   std::vector<uint64_t> seq_;                // per free extent's node: the freeing stream's operation count
-  std::map<uint32_t, SizeIndex> by_owner_;   // free extents by holder
+  std::map<uint32_t, std::unique_ptr<SizeIndex>> by_owner_;  // free extents by holder
+  static constexpr size_t kSpareIndexes = 4;
+  std::vector<std::unique_ptr<SizeIndex>> spare_;           // emptied indexes, reused
   std::vector<uint64_t> ops_;                // operations issued per stream (the event clock)
   std::map<Addr, uint32_t> holding_;         // free extents that may still hold mapped granules (and their node then)
 };
