@@ -25,23 +25,65 @@
 // Where the pool places blocks inside its range is the driver's and undocumented: the model's
 // best fit lands within 6% of the real pool's ReservedMemHigh on the corpus, either way
 // (docs/peers.md), and the real pool's reserved size is always a multiple of 32 MiB there.
+#include <algorithm>
+#include <bit>
 #include <map>
-#include <set>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "allocators/detail/block_list.h"
+#include "allocators/detail/ordered_keys.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
 namespace {
 
+using detail::kNoNode;
 using detail::round_up;
 
 constexpr uint64_t kAlign = 512;
 // The pool keeps one byte per granularity page of its range: 64 TiB is 32 MB of page table.
 constexpr uint64_t kMaxVaSize = uint64_t{1} << 46;
 constexpr uint32_t kCompleted = UINT32_MAX;  // free list of frees every stream may reuse
+
+// One bit per granule of the pool's range, searched a word at a time: a free extent can span
+// thousands of granules, and every free looks for mapped ones under it.
+class GranuleBits {
+ public:
+  void assign(uint64_t n) {
+    words_.assign((n + 63) / 64, 0);
+    n_ = n;
+  }
+  void clear() {
+    words_.clear();
+    n_ = 0;
+  }
+  uint64_t size() const { return n_; }
+  // The first granule in [from, to) that is `mapped` (or not), else `to`.
+  uint64_t find(uint64_t from, uint64_t to, bool mapped) const {
+    while (from < to) {
+      uint64_t w = mapped ? words_[from / 64] : ~words_[from / 64];
+      w &= ~uint64_t{0} << (from % 64);
+      if (w) return std::min(to, (from & ~uint64_t{63}) + static_cast<uint64_t>(std::countr_zero(w)));
+      from = (from | 63) + 1;
+    }
+    return to;
+  }
+  void set(uint64_t from, uint64_t to, bool mapped) {
+    for (; from < to;) {
+      uint64_t end = std::min(to, (from | 63) + 1);
+      uint64_t bits = end - from == 64 ? ~uint64_t{0} : ((uint64_t{1} << (end - from)) - 1) << (from % 64);
+      if (mapped) words_[from / 64] |= bits;
+      else words_[from / 64] &= ~bits;
+      from = end;
+    }
+  }
+
+ private:
+  std::vector<uint64_t> words_;
+  uint64_t n_ = 0;
+};
 
 struct AsyncOptions {
   uint64_t release_threshold;
@@ -52,6 +94,18 @@ struct AsyncOptions {
   uint64_t va_size;
 };
 
+// The pool's range below the top is tiled by blocks, allocated ones and free extents, in a
+// BlockList: a free finds its neighbours through its handle instead of searching an
+// address-ordered map of free extents. Each holder's free extents are indexed by (size,
+// address), best fit and lowest address among equals, in OrderedKeys: the order of the
+// std::set it replaces, without a heap allocation per insert.
+struct ExtentKey {
+  uint64_t hi;  // size
+  uint64_t lo;  // address
+  uint32_t node;
+};
+using SizeIndex = detail::OrderedKeys<ExtentKey>;
+
 class CudaAsyncPool final : public Policy {
  public:
   CudaAsyncPool(Device& device, const AsyncOptions& opts)
@@ -59,143 +113,186 @@ class CudaAsyncPool final : public Policy {
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
-    ++ops_[req.stream];
+    ++ops(req.stream);
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (!base_ && !reserve()) return std::nullopt;  // (trimming an empty pool gives its range back)
-      auto addr = place(size, req.stream);
-      if (addr && map_under(*addr, size, req.stream)) return Block{*addr, size, req.stream};
-      if (addr) release_extent_range(*addr, size, req.stream);  // could not back it: give it back
+      auto node = place(size, req.stream);
+      if (node) {
+        Addr addr = blocks_[*node].addr;
+        if (map_under(addr, size, req.stream)) {
+          blocks_[*node].stream = req.stream;
+          return Block{addr, size, *node};
+        }
+        release_extent_range(*node);  // could not back it: give it back
+      }
       synchronize_and_trim();  // the driver syncs and trims before reporting out of memory
     }
     return std::nullopt;
   }
 
   void deallocate(const Block& block) override {
-    auto stream = static_cast<StreamIndex>(block.handle);
-    uint64_t seq = ++ops_[stream];
-    Addr at = add_free(block.addr, block.size, stream, seq);
+    auto node = static_cast<uint32_t>(block.handle);
+    StreamIndex stream = blocks_[node].stream;
+    uint64_t seq = ++ops(stream);
+    node = add_free(node, stream, seq);
     if (!opts_.sync_after_free || mapped_bytes_ <= opts_.release_threshold) {
-      holding_.insert(at);  // its pages stay mapped for now
+      holding_.emplace(blocks_[node].addr, node);  // its pages stay mapped for now
       return;
     }
-    unmap_free_pages(at);
+    unmap_free_pages(node);
     // Older free extents that kept their pages, newest address first, while above the threshold.
     while (!holding_.empty() && mapped_bytes_ > opts_.release_threshold) {
-      Addr a = *std::prev(holding_.end());
-      holding_.erase(std::prev(holding_.end()));
-      if (extents_.count(a)) unmap_free_pages(a);
+      auto last = std::prev(holding_.end());
+      auto [a, hint] = *last;
+      holding_.erase(last);
+      uint32_t e = extent_at(a, hint);
+      if (e != kNoNode) unmap_free_pages(e);
     }
   }
 
   void empty_cache() override { synchronize_and_trim(); }
 
  private:
-  struct Extent {
-    uint64_t size;
-    uint32_t owner;  // the freeing stream, or kCompleted
-    uint64_t seq;    // the freeing stream's operation count at the free
-  };
-  using SizeIndex = std::set<std::pair<uint64_t, Addr>>;
+  uint64_t& ops(uint32_t stream) {
+    if (stream >= ops_.size()) ops_.resize(stream + 1, 0);
+    return ops_[stream];
+  }
 
   bool reserve() {
     auto addr = device_.reserve_range(opts_.va_size);
     if (!addr) return false;
     base_ = *addr;
     top_ = *addr;
-    mapped_.assign(opts_.va_size / page_, 0);
+    mapped_.assign(opts_.va_size / page_);
     return true;
   }
 
   // Where a block of `size` bytes goes: own stream's frees, completed frees, other streams'
-  // frees the reuse policies allow, else fresh space at the top.
-  std::optional<Addr> place(uint64_t size, StreamIndex stream) {
-    if (auto a = take_best(stream, size, stream)) return a;
-    if (auto a = take_best(kCompleted, size, stream)) return a;
-    for (auto& [owner, index] : by_owner_) {
+  // frees the reuse policies allow, else fresh space at the top. Returns its node.
+  std::optional<uint32_t> place(uint64_t size, StreamIndex stream) {
+    if (auto n = take_best(stream, size)) return n;
+    if (auto n = take_best(kCompleted, size)) return n;
+    for (auto& [owner, index] : by_owner_) {  // (index: a pointer)
       if (owner == stream || owner == kCompleted) continue;
-      for (auto it = index.lower_bound({size, 0}); it != index.end(); ++it) {
-        const Extent& e = extents_.at(it->second);
-        bool done = opts_.opportunistic && ops_[owner] >= e.seq + opts_.event_lag;
-        if (done || opts_.internal_dependencies) return carve(it->second, size, stream);
+      for (auto it = index->lower_bound(ExtentKey{size, 0, 0}); it != index->end(); ++it) {
+        const uint32_t node = it->node;
+        bool done = opts_.opportunistic && ops(owner) >= seq_[node] + opts_.event_lag;
+        if (done || opts_.internal_dependencies) return carve(node, size);
       }
     }
     if (top_ + size > *base_ + opts_.va_size) return std::nullopt;
-    Addr a = top_;
+    uint32_t n = new_node(top_, size);
+    blocks_[n].prev = tail_;
+    if (tail_ != kNoNode) blocks_[tail_].next = n;
+    else head_ = n;
+    tail_ = n;
     top_ += size;
-    return a;
+    return n;
   }
 
-  std::optional<Addr> take_best(uint32_t owner, uint64_t size, StreamIndex stream) {
+  std::optional<uint32_t> take_best(uint32_t owner, uint64_t size) {
     auto found = by_owner_.find(owner);
     if (found == by_owner_.end()) return std::nullopt;
-    auto it = found->second.lower_bound({size, 0});
-    if (it == found->second.end()) return std::nullopt;
-    return carve(it->second, size, stream);
+    auto it = found->second->lower_bound(ExtentKey{size, 0, 0});
+    if (it == found->second->end()) return std::nullopt;
+    return carve(it->node, size);
   }
 
-  // Takes `size` bytes from the front of the free extent at `addr`; the rest stays free.
-  Addr carve(Addr addr, uint64_t size, StreamIndex) {
-    Extent e = extents_.at(addr);
-    drop_extent(addr);
-    if (e.size > size) {
-      insert_extent(addr + size, Extent{e.size - size, e.owner, e.seq});
-      if (holding_.erase(addr)) holding_.insert(addr + size);
-    }
-    return addr;
+  uint32_t new_node(Addr addr, uint64_t size) {
+    uint32_t n = blocks_.create(addr, size, 0, 0);
+    if (n >= seq_.size()) seq_.resize(n + 1, 0);
+    return n;
   }
 
-  void insert_extent(Addr addr, const Extent& e) {
-    extents_.emplace(addr, e);
-    by_owner_[e.owner].emplace(e.size, addr);
-  }
-  void drop_extent(Addr addr) {
-    auto it = extents_.find(addr);
-    auto owner = by_owner_.find(it->second.owner);
-    owner->second.erase({it->second.size, addr});
-    if (owner->second.empty()) by_owner_.erase(owner);  // place() walks owners: only those with extents
-    extents_.erase(it);
-  }
-
-  // Frees [addr, addr+size) for `stream`, merging with neighbours this stream may use as
-  // its own (its own frees and completed ones). Returns the merged extent's address.
-  Addr add_free(Addr addr, uint64_t size, uint32_t owner, uint64_t seq) {
-    auto mergeable = [&](const Extent& e) { return e.owner == owner || e.owner == kCompleted; };
-    auto next = extents_.find(addr + size);
-    if (next != extents_.end() && mergeable(next->second)) {
-      size += next->second.size;
-      drop_extent(next->first);
-    }
-    auto prev = extents_.lower_bound(addr);
-    if (prev != extents_.begin()) {
-      --prev;
-      if (prev->first + prev->second.size == addr && mergeable(prev->second)) {
-        addr = prev->first;
-        size += prev->second.size;
-        drop_extent(addr);
+  // Takes `size` bytes from the front of free extent n; the rest stays free (a new node).
+  uint32_t carve(uint32_t n, uint64_t size) {
+    const uint32_t owner = blocks_[n].segment;
+    const Addr addr = blocks_[n].addr;
+    drop_extent(n);
+    if (blocks_[n].size > size) {
+      uint32_t rest = blocks_.split(n, size);
+      if (rest >= seq_.size()) seq_.resize(rest + 1, 0);
+      if (tail_ == n) tail_ = rest;
+      blocks_[rest].segment = owner;
+      seq_[rest] = seq_[n];
+      insert_extent(rest);
+      if (auto h = holding_.find(addr); h != holding_.end()) {
+        holding_.erase(h);
+        holding_.emplace(addr + size, rest);
       }
     }
-    insert_extent(addr, Extent{size, owner, seq});
-    return addr;
+    return n;
+  }
+
+  // Free extents: the node's `segment` holds the owner (the freeing stream, or kCompleted).
+  void insert_extent(uint32_t n) {
+    blocks_[n].free = true;
+    auto& index = by_owner_[blocks_[n].segment];
+    if (!index) {
+      if (spare_.empty()) {
+        index = std::make_unique<SizeIndex>();
+      } else {
+        index = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    index->insert(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
+  }
+  void drop_extent(uint32_t n) {
+    blocks_[n].free = false;
+    auto owner = by_owner_.find(blocks_[n].segment);
+    owner->second->erase(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
+    if (!owner->second->empty()) return;
+    // place() walks owners: only those with extents. An emptied index is kept for the next
+    // owner (an OrderedKeys is some 27 KB of bins: one per stream ever seen would not do).
+    if (spare_.size() < kSpareIndexes) spare_.push_back(std::move(owner->second));
+    by_owner_.erase(owner);
+  }
+
+  // The free extent that starts at `addr` (hint: the node it had when recorded), or kNoNode.
+  uint32_t extent_at(Addr addr, uint32_t hint) const {
+    if (blocks_[hint].free && blocks_[hint].addr == addr) return hint;  // dead nodes are never free
+    for (uint32_t n = head_; n != kNoNode && blocks_[n].addr <= addr; n = blocks_[n].next)
+      if (blocks_[n].addr == addr) return blocks_[n].free ? n : kNoNode;
+    return kNoNode;
+  }
+
+  // Frees block n for `owner`, merging with neighbours this stream may use as its own (its
+  // own frees and completed ones). Returns the merged extent's node.
+  uint32_t add_free(uint32_t n, uint32_t owner, uint64_t seq) {
+    auto mergeable = [&](uint32_t m) {
+      return m != kNoNode && blocks_[m].free && (blocks_[m].segment == owner || blocks_[m].segment == kCompleted);
+    };
+    if (uint32_t next = blocks_[n].next; mergeable(next)) {
+      drop_extent(next);
+      blocks_.absorb_next(n);
+      if (tail_ == next) tail_ = n;
+    }
+    if (uint32_t prev = blocks_[n].prev; mergeable(prev)) {
+      drop_extent(prev);
+      blocks_.absorb_next(prev);
+      if (tail_ == n) tail_ = prev;
+      n = prev;
+    }
+    blocks_[n].segment = owner;
+    seq_[n] = seq;
+    insert_extent(n);
+    return n;
   }
 
   // Maps the unmapped granules under [addr, addr+size); undoes its own maps on failure.
   bool map_under(Addr addr, uint64_t size, StreamIndex stream) {
-    uint64_t first = (addr - *base_) / page_, last = (addr + size - 1 - *base_) / page_;
-    std::vector<std::pair<uint64_t, uint64_t>> done;
-    for (uint64_t p = first; p <= last;) {
-      if (mapped_[p]) {
-        ++p;
-        continue;
-      }
-      uint64_t q = p;
-      while (q <= last && !mapped_[q]) ++q;
+    uint64_t first = (addr - *base_) / page_, end = (addr + size - 1 - *base_) / page_ + 1;
+    done_.clear();
+    for (uint64_t p = mapped_.find(first, end, false); p < end; p = mapped_.find(p, end, false)) {
+      uint64_t q = mapped_.find(p, end, true);
       if (!device_.map_pages(*base_ + p * page_, (q - p) * page_, stream)) {
-        for (auto [from, to] : done) set_unmapped(from, to);
+        for (auto [from, to] : done_) set_unmapped(from, to);
         return false;
       }
-      for (uint64_t i = p; i < q; ++i) mapped_[i] = 1;
+      mapped_.set(p, q, true);
       mapped_bytes_ += (q - p) * page_;
-      done.emplace_back(p, q);
+      done_.emplace_back(p, q);
       p = q;
     }
     return true;
@@ -203,78 +300,80 @@ class CudaAsyncPool final : public Policy {
 
   void set_unmapped(uint64_t from, uint64_t to) {
     device_.unmap_pages(*base_ + from * page_, (to - from) * page_);
-    for (uint64_t i = from; i < to; ++i) mapped_[i] = 0;
+    mapped_.set(from, to, false);
     mapped_bytes_ -= (to - from) * page_;
   }
 
-  // Unmaps the granules lying wholly inside the free extent at `addr`.
-  void unmap_free_pages(Addr addr) {
-    const Extent& e = extents_.at(addr);
-    uint64_t from = (round_up(addr - *base_, page_)) / page_;
-    uint64_t end = addr + e.size - *base_;
-    // Nothing lives above the top: a granule the extent shares only with it is unused.
-    uint64_t to = (addr + e.size == top_ ? round_up(end, page_) : end) / page_;
-    for (uint64_t p = from; p < to;) {
-      if (!mapped_[p]) {
-        ++p;
-        continue;
-      }
-      uint64_t q = p;
-      while (q < to && mapped_[q]) ++q;
+  // Unmaps each run of mapped granules in [from, to).
+  void unmap_runs(uint64_t from, uint64_t to) {
+    for (uint64_t p = mapped_.find(from, to, true); p < to; p = mapped_.find(p, to, true)) {
+      uint64_t q = mapped_.find(p, to, false);
       set_unmapped(p, q);
       p = q;
     }
   }
 
+  // Unmaps the granules lying wholly inside free extent n.
+  void unmap_free_pages(uint32_t n) {
+    const Addr addr = blocks_[n].addr;
+    const uint64_t size = blocks_[n].size;
+    uint64_t from = (round_up(addr - *base_, page_)) / page_;
+    uint64_t end = addr + size - *base_;
+    // Nothing lives above the top: a granule the extent shares only with it is unused.
+    uint64_t to = (addr + size == top_ ? round_up(end, page_) : end) / page_;
+    unmap_runs(from, to);
+  }
+
+  // The last block (the one ending at the top) leaves the list.
+  void remove_tail() {
+    uint32_t n = tail_;
+    tail_ = blocks_[n].prev;
+    if (tail_ != kNoNode) blocks_[tail_].next = kNoNode;
+    else head_ = kNoNode;
+    blocks_[n].free = false;
+    blocks_.destroy(n);
+  }
+
   // A block placed but not backed goes straight back (as a completed free).
-  void release_extent_range(Addr addr, uint64_t size, StreamIndex) {
-    if (addr + size == top_) {
-      top_ = addr;
+  void release_extent_range(uint32_t n) {
+    if (blocks_[n].addr + blocks_[n].size == top_) {
+      top_ = blocks_[n].addr;
+      remove_tail();
       return;
     }
-    add_free(addr, size, kCompleted, 0);
+    add_free(n, kCompleted, 0);
   }
 
   // cudaDeviceSynchronize + cudaMemPoolTrimTo(0): every free completes, free extents merge,
   // the top comes down over free space, and every granule no block uses is unmapped.
   void synchronize_and_trim() {
-    std::map<Addr, Extent> old;
-    old.swap(extents_);
     by_owner_.clear();
-    for (const auto& [addr, e] : old) {
-      if (!extents_.empty()) {
-        auto last = std::prev(extents_.end());
-        if (last->first + last->second.size == addr) {
-          Extent merged{last->second.size + e.size, kCompleted, 0};
-          Addr at = last->first;
-          drop_extent(at);
-          insert_extent(at, merged);
-          continue;
+    for (uint32_t n = head_; n != kNoNode;) {
+      const uint32_t next = blocks_[n].next, prev = blocks_[n].prev;
+      if (blocks_[n].free) {
+        blocks_[n].segment = kCompleted;
+        seq_[n] = 0;
+        if (prev != kNoNode && blocks_[prev].free) {
+          blocks_.absorb_next(prev);
+          blocks_[n].free = false;  // n is gone
+          if (tail_ == n) tail_ = prev;
         }
       }
-      insert_extent(addr, Extent{e.size, kCompleted, 0});
+      n = next;
     }
-    if (!extents_.empty()) {
-      auto last = std::prev(extents_.end());
-      if (last->first + last->second.size == top_) {
-        top_ = last->first;
-        drop_extent(last->first);
-      }
+    for (uint32_t n = head_; n != kNoNode; n = blocks_[n].next)
+      if (blocks_[n].free) insert_extent(n);
+    if (tail_ != kNoNode && blocks_[tail_].free) {
+      top_ = blocks_[tail_].addr;
+      drop_extent(tail_);
+      remove_tail();
     }
-    for (const auto& [addr, e] : extents_) unmap_free_pages(addr);
+    for (uint32_t n = head_; n != kNoNode; n = blocks_[n].next)
+      if (blocks_[n].free) unmap_free_pages(n);
     holding_.clear();
     if (base_) {  // above the top nothing is used
       uint64_t from = round_up(top_ - *base_, page_) / page_;
-      for (uint64_t p = from; p < mapped_.size();) {
-        if (!mapped_[p]) {
-          ++p;
-          continue;
-        }
-        uint64_t q = p;
-        while (q < mapped_.size() && mapped_[q]) ++q;
-        set_unmapped(p, q);
-        p = q;
-      }
+      unmap_runs(from, mapped_.size());
       if (top_ == *base_) {  // nothing lives in the pool: give the address range back too
         device_.release_range(*base_, opts_.va_size);
         base_.reset();
@@ -288,12 +387,17 @@ class CudaAsyncPool final : public Policy {
   uint64_t page_;
   std::optional<Addr> base_;
   Addr top_ = 0;
-  std::vector<uint8_t> mapped_;  // per granule of the pool's range
+  GranuleBits mapped_;  // per granule of the pool's range
   uint64_t mapped_bytes_ = 0;
-  std::map<Addr, Extent> extents_;  // free extents below the top
-  std::map<uint32_t, SizeIndex> by_owner_;
-  std::map<uint32_t, uint64_t> ops_;  // operations issued per stream (the event clock)
-  std::set<Addr> holding_;            // free extents that may still hold mapped granules
+  std::vector<std::pair<uint64_t, uint64_t>> done_;  // map_under's runs (kept: no allocation per call)
+  detail::BlockList blocks_;                 // [base, top): allocated blocks and free extents
+  uint32_t head_ = detail::kNoNode, tail_ = detail::kNoNode;
+  std::vector<uint64_t> seq_;                // per free extent's node: the freeing stream's operation count
+  std::map<uint32_t, std::unique_ptr<SizeIndex>> by_owner_;  // free extents by holder
+  static constexpr size_t kSpareIndexes = 4;
+  std::vector<std::unique_ptr<SizeIndex>> spare_;           // emptied indexes, reused
+  std::vector<uint64_t> ops_;                // operations issued per stream (the event clock)
+  std::map<Addr, uint32_t> holding_;         // free extents that may still hold mapped granules (and their node then)
 };
 
 }  // namespace

@@ -23,11 +23,12 @@
 // split, merge), as GMLake leaves small blocks to PyTorch's allocator. The number of cached
 // sBlocks is bounded (max_sblocks): past it, the free ones are released.
 #include <algorithm>
-#include <set>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "allocators/detail/block_list.h"
+#include "allocators/detail/ordered_keys.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
@@ -101,25 +102,38 @@ class GmLake final : public Policy {
   }
 
  private:
-  using Candidate = std::pair<uint64_t, uint32_t>;  // (size, id): best fit order
+  // A free pBlock in best-fit order: (size, id). OrderedKeys (size bins, the order a std::set
+  // of the pairs keeps) rather than a node-based tree: pBlocks change hands at every request.
+  struct Candidate {
+    uint64_t hi;  // size
+    uint64_t lo;  // id
+  };
 
   // ---- large blocks: pBlocks and sBlocks ----
 
   std::optional<Block> best_fit(uint64_t size) {
-    auto s = free_s_.lower_bound(Candidate{size, 0});
     auto p = free_p_.lower_bound(Candidate{size, 0});
-    if (s != free_s_.end() && s->first == size && (p == free_p_.end() || p->first != size))
-      return take_sblock(s->second);
+    if (p == free_p_.end() || p->hi != size)
+      if (uint32_t s = free_sblock_of(size); s != kNoNode) return take_sblock(s);
     if (p == free_p_.end()) return std::nullopt;
-    uint32_t id = p->second;
-    if (p->first > size) split_pblock(id, size);
+    auto id = static_cast<uint32_t>(p->lo);
+    if (p->hi > size) split_pblock(id, size);
     set_pblock_use(id, true);
     return Block{pblocks_[id].addr, pblocks_[id].size, (kPBlock << 32) | id};
   }
 
+  // The lowest-numbered cached sBlock of exactly `size` bytes whose parts are all free.
+  uint32_t free_sblock_of(uint64_t size) const {
+    auto found = sblocks_by_size_.find(size);
+    if (found == sblocks_by_size_.end()) return kNoNode;
+    for (uint32_t id : found->second)
+      if (is_free(sblocks_[id])) return id;
+    return kNoNode;
+  }
+  static bool is_free(const SBlock& s) { return !s.in_use && s.busy_parts == 0; }
+
   Block take_sblock(uint32_t id) {
     SBlock& s = sblocks_[id];
-    free_s_.erase(Candidate{s.size, id});
     s.in_use = true;
     for (uint32_t p : s.parts) set_pblock_use(p, true);
     return Block{s.addr, s.size, (kSBlock << 32) | id};
@@ -129,9 +143,10 @@ class GmLake final : public Policy {
   std::optional<Block> stitch(uint64_t size, StreamIndex stream) {
     std::vector<uint32_t> parts;
     uint64_t covered = 0;
-    for (auto it = free_p_.rbegin(); it != free_p_.rend() && covered < size; ++it) {
-      parts.push_back(it->second);
-      covered += it->first;
+    for (auto it = free_p_.end(); it != free_p_.begin() && covered < size;) {
+      --it;
+      parts.push_back(static_cast<uint32_t>(it->lo));
+      covered += it->hi;
     }
     uint32_t fresh = kNoNode;
     if (covered < size) {
@@ -181,7 +196,7 @@ class GmLake final : public Policy {
     pblocks_.push_back(p);
     ++ranges_[range].pblocks;
     auto id = static_cast<uint32_t>(pblocks_.size() - 1);
-    free_p_.emplace(size, id);
+    free_p_.insert(Candidate{size, id});
     return id;
   }
 
@@ -193,7 +208,7 @@ class GmLake final : public Policy {
     Addr tail = pblocks_[id].addr + keep;
     uint64_t tail_size = pblocks_[id].size - keep;
     pblocks_[id].size = keep;
-    free_p_.emplace(keep, id);
+    free_p_.insert(Candidate{keep, id});
     add_pblock(tail, tail_size, pblocks_[id].range);
   }
 
@@ -216,7 +231,8 @@ class GmLake final : public Policy {
       pblocks_[p].sblocks.push_back(id);
       if (pblocks_[p].in_use) ++sblocks_[id].busy_parts;
     }
-    if (sblocks_[id].busy_parts == 0) free_s_.emplace(size, id);
+    auto& same = sblocks_by_size_[size];
+    same.insert(std::lower_bound(same.begin(), same.end(), id), id);
     ++live_sblocks_;
     return id;
   }
@@ -226,20 +242,15 @@ class GmLake final : public Policy {
     PBlock& p = pblocks_[id];
     p.in_use = use;
     if (use) free_p_.erase(Candidate{p.size, id});
-    else free_p_.emplace(p.size, id);
-    for (uint32_t s : p.sblocks) {
-      SBlock& sb = sblocks_[s];
-      bool was_free = !sb.in_use && sb.busy_parts == 0;
-      sb.busy_parts += use ? 1 : -1;
-      bool is_free = !sb.in_use && sb.busy_parts == 0;
-      if (was_free && !is_free) free_s_.erase(Candidate{sb.size, s});
-      if (!was_free && is_free) free_s_.emplace(sb.size, s);
-    }
+    else free_p_.insert(Candidate{p.size, id});
+    for (uint32_t s : p.sblocks) sblocks_[s].busy_parts += use ? 1 : -1;
   }
 
   void release_sblock(uint32_t id) {
     SBlock& s = sblocks_[id];
-    free_s_.erase(Candidate{s.size, id});
+    auto same = sblocks_by_size_.find(s.size);
+    same->second.erase(std::lower_bound(same->second.begin(), same->second.end(), id));
+    if (same->second.empty()) sblocks_by_size_.erase(same);
     device_.unmap_pages(s.addr, s.size);
     device_.release_range(s.addr, s.size);
     for (uint32_t p : s.parts) {
@@ -278,7 +289,7 @@ class GmLake final : public Policy {
     auto it = small_free_.lower_bound(SmallKey{size, 0, 0});
     uint32_t node;
     if (it != small_free_.end()) {
-      node = std::get<2>(*it);
+      node = it->node;
       small_free_.erase(it);
     } else {
       uint64_t seg = std::max(small_segment_, round_up(size, small_segment_));
@@ -294,7 +305,7 @@ class GmLake final : public Policy {
     if (small_[node].size - size >= 512) {
       uint32_t rest = small_.split(node, size);
       small_[rest].free = true;
-      small_free_.emplace(small_[rest].size, small_[rest].addr, rest);
+      small_free_.insert(SmallKey{small_[rest].size, small_[rest].addr, rest});
     }
     return Block{small_[node].addr, small_[node].size, (kSmall << 32) | node};
   }
@@ -312,23 +323,25 @@ class GmLake final : public Policy {
       node = prev;
     }
     small_[node].free = true;
-    small_free_.emplace(small_[node].size, small_[node].addr, node);
+    small_free_.insert(SmallKey{small_[node].size, small_[node].addr, node});
   }
 
   void release_small_segments() {
-    for (auto it = small_free_.begin(); it != small_free_.end();) {
-      uint32_t node = std::get<2>(*it);
-      if (!small_.is_whole_segment(node)) {
-        ++it;
-        continue;
-      }
-      it = small_free_.erase(it);
-      device_.free_segment(small_[node].addr, small_[node].size);
-      small_.destroy(node);
+    std::vector<SmallKey> whole;  // in the pool's order, which is the order of the device calls
+    for (const SmallKey& k : small_free_)
+      if (small_.is_whole_segment(k.node)) whole.push_back(k);
+    for (const SmallKey& k : whole) {
+      small_free_.erase(k);
+      device_.free_segment(small_[k.node].addr, small_[k.node].size);
+      small_.destroy(k.node);
     }
   }
 
-  using SmallKey = std::tuple<uint64_t, Addr, uint32_t>;
+  struct SmallKey {
+    uint64_t hi;  // size
+    uint64_t lo;  // address
+    uint32_t node;
+  };
 
   Device& device_;
   uint64_t g_, small_size_, small_segment_;
@@ -338,10 +351,13 @@ class GmLake final : public Policy {
   std::vector<SBlock> sblocks_;
   std::vector<Range> ranges_;
   std::vector<uint32_t> dead_sblocks_;
-  std::set<Candidate> free_p_;  // free pBlocks
-  std::set<Candidate> free_s_;  // cached sBlocks whose parts are all free
+  detail::OrderedKeys<Candidate> free_p_;  // free pBlocks
+  // Cached sBlocks by size, each list in id order. Whether one is free is read off its counters
+  // when a request of its size comes: keeping a set of the free ones cost a tree update for
+  // every cached sBlock that shows a pBlock changing hands.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> sblocks_by_size_;
   BlockList small_;
-  std::set<SmallKey> small_free_;
+  detail::OrderedKeys<SmallKey> small_free_;  // free small blocks by (size, address)
 };
 
 }  // namespace

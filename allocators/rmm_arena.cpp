@@ -24,11 +24,12 @@
 // block is live (and it is taken again at the next allocation).
 // Checked against RMM v25.10.00 (rapidsai/rmm 7aaad1de, cpp/include/rmm/mr/device/
 // arena_memory_resource.hpp, detail/arena.hpp) on an H100 by tools/peers (docs/peers.md).
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <limits>
 #include <map>
-#include <set>
+#include <tuple>
 #include <vector>
 
 #include "allocators/detail/block_list.h"
@@ -43,15 +44,43 @@ using detail::round_up;
 constexpr uint64_t kAlign = 256;
 constexpr uint64_t kSuperblockMin = 1ull << 20;
 constexpr uint32_t kGlobal = UINT32_MAX;
+constexpr uint32_t kNone = UINT32_MAX;
 
+struct FreeRange {
+  Addr addr;
+  uint64_t size;
+};
+
+// Superblocks tile the arena, so each knows its neighbours (prev/next slots) instead of a
+// search in an address-ordered map. Slots are reused, and with them the free list's capacity:
+// the global arena splits and merges a superblock at nearly every large request and free,
+// which must not cost heap allocations.
 struct Superblock {
+  Addr addr = 0;
   uint64_t size = 0;
-  uint32_t owner = kGlobal;          // kGlobal or the stream of the arena holding it
-  std::map<Addr, uint64_t> free;     // address-ordered free blocks
-  std::multiset<uint64_t> free_sizes;  // to know the largest quickly
-  int bucket = -1;                     // floor(log2(largest free block)) it is indexed under
-  uint64_t largest() const { return free_sizes.empty() ? 0 : *free_sizes.rbegin(); }
-  bool empty() const { return free.size() == 1 && free.begin()->second == size; }
+  uint32_t owner = kGlobal;  // kGlobal or the stream of the arena holding it
+  uint32_t prev = kNone, next = kNone;
+  bool alive = false;
+  int bucket = -1;                // floor(log2(largest)) it is indexed under, -1 if none
+  uint64_t largest = 0;           // the largest free block
+  std::vector<FreeRange> free;    // free blocks, address-ordered (a few per superblock)
+  bool empty() const { return free.size() == 1 && free[0].size == size; }
+  void recompute_largest() {
+    largest = 0;
+    for (const FreeRange& f : free) largest = std::max(largest, f.size);
+  }
+};
+
+// One holder's superblocks (the global arena's or a stream arena's) with a free block,
+// bucketed by floor(log2(largest free block)), each bucket address-ordered.
+struct OwnerIndex {
+  struct Entry {
+    Addr addr;
+    uint32_t slot;
+  };
+  static constexpr int kBuckets = 64;
+  uint64_t nonempty = 0;  // bit j: buckets[j] holds an entry
+  std::array<std::vector<Entry>, kBuckets> buckets;
 };
 
 class RmmArena final : public Policy {
@@ -62,204 +91,262 @@ class RmmArena final : public Policy {
     if (!base_) {
       base_ = device_.allocate_segment(arena_size_, req.stream);
       if (!base_) return std::nullopt;
-      add_superblock(*base_, arena_size_, kGlobal);
+      add_superblock(*base_, arena_size_, kNone, kNone);
     }
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
-    auto addr = allocate_in(size, req.stream);
-    if (!addr) {
+    auto found = allocate_in(size, req.stream);
+    if (!found) {
       defragment();
-      addr = allocate_in(size, req.stream);
+      found = allocate_in(size, req.stream);
     }
-    if (!addr) return std::nullopt;
+    if (!found) return std::nullopt;
     ++live_;
-    return Block{*addr, size, 0};
+    // The handle is the superblock: one holding a live block is never split, merged or dropped.
+    return Block{found->first, size, found->second};
   }
 
   void deallocate(const Block& block) override {
     --live_;
-    auto it = std::prev(sbs_.upper_bound(block.addr));
-    unindex(it->first);
-    give_back(it->second, block.addr, block.size);
-    index(it->first);
-    if (it->second.owner == kGlobal && it->second.empty()) coalesce_global(it->first);
+    auto s = static_cast<uint32_t>(block.handle);
+    give_back(slots_[s], block.addr, block.size);
+    reindex(s);
+    if (slots_[s].owner == kGlobal && slots_[s].empty()) coalesce_global(s);
   }
 
   void empty_cache() override {
     if (live_ || !base_) return;
     device_.free_segment(*base_, arena_size_);
-    sbs_.clear();
-    owned_.clear();
-    buckets_.clear();
+    slots_.clear();
+    dead_.clear();
+    index_.clear();
     base_.reset();
   }
 
  private:
-  std::optional<Addr> allocate_in(uint64_t size, StreamIndex stream) {
+  // The block's address and the superblock it was carved from.
+  std::optional<std::pair<Addr, uint32_t>> allocate_in(uint64_t size, StreamIndex stream) {
+    std::optional<uint32_t> sb;
     if (size > kSuperblockMin) {  // global_arena::handles(size)
-      auto sb = global_first_fit(size);
-      if (!sb) return std::nullopt;
-      return carve(*sb, size);
+      sb = global_first_fit(size);
+    } else if (!(sb = first_fitting(stream, size))) {
+      sb = global_first_fit(size);  // acquire a superblock for this arena
+      if (sb) set_owner(*sb, stream);
     }
-    if (auto a = first_fitting(stream, size)) return carve(*a, size);
-    auto sb = global_first_fit(size);  // acquire a superblock for this arena
     if (!sb) return std::nullopt;
-    set_owner(*sb, stream);
-    return carve(*sb, size);
+    return std::make_pair(carve(*sb, size), *sb);
   }
 
   // The global arena's first fit, split to max(1 MiB, size) when the superblock is empty.
-  std::optional<Addr> global_first_fit(uint64_t size) {
+  std::optional<uint32_t> global_first_fit(uint64_t size) {
     auto found = first_fitting(kGlobal, size);
     if (!found) return std::nullopt;
-    Addr a = *found;
-    Superblock& sb = sbs_.at(a);
+    uint32_t s = *found;
     uint64_t head = std::max(kSuperblockMin, size);
-    if (sb.empty() && sb.size >= head + kSuperblockMin) {
-      uint64_t tail = sb.size - head;
-      remove_superblock(a);
-      add_superblock(a, head, kGlobal);
-      add_superblock(a + head, tail, kGlobal);
-    }
-    return a;
+    if (slots_[s].empty() && slots_[s].size >= head + kSuperblockMin) split(s, head);
+    return s;
   }
 
   // The lowest-addressed superblock of `owner` with a free block of `size` bytes: RMM's
   // linear first fit, found through buckets by floor(log2(largest free block)) so that a
   // search costs the buckets plus a scan of one bucket rather than every superblock.
-  std::optional<Addr> first_fitting(uint32_t owner, uint64_t size) {
-    auto& buckets = buckets_[owner];
+  std::optional<uint32_t> first_fitting(uint32_t owner, uint64_t size) {
+    auto found = index_.find(owner);
+    if (found == index_.end()) return std::nullopt;
+    const OwnerIndex& ix = found->second;
     int k = std::bit_width(size) - 1;
     Addr best = std::numeric_limits<Addr>::max();
-    for (int j = k + 1; j < kBuckets; ++j)
-      if (!buckets[j].empty()) best = std::min(best, *buckets[j].begin());
-    for (Addr a : buckets[k]) {
-      if (a >= best) break;
-      if (sbs_.at(a).largest() >= size) return a;
+    uint32_t best_slot = kNone;
+    for (uint64_t above = k + 1 < OwnerIndex::kBuckets ? ix.nonempty & (~uint64_t{0} << (k + 1)) : 0; above;
+         above &= above - 1) {
+      const OwnerIndex::Entry& e = ix.buckets[std::countr_zero(above)].front();
+      if (e.addr < best) {
+        best = e.addr;
+        best_slot = e.slot;
+      }
     }
-    if (best == std::numeric_limits<Addr>::max()) return std::nullopt;
-    return best;
+    for (const OwnerIndex::Entry& e : ix.buckets[k]) {
+      if (e.addr >= best) break;
+      if (slots_[e.slot].largest >= size) return e.slot;
+    }
+    if (best_slot == kNone) return std::nullopt;
+    return best_slot;
   }
 
-  Addr carve(Addr sb_addr, uint64_t size) {
-    unindex(sb_addr);
-    Addr a = first_fit(sbs_.at(sb_addr), size);
-    index(sb_addr);
+  Addr carve(uint32_t s, uint64_t size) {
+    Addr a = first_fit(slots_[s], size);
+    reindex(s);
     return a;
   }
 
-  void index(Addr addr) {
-    Superblock& sb = sbs_.at(addr);
-    uint64_t largest = sb.largest();
-    sb.bucket = largest ? std::bit_width(largest) - 1 : -1;
-    if (sb.bucket >= 0) buckets_[sb.owner][sb.bucket].insert(addr);
+  static int bucket_of(uint64_t largest) { return largest ? std::bit_width(largest) - 1 : -1; }
+
+  void index(uint32_t s) {
+    Superblock& sb = slots_[s];
+    sb.bucket = bucket_of(sb.largest);
+    if (sb.bucket < 0) return;
+    OwnerIndex& ix = index_[sb.owner];
+    auto& v = ix.buckets[sb.bucket];
+    auto at = std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
+    v.insert(at, OwnerIndex::Entry{sb.addr, s});
+    ix.nonempty |= uint64_t{1} << sb.bucket;
   }
-  void unindex(Addr addr) {
-    Superblock& sb = sbs_.at(addr);
-    if (sb.bucket >= 0) buckets_[sb.owner][sb.bucket].erase(addr);
+  void unindex(uint32_t s) {
+    Superblock& sb = slots_[s];
+    if (sb.bucket >= 0) {
+      OwnerIndex& ix = index_[sb.owner];
+      auto& v = ix.buckets[sb.bucket];
+      auto at = std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
+      v.erase(at);
+      if (v.empty()) ix.nonempty &= ~(uint64_t{1} << sb.bucket);
+    }
     sb.bucket = -1;
+  }
+  // After the largest free block changed: moves the entry only when its bucket did.
+  void reindex(uint32_t s) {
+    if (bucket_of(slots_[s].largest) == slots_[s].bucket) return;
+    unindex(s);
+    index(s);
   }
 
   static Addr first_fit(Superblock& sb, uint64_t size) {
-    for (auto it = sb.free.begin(); it != sb.free.end(); ++it) {
-      if (it->second < size) continue;
-      Addr addr = it->first;
-      uint64_t rest = it->second - size;
-      sb.free_sizes.erase(sb.free_sizes.find(it->second));
-      sb.free.erase(it);
-      if (rest) {
-        sb.free.emplace(addr + size, rest);
-        sb.free_sizes.insert(rest);
+    for (size_t i = 0; i < sb.free.size(); ++i) {
+      FreeRange& f = sb.free[i];
+      if (f.size < size) continue;
+      Addr addr = f.addr;
+      bool was_largest = f.size == sb.largest;
+      if (f.size > size) {
+        f.addr += size;
+        f.size -= size;
+      } else {
+        sb.free.erase(sb.free.begin() + static_cast<ptrdiff_t>(i));
       }
+      if (was_largest) sb.recompute_largest();
       return addr;
     }
     return 0;  // callers found it fits
   }
 
   static void give_back(Superblock& sb, Addr addr, uint64_t size) {
-    auto next = sb.free.lower_bound(addr);
-    if (next != sb.free.end() && next->first == addr + size) {
-      size += next->second;
-      sb.free_sizes.erase(sb.free_sizes.find(next->second));
-      next = sb.free.erase(next);
-    }
-    if (next != sb.free.begin()) {
+    auto next = std::lower_bound(sb.free.begin(), sb.free.end(), addr,
+                                 [](const FreeRange& f, Addr a) { return f.addr < a; });
+    bool merge_next = next != sb.free.end() && next->addr == addr + size;
+    bool merge_prev = next != sb.free.begin() && std::prev(next)->addr + std::prev(next)->size == addr;
+    uint64_t merged;
+    if (merge_prev) {
       auto prev = std::prev(next);
-      if (prev->first + prev->second == addr) {
-        addr = prev->first;
-        size += prev->second;
-        sb.free_sizes.erase(sb.free_sizes.find(prev->second));
-        sb.free.erase(prev);
+      prev->size += size;
+      if (merge_next) {
+        prev->size += next->size;
+        sb.free.erase(next);
       }
+      merged = prev->size;
+    } else if (merge_next) {
+      next->addr = addr;
+      next->size += size;
+      merged = next->size;
+    } else {
+      sb.free.insert(next, FreeRange{addr, size});
+      merged = size;
     }
-    sb.free.emplace(addr, size);
-    sb.free_sizes.insert(size);
+    sb.largest = std::max(sb.largest, merged);
   }
 
   // An empty global superblock merges with empty global neighbours (global_arena::coalesce;
   // as RMM coalesces each superblock on release, runs of empty ones end up as one).
-  void coalesce_global(Addr addr) {
-    auto mergeable = [&](std::map<Addr, Superblock>::iterator it) {
-      return it->second.owner == kGlobal && it->second.empty();
-    };
-    auto it = sbs_.find(addr);
-    while (it != sbs_.begin() && mergeable(std::prev(it)) &&
-           std::prev(it)->first + std::prev(it)->second.size == it->first)
-      --it;
-    Addr start = it->first;
-    uint64_t size = 0;
-    std::vector<Addr> run;
-    for (; it != sbs_.end() && mergeable(it) && it->first == start + size; ++it) {
-      size += it->second.size;
-      run.push_back(it->first);
+  void coalesce_global(uint32_t s) {
+    auto mergeable = [&](uint32_t t) { return t != kNone && slots_[t].owner == kGlobal && slots_[t].empty(); };
+    uint32_t first = s;
+    while (mergeable(slots_[first].prev)) first = slots_[first].prev;
+    uint64_t size = slots_[first].size;
+    uint32_t after = slots_[first].next;
+    if (!mergeable(after)) return;  // a run of one
+    unindex(first);
+    for (; mergeable(after); after = slots_[after].next) {
+      size += slots_[after].size;
+      drop_slot(after);
     }
-    if (run.size() < 2) return;
-    for (Addr a : run) remove_superblock(a);
-    add_superblock(start, size, kGlobal);
-  }
-
-  // arena_memory_resource::defragment: every arena's clean() releases all its superblocks.
-  void defragment() {
-    std::vector<Addr> moving;
-    for (auto& [owner, addrs] : owned_)
-      if (owner != kGlobal) moving.insert(moving.end(), addrs.begin(), addrs.end());
-    for (Addr a : moving) set_owner(a, kGlobal);
-    for (Addr a : moving)
-      if (sbs_.count(a) && sbs_.at(a).empty()) coalesce_global(a);
-  }
-
-  std::map<Addr, Superblock>::iterator add_superblock(Addr addr, uint64_t size, uint32_t owner) {
-    Superblock sb;
+    Superblock& sb = slots_[first];
+    sb.next = after;
+    if (after != kNone) slots_[after].prev = first;
     sb.size = size;
-    sb.owner = owner;
-    sb.free.emplace(addr, size);
-    sb.free_sizes.insert(size);
-    owned_[owner].insert(addr);
-    auto it = sbs_.emplace(addr, std::move(sb)).first;
-    index(addr);
-    return it;
+    sb.free.assign(1, FreeRange{sb.addr, size});
+    sb.largest = size;
+    index(first);
   }
-  void remove_superblock(Addr addr) {
-    unindex(addr);
-    owned_[sbs_.at(addr).owner].erase(addr);
-    sbs_.erase(addr);
+
+  // arena_memory_resource::defragment: every arena's clean() releases all its superblocks
+  // (arenas in stream order, each's superblocks in address order).
+  void defragment() {
+    std::vector<std::tuple<uint32_t, Addr, uint32_t>> moving;  // (owner, address, slot)
+    for (uint32_t s = first_slot(); s != kNone; s = slots_[s].next)
+      if (slots_[s].owner != kGlobal) moving.emplace_back(slots_[s].owner, slots_[s].addr, s);
+    std::sort(moving.begin(), moving.end());
+    for (const auto& [owner, addr, s] : moving) set_owner(s, kGlobal);
+    for (const auto& [owner, addr, s] : moving)  // still a superblock there, not merged into another
+      if (slots_[s].alive && slots_[s].addr == addr && slots_[s].empty()) coalesce_global(s);
   }
-  void set_owner(Addr addr, uint32_t owner) {
-    unindex(addr);
-    Superblock& sb = sbs_.at(addr);
-    owned_[sb.owner].erase(addr);
-    sb.owner = owner;
-    owned_[owner].insert(addr);
-    index(addr);
+
+  uint32_t first_slot() const {
+    for (uint32_t s = 0; s < slots_.size(); ++s)
+      if (slots_[s].alive && slots_[s].prev == kNone) return s;
+    return kNone;
+  }
+
+  // A new empty global superblock between slots prev and next.
+  uint32_t add_superblock(Addr addr, uint64_t size, uint32_t prev, uint32_t next) {
+    uint32_t s;
+    if (!dead_.empty()) {
+      s = dead_.back();
+      dead_.pop_back();
+    } else {
+      s = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    Superblock& sb = slots_[s];
+    sb.addr = addr;
+    sb.size = size;
+    sb.owner = kGlobal;
+    sb.prev = prev;
+    sb.next = next;
+    sb.alive = true;
+    sb.bucket = -1;
+    sb.free.assign(1, FreeRange{addr, size});  // keeps the capacity a reused slot had
+    sb.largest = size;
+    if (prev != kNone) slots_[prev].next = s;
+    if (next != kNone) slots_[next].prev = s;
+    index(s);
+    return s;
+  }
+  void drop_slot(uint32_t s) {
+    unindex(s);
+    slots_[s].alive = false;
+    dead_.push_back(s);
+  }
+  // Cuts the empty superblock s at `head` bytes; the tail becomes a new empty superblock.
+  void split(uint32_t s, uint64_t head) {
+    unindex(s);
+    Superblock& sb = slots_[s];
+    Addr tail = sb.addr + head;
+    uint64_t tail_size = sb.size - head;
+    sb.size = head;
+    sb.free.assign(1, FreeRange{sb.addr, head});
+    sb.largest = head;
+    index(s);
+    add_superblock(tail, tail_size, s, slots_[s].next);
+  }
+  void set_owner(uint32_t s, uint32_t owner) {
+    unindex(s);
+    slots_[s].owner = owner;
+    index(s);
   }
 
   Device& device_;
   uint64_t arena_size_;
   std::optional<Addr> base_;
   uint64_t live_ = 0;
-  std::map<Addr, Superblock> sbs_;             // every superblock, address-ordered
-  std::map<uint32_t, std::set<Addr>> owned_;  // superblocks by holder (global or stream arena)
-  static constexpr int kBuckets = 64;
-  std::map<uint32_t, std::array<std::set<Addr>, kBuckets>> buckets_;  // first-fit index per holder
+  std::vector<Superblock> slots_;  // every superblock (alive or a dead slot for reuse)
+  std::vector<uint32_t> dead_;
+  std::map<uint32_t, OwnerIndex> index_;  // first-fit index per holder (global or stream arena)
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "sim/cuda_address_space.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace fraglab {
@@ -15,10 +16,11 @@ CudaAddressSpace::CudaAddressSpace(CudaAddressLayout layout) : layout_(std::move
     throw std::logic_error("CudaAddressLayout: the address space must lie below 2^48");
   // Free address space: everything between the reserve region's start and the context's chunk.
   free_.emplace(layout_.vmm_base, layout_.context_base - layout_.vmm_base);
-  Chunk context{layout_.context_base, layout_.context_size, {}, 0, 1};
+  Chunk context{layout_.context_base, layout_.context_size, {}, 0, 0, 1};
   for (const auto& [offset, size] : layout_.context_free) {
     context.gaps.emplace(layout_.context_base + offset, size);
     context.free_bytes += size;
+    context.gap_bound = std::max(context.gap_bound, size);
   }
   chunks_.emplace(next_age_++, std::move(context));
 }
@@ -26,8 +28,10 @@ CudaAddressSpace::CudaAddressSpace(CudaAddressLayout layout) : layout_(std::move
 uint64_t CudaAddressSpace::need(uint64_t size) const { return round_up(size == 0 ? 1 : size, layout_.small); }
 
 std::optional<Addr> CudaAddressSpace::fit_in(Chunk& chunk, uint64_t need, uint64_t align) {
+  uint64_t largest = 0;
   for (auto it = chunk.gaps.begin(); it != chunk.gaps.end(); ++it) {
     auto [begin, size] = *it;
+    largest = std::max(largest, size);
     Addr at = round_up(begin, align);
     if (at + need > begin + size) continue;
     chunk.gaps.erase(it);
@@ -37,6 +41,7 @@ std::optional<Addr> CudaAddressSpace::fit_in(Chunk& chunk, uint64_t need, uint64
     ++chunk.live;
     return at;
   }
+  chunk.gap_bound = largest;  // every gap was seen
   return std::nullopt;
 }
 
@@ -44,7 +49,8 @@ std::optional<Addr> CudaAddressSpace::fit_in_chunks(uint64_t size) {
   uint64_t bytes = need(size);
   uint64_t align = bytes >= layout_.page ? layout_.page : layout_.small;
   for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
-    if (it->second.free_bytes < bytes) continue;
+    // No gap can hold it: skipped without a search (the bound only ever overstates).
+    if (it->second.free_bytes < bytes || it->second.gap_bound < bytes) continue;
     if (auto at = fit_in(it->second, bytes, align)) {
       allocations_.emplace(*at, std::make_pair(bytes, it->first));
       return at;
@@ -86,7 +92,7 @@ std::optional<Addr> CudaAddressSpace::carve(uint64_t bytes, bool top_down) {
 
 Addr CudaAddressSpace::new_chunk(Addr base, uint64_t csize, uint64_t used) {
   take_free(base, csize);
-  Chunk chunk{base, csize, {}, csize - used, 1};
+  Chunk chunk{base, csize, {}, csize - used, csize - used, 1};
   if (used < csize) chunk.gaps.emplace(base + used, csize - used);
   Age age = next_age_++;
   chunks_.emplace(age, std::move(chunk));
@@ -138,10 +144,12 @@ void CudaAddressSpace::give_back(Addr addr) {
   }
   if (next != chunk.gaps.begin() && std::prev(next)->first + std::prev(next)->second == begin) {
     std::prev(next)->second += size;
+    size = std::prev(next)->second;
   } else {
     chunk.gaps.emplace(begin, size);
   }
   chunk.free_bytes += bytes;
+  chunk.gap_bound = std::max(chunk.gap_bound, size);
 }
 
 }  // namespace fraglab

@@ -60,6 +60,7 @@ class CudaAddressSpace final : public AddressSpace {
     uint64_t size;
     std::map<Addr, uint64_t> gaps;  // free stretches inside the chunk, by address
     uint64_t free_bytes = 0;
+    uint64_t gap_bound = 0;         // no gap is larger (exact after a search that found no room)
     uint32_t live = 0;              // allocations in it (the context's own chunk is pinned)
   };
   using Age = uint64_t;  // chunks by creation order: the newest is searched first

@@ -1,8 +1,8 @@
 #include "sim/sim_device.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 namespace fraglab {
 
@@ -43,106 +43,127 @@ void SimDevice::free_segment(Addr addr, uint64_t size) {
 std::optional<Addr> SimDevice::reserve_range(uint64_t size) {
   if (size == 0 || size % config_.granularity) misuse("reserve_range size not a multiple of granularity");
   std::optional<Addr> addr = addresses_->place_range(size);
-  if (addr) ranges_.emplace(*addr, size);
+  if (addr) ranges_.emplace(*addr, Range{size, {}});
   return addr;
 }
 
-void SimDevice::check_vmm_args(Addr addr, uint64_t size, const char* call) const {
+SimDevice::RangeIt SimDevice::check_vmm_args(Addr addr, uint64_t size, const char* call) {
   if (size == 0 || addr % config_.granularity || size % config_.granularity)
     misuse(std::string(call) + " not aligned to granularity");
   auto it = ranges_.upper_bound(addr);
-  if (it == ranges_.begin() || addr + size > std::prev(it)->first + std::prev(it)->second)
+  if (it == ranges_.begin() || addr + size > std::prev(it)->first + std::prev(it)->second.size)
     misuse(std::string(call) + " outside a reserved range");
+  return std::prev(it);
 }
 
-bool SimDevice::any_mapped(Addr addr, uint64_t size) const {
-  auto it = mapped_.lower_bound(addr);
-  if (it != mapped_.end() && it->first < addr + size) return true;
-  return it != mapped_.begin() && std::prev(it)->first + std::prev(it)->second.size > addr;
+bool SimDevice::any_mapped(const Range& range, Addr addr, uint64_t size) {
+  auto it = std::partition_point(range.runs.begin(), range.runs.end(),
+                                 [&](const VirtualRun& r) { return r.addr + r.size <= addr; });
+  return it != range.runs.end() && it->addr < addr + size;
 }
 
-void SimDevice::cut(std::map<Addr, VirtualRun>& runs, Addr at) {
-  auto it = runs.upper_bound(at);
-  if (it == runs.begin()) return;
-  --it;
-  uint64_t offset = at - it->first;
-  if (offset == 0 || offset >= it->second.size) return;
-  runs.emplace_hint(std::next(it), at, VirtualRun{it->second.size - offset, it->second.phys + offset});
-  it->second.size = offset;
+size_t SimDevice::cut(std::vector<VirtualRun>& runs, Addr at) {
+  auto it = std::partition_point(runs.begin(), runs.end(), [&](const VirtualRun& r) { return r.addr + r.size <= at; });
+  auto i = static_cast<size_t>(it - runs.begin());
+  if (it == runs.end() || it->addr >= at) return i;
+  uint64_t offset = at - it->addr;
+  VirtualRun rest{at, it->size - offset, it->alloc, it->offset + offset};
+  it->size = offset;
+  runs.insert(it + 1, rest);
+  return i + 1;
 }
 
-void SimDevice::cut(std::map<uint64_t, PhysicalRun>& runs, uint64_t at) {
-  auto it = runs.upper_bound(at);
-  if (it == runs.begin()) return;
-  --it;
-  uint64_t offset = at - it->first;
-  if (offset == 0 || offset >= it->second.size) return;
-  runs.emplace_hint(std::next(it), at, PhysicalRun{it->second.size - offset, it->second.mappings});
-  it->second.size = offset;
+size_t SimDevice::cut(std::vector<PhysicalRun>& runs, uint64_t at) {
+  auto it = std::partition_point(runs.begin(), runs.end(), [&](const PhysicalRun& r) { return r.offset + r.size <= at; });
+  auto i = static_cast<size_t>(it - runs.begin());
+  if (it == runs.end() || it->offset >= at) return i;
+  uint64_t offset = at - it->offset;
+  PhysicalRun rest{at, it->size - offset, it->mappings};
+  it->size = offset;
+  runs.insert(it + 1, rest);
+  return i + 1;
 }
 
-void SimDevice::count_mappings(uint64_t phys, uint64_t size, int delta) {
-  cut(physical_, phys);
-  cut(physical_, phys + size);
-  for (auto it = physical_.lower_bound(phys); it != physical_.end() && it->first < phys + size;) {
-    it->second.mappings += delta;
-    if (it->second.mappings > 0) {
-      ++it;
-      continue;
-    }
-    reserved_ -= it->second.size;  // the last mapping went: the physical memory is freed
-    it = physical_.erase(it);
+void SimDevice::insert_run(Range& range, const VirtualRun& run) {
+  auto at = std::partition_point(range.runs.begin(), range.runs.end(),
+                                 [&](const VirtualRun& r) { return r.addr < run.addr; });
+  range.runs.insert(at, run);
+}
+
+void SimDevice::count_mappings(uint32_t alloc, uint64_t offset, uint64_t size, int delta) {
+  std::vector<PhysicalRun>& runs = physical_[alloc].runs;
+  size_t from = cut(runs, offset), to = cut(runs, offset + size), kept = from;
+  for (size_t i = from; i < to; ++i) {
+    runs[i].mappings += delta;
+    if (runs[i].mappings > 0) runs[kept++] = runs[i];
+    else reserved_ -= runs[i].size;  // the last mapping went: the physical memory is freed
   }
+  runs.erase(runs.begin() + static_cast<ptrdiff_t>(kept), runs.begin() + static_cast<ptrdiff_t>(to));
+  if (runs.empty()) unused_allocs_.push_back(alloc);  // its slot (and the vector's capacity) is reused
 }
 
 bool SimDevice::map_pages(Addr addr, uint64_t size, StreamIndex) {
-  check_vmm_args(addr, size, "map_pages");
-  if (any_mapped(addr, size)) misuse("map_pages over pages already mapped");
+  RangeIt range = check_vmm_args(addr, size, "map_pages");
+  if (any_mapped(range->second, addr, size)) misuse("map_pages over pages already mapped");
   if (!fits(size)) return false;
-  physical_.emplace(next_phys_, PhysicalRun{size, 1});
-  mapped_.emplace(addr, VirtualRun{size, next_phys_});
-  next_phys_ += size;
+  uint32_t alloc;
+  if (!unused_allocs_.empty()) {
+    alloc = unused_allocs_.back();
+    unused_allocs_.pop_back();
+  } else {
+    alloc = static_cast<uint32_t>(physical_.size());
+    physical_.emplace_back();
+  }
+  physical_[alloc].runs.assign(1, PhysicalRun{0, size, 1});
+  insert_run(range->second, VirtualRun{addr, size, alloc, 0});
   reserved_ += size;
   return true;
 }
 
 bool SimDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
-  check_vmm_args(dst, size, "alias_pages");
-  check_vmm_args(src, size, "alias_pages source");
-  if (any_mapped(dst, size)) misuse("alias_pages over pages already mapped");
-  cut(mapped_, src);
-  cut(mapped_, src + size);
-  std::vector<std::pair<Addr, VirtualRun>> pieces;
+  RangeIt to = check_vmm_args(dst, size, "alias_pages");
+  RangeIt from = check_vmm_args(src, size, "alias_pages source");
+  if (any_mapped(to->second, dst, size)) misuse("alias_pages over pages already mapped");
+  std::vector<VirtualRun>& runs = from->second.runs;
+  size_t first = cut(runs, src), last = cut(runs, src + size), i = first;
   Addr expect = src;
-  for (auto it = mapped_.lower_bound(src); it != mapped_.end() && it->first < src + size; ++it) {
-    if (it->first != expect) break;
-    pieces.emplace_back(dst + (it->first - src), it->second);
-    expect += it->second.size;
-  }
+  for (; i < last && runs[i].addr == expect; ++i) expect += runs[i].size;
   if (expect != src + size) misuse("alias_pages of pages that are not mapped");
-  for (const auto& [at, run] : pieces) {
-    count_mappings(run.phys, run.size, +1);
-    mapped_.emplace(at, run);
+  // Copied first: the destination may be the source's own range.
+  std::vector<VirtualRun> pieces(runs.begin() + static_cast<ptrdiff_t>(first), runs.begin() + static_cast<ptrdiff_t>(last));
+  for (VirtualRun run : pieces) {
+    count_mappings(run.alloc, run.offset, run.size, +1);
+    run.addr = dst + (run.addr - src);
+    insert_run(to->second, run);
   }
   return true;
 }
 
 void SimDevice::unmap_pages(Addr addr, uint64_t size) {
-  cut(mapped_, addr);
-  cut(mapped_, addr + size);
-  Addr expect = addr;
-  auto it = mapped_.lower_bound(addr);
-  auto first = it;
-  for (; it != mapped_.end() && it->first < addr + size && it->first == expect; ++it) expect += it->second.size;
-  if (expect != addr + size) misuse("unmap_pages of pages that are not mapped");
-  for (auto run = first; run != it; ++run) count_mappings(run->second.phys, run->second.size, -1);
-  mapped_.erase(first, it);
+  // Within one range, or across adjacent ranges whose pages are all mapped.
+  const Addr end = addr + size;
+  auto range = ranges_.upper_bound(addr);
+  if (range == ranges_.begin()) misuse("unmap_pages of pages that are not mapped");
+  --range;
+  for (Addr at = addr; at < end; ++range) {
+    if (range == ranges_.end() || range->first > at || at >= range->first + range->second.size)
+      misuse("unmap_pages of pages that are not mapped");
+    const Addr stop = std::min(end, range->first + range->second.size);
+    std::vector<VirtualRun>& runs = range->second.runs;
+    size_t first = cut(runs, at), last = cut(runs, stop);
+    Addr expect = at;
+    for (size_t i = first; i < last && runs[i].addr == expect; ++i) expect += runs[i].size;
+    if (expect != stop) misuse("unmap_pages of pages that are not mapped");
+    for (size_t i = first; i < last; ++i) count_mappings(runs[i].alloc, runs[i].offset, runs[i].size, -1);
+    runs.erase(runs.begin() + static_cast<ptrdiff_t>(first), runs.begin() + static_cast<ptrdiff_t>(last));
+    at = stop;
+  }
 }
 
 void SimDevice::release_range(Addr addr, uint64_t size) {
   auto it = ranges_.find(addr);
-  if (it == ranges_.end() || it->second != size) misuse("release_range of an unknown range");
-  if (any_mapped(addr, size)) misuse("release_range with pages still mapped");
+  if (it == ranges_.end() || it->second.size != size) misuse("release_range of an unknown range");
+  if (!it->second.runs.empty()) misuse("release_range with pages still mapped");
   ranges_.erase(it);
   addresses_->free_range(addr);
 }

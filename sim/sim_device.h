@@ -8,10 +8,16 @@
 // second range (cuMemRetainAllocationHandle + cuMemMap). Physical memory is reference
 // counted by mapping, so reserved bytes count each physical page once and a page is freed
 // when its last mapping goes.
+//
+// Mapped runs are kept per reserved range and reference counts per physical allocation:
+// every VMM call acts inside one range (unmap_pages may cross into an adjacent one), and a
+// range or an allocation holds a few runs, so a call costs one search of the ranges and short
+// scans of small vectors, not a dozen searches of device-wide ordered maps.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "sim/address_space.h"
 #include "sim/device.h"
@@ -41,34 +47,50 @@ class SimDevice final : public Device {
   std::optional<uint64_t> capacity() const override { return config_.capacity; }
 
  private:
-  // A mapped stretch of virtual pages and the physical bytes behind it.
+  // A mapped stretch of virtual pages and the physical bytes behind it: `offset` bytes into
+  // physical allocation `alloc`.
   struct VirtualRun {
+    Addr addr;
     uint64_t size;
-    uint64_t phys;  // start in the physical "address space" (a counter, not a device address)
+    uint32_t alloc;
+    uint64_t offset;
   };
-  // A stretch of physical memory and how many virtual mappings point at it.
+  // A reserved range and its mapped runs, address-ordered.
+  struct Range {
+    uint64_t size;
+    std::vector<VirtualRun> runs;
+  };
+  // A stretch of one physical allocation and how many virtual mappings point at it.
   struct PhysicalRun {
+    uint64_t offset;
     uint64_t size;
     uint32_t mappings;
   };
+  // What one map_pages created (cuMemCreate): its pieces still mapped, offset-ordered.
+  struct PhysicalAlloc {
+    std::vector<PhysicalRun> runs;
+  };
+  using RangeIt = std::map<Addr, Range>::iterator;
 
   bool fits(uint64_t size) const;
-  void check_vmm_args(Addr addr, uint64_t size, const char* call) const;
-  bool any_mapped(Addr addr, uint64_t size) const;
-  // Makes `at` a run boundary (splitting the run that contains it), in either map.
-  static void cut(std::map<Addr, VirtualRun>& runs, Addr at);
-  static void cut(std::map<uint64_t, PhysicalRun>& runs, uint64_t at);
-  // Adds `delta` (+1 or -1) to the mapping count of [phys, phys+size); frees what drops to 0.
-  void count_mappings(uint64_t phys, uint64_t size, int delta);
+  RangeIt check_vmm_args(Addr addr, uint64_t size, const char* call);
+  static bool any_mapped(const Range& range, Addr addr, uint64_t size);
+  // Makes `at` a run boundary (splitting the run that contains it); returns the index of the
+  // first run at or after `at`.
+  static size_t cut(std::vector<VirtualRun>& runs, Addr at);
+  static size_t cut(std::vector<PhysicalRun>& runs, uint64_t at);
+  static void insert_run(Range& range, const VirtualRun& run);
+  // Adds `delta` (+1 or -1) to the mapping count of [offset, offset+size) of an allocation;
+  // frees what drops to 0.
+  void count_mappings(uint32_t alloc, uint64_t offset, uint64_t size, int delta);
 
   SimDeviceConfig config_;
   uint64_t reserved_ = 0;
   std::unique_ptr<AddressSpace> addresses_;
   std::map<Addr, uint64_t> segments_;  // live cudaMalloc'd segments
-  std::map<Addr, uint64_t> ranges_;    // reserved VMM ranges
-  std::map<Addr, VirtualRun> mapped_;  // mapped virtual pages, address-ordered
-  std::map<uint64_t, PhysicalRun> physical_;
-  uint64_t next_phys_ = 0;
+  std::map<Addr, Range> ranges_;       // reserved VMM ranges
+  std::vector<PhysicalAlloc> physical_;
+  std::vector<uint32_t> unused_allocs_;  // slots of physical_ whose every page was freed
 };
 
 }  // namespace fraglab

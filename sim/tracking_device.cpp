@@ -79,8 +79,11 @@ bool TrackingDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
   if (is_backed(dst, 1) || is_backed(dst + size - 1, 1))
     throw std::logic_error("device misuse: alias_pages over pages already mapped");
   // Aliases show primary mappings only, which keeps for_each_physical_piece one level deep.
+  // (is_backed(src, size) with the interval search done once.)
   auto it = physical_.upper_bound(src);
-  if (it == physical_.begin() || !is_backed(src, size) || segments_.count(std::prev(it)->first))
+  bool backed = it != physical_.begin() && src + size <= std::prev(it)->first + std::prev(it)->second;
+  if (it == physical_.begin() || !(backed || (!aliases_.empty() && alias_covers(src, size))) ||
+      segments_.count(std::prev(it)->first))
     throw std::logic_error("device misuse: alias_pages of pages not mapped by map_pages");
   if (!upstream_.alias_pages(dst, src, size)) {
     ++counts_.failed;
@@ -177,9 +180,20 @@ void TrackingDevice::remove_physical(Addr addr, uint64_t size) {
   uint64_t total = it->second;
   if (addr < start || addr + size > start + total)
     throw std::logic_error("device misuse: freeing memory not held");
-  physical_.erase(it);
-  if (addr > start) physical_.emplace(start, addr - start);
-  if (addr + size < start + total) physical_.emplace(addr + size, start + total - addr - size);
+  // The interval's node is kept where it can be (its head stays, or it is re-keyed to the
+  // tail): one unmap per free is the common case, and it should not cost a heap allocation.
+  const Addr end = addr + size;
+  if (addr > start) {
+    it->second = addr - start;
+    if (end < start + total) physical_.emplace_hint(std::next(it), end, start + total - end);
+  } else if (end < start + total) {
+    auto node = physical_.extract(it);
+    node.key() = end;
+    node.mapped() = start + total - end;
+    physical_.insert(std::move(node));
+  } else {
+    physical_.erase(it);
+  }
 }
 
 std::vector<DeviceRegion> TrackingDevice::regions() const {

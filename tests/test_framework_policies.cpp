@@ -102,6 +102,35 @@ TEST_CASE("alias_pages rejects misuse and costs no capacity", "[framework]") {
   CHECK_THROWS_AS(sim.alias_pages(c, a, g), std::logic_error);  // source not mapped
 }
 
+// SimDevice keeps mapped runs per range and mapping counts per physical allocation: pieces of
+// one allocation shown twice in the same range, unmapped piecemeal, free exactly their pages.
+TEST_CASE("SimDevice: mapping counts per physical piece through partial unmaps and aliases", "[framework]") {
+  SimDevice sim;
+  const uint64_t g = sim.granularity();
+  Addr r = *sim.reserve_range(8 * g);
+  REQUIRE(sim.map_pages(r, 3 * g, 0));            // one physical allocation of 3 pages
+  REQUIRE(sim.alias_pages(r + 4 * g, r, 3 * g));  // shown again in the same range
+  CHECK(sim.reserved_bytes() == 3 * g);
+  sim.unmap_pages(r + g, g);  // the original's middle page: the alias keeps it
+  CHECK(sim.reserved_bytes() == 3 * g);
+  CHECK_THROWS_AS(sim.unmap_pages(r, 2 * g), std::logic_error);  // r + g is a hole now
+  CHECK_THROWS_AS(sim.map_pages(r + 2 * g, g, 0), std::logic_error);  // still mapped
+  sim.unmap_pages(r + 5 * g, 2 * g);  // the alias's last two pages: the middle one had no other mapping
+  CHECK(sim.reserved_bytes() == 2 * g);
+  sim.unmap_pages(r, g);
+  CHECK(sim.reserved_bytes() == 2 * g);  // the alias at r + 4g still shows it
+  sim.unmap_pages(r + 4 * g, g);
+  CHECK(sim.reserved_bytes() == g);
+  CHECK_THROWS_AS(sim.release_range(r, 8 * g), std::logic_error);  // r + 2g is mapped
+  sim.unmap_pages(r + 2 * g, g);
+  CHECK(sim.reserved_bytes() == 0);
+  REQUIRE(sim.map_pages(r + 7 * g, g, 0));  // a new allocation (in the freed one's slot)
+  CHECK(sim.reserved_bytes() == g);
+  sim.unmap_pages(r + 7 * g, g);
+  sim.release_range(r, 8 * g);
+  CHECK(sim.reserved_bytes() == 0);
+}
+
 TEST_CASE("alias_pages is logged with its source", "[framework]") {
   SimDevice sim;
   TrackingDevice dev(sim);
