@@ -65,10 +65,9 @@ std::string pools_line(const TraceMeta& m, const TraceStats& s) {
   std::string out;
   for (size_t i = 0; i < m.pools.size(); ++i) {
     uint64_t n = i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0;
-    const auto& id = m.pools[i].id;
-    std::string name = i == 0 ? "default" : id[0] == -1 ? fmt::format("inferred #{}", id[1]) : fmt::format("({}, {})", id[0], id[1]);
-    const char* kind = i == 0 ? "" : id[0] == -1 ? " (private, told apart by the model)" : id[0] ? " (graph capture)" : " (MemPool or graph_pool_handle)";
-    out += fmt::format("{}{} {} allocations{}", out.empty() ? "" : ", ", name, n, kind);
+    const char* origin = pool_origin(m.pools[i]);
+    out += fmt::format("{}{} {} allocations{}", out.empty() ? "" : ", ", pool_name(m.pools[i]), n,
+                       *origin ? fmt::format(" ({})", origin) : "");
   }
   return out;
 }

@@ -48,12 +48,8 @@ void legend(const AppState& app) {
     case ColorMode::Pool: {
       const auto& pools = app.trace->trace.meta.pools;
       swatch(pool_color(0), "default pools");
-      for (size_t i = 1; i < pools.size(); ++i) {
-        const auto& id = pools[i].id;
-        std::string label = id[0] == -1 ? "inferred pool " + std::to_string(id[1])
-                                        : "pool (" + std::to_string(id[0]) + ", " + std::to_string(id[1]) + ")";
-        swatch(pool_color(static_cast<PoolIndex>(i)), label.c_str());
-      }
+      for (size_t i = 1; i < pools.size(); ++i)
+        swatch(pool_color(static_cast<PoolIndex>(i)), ("pool " + pool_name(pools[i])).c_str());
       break;
     }
   }

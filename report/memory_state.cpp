@@ -1,7 +1,5 @@
 #include "report/memory_state.h"
 
-#include <fmt/core.h>
-
 #include <algorithm>
 
 #include "allocators/detail/pytorch_config.h"
@@ -107,10 +105,8 @@ MemoryState capture_state(const SteppedReplay& replay, const PolicySpec& spec) {
   const auto& pools = replay.trace().meta.pools;
   if (pools.size() > 1)
     for (StateSegment& s : st.segments)
-      if (PoolIndex p = replay.streams().pool_at(s.addr); p && p < pools.size() && !s.pool.empty()) {
-        const auto& id = pools[p].id;
-        s.pool = (id[0] == -1 ? fmt::format("inferred #{} ", id[1]) : fmt::format("({}, {}) ", id[0], id[1])) + s.pool;
-      }
+      if (PoolIndex p = replay.streams().pool_at(s.addr); p && p < pools.size() && !s.pool.empty())
+        s.pool = pool_name(pools[p]) + " " + s.pool;
   return st;
 }
 

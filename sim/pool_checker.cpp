@@ -14,7 +14,7 @@ namespace fraglab {
 std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   if (trace.meta.format != "pytorch-snapshot" || trace.meta.history_absent) return std::nullopt;
   SimDeviceConfig config;
-  if (auto cap = infer_capacity(trace)) config.capacity = cap->bytes;
+  config.capacity = capacity_for(trace, std::nullopt);
   HintedDevice hinted(trace.events, config, &trace.meta.initial);
   TrackingDevice device(hinted);
   device.enable_call_log(true);

@@ -224,10 +224,12 @@ void ReplayEngine::capture_peak(size_t leave_out) {
 // other replay event takes the whole state now.
 size_t ReplayEngine::settle_peak_before(const Event& e) {
   if (!peak_.deferred) return SIZE_MAX;
+  if (e.kind != EventKind::Alloc) {
+    settle_peak();
+    return SIZE_MAX;
+  }
   peak_.physical.assign(device_.physical().begin(), device_.physical().end());
-  if (e.kind == EventKind::Alloc) return live_blocks_.size();
-  capture_peak(0);
-  return SIZE_MAX;
+  return live_blocks_.size();
 }
 
 Fragmentation ReplayEngine::measure(uint64_t event_index) const {

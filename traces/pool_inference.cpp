@@ -37,7 +37,7 @@ PoolIndex intern_pool(TraceMeta& m, const std::array<int64_t, 2>& id) {
 // A pool no recording names, told apart by the model: id (-1, k).
 PoolIndex new_inferred_pool(TraceMeta& m) {
   int64_t k = 0;
-  for (const PoolInfo& p : m.pools) k += p.id[0] == -1;
+  for (const PoolInfo& p : m.pools) k += p.inferred();
   return intern_pool(m, {-1, k});
 }
 
@@ -199,7 +199,7 @@ class PoolInference {
       switch (e.kind) {
         case EventKind::SegmentAlloc:
         case EventKind::SegmentMap: {
-          auto [pool, certain] = segment_pool(e, i);
+          auto [pool, certain] = new_segment_pool(e, i);
           live_.insert(e.addr, e.size, add_instance(e.addr, pool, certain, i), e.stream);
           break;
         }
@@ -228,10 +228,7 @@ class PoolInference {
   }
 
   uint32_t add_instance(Addr addr, PoolIndex pool, bool certain, uint64_t at) {
-    InstanceKey key{addr, occurrences_[addr]++};
-    if (!certain)
-      if (auto it = overrides_.find(key); it != overrides_.end()) pool = it->second;
-    instances_.push_back(Instance{key, pool, certain, at});
+    instances_.push_back(Instance{InstanceKey{addr, occurrences_[addr]++}, pool, certain, at});
     return static_cast<uint32_t>(instances_.size() - 1);
   }
 
@@ -253,6 +250,15 @@ class PoolInference {
     return {stream_pool(e.stream), false};
   }
 
+  // The pool of the segment `e` is about to make: the rules, or rule 7's revision of their guess.
+  std::pair<PoolIndex, bool> new_segment_pool(const Event& e, size_t index) {
+    auto guess = segment_pool(e, index);
+    if (!guess.second)
+      if (auto it = overrides_.find(InstanceKey{e.addr, occurrences_[e.addr]}); it != overrides_.end())
+        guess.first = it->second;
+    return guess;
+  }
+
   // A run of segment releases ends at `next` (event `index`). The importer made it an empty_cache
   // unless a new segment followed (malloc's release-and-retry). But malloc releases only from the
   // request's own pool (release_available_cached_blocks), or from every pool when the request is the
@@ -263,9 +269,7 @@ class PoolInference {
     size_t at = run_start_;
     bool after_empty_cache = at > 0 && out_[at - 1].kind == EventKind::EmptyCache;
     if (!after_empty_cache && (next.kind == EventKind::SegmentAlloc || next.kind == EventKind::SegmentMap)) {
-      PoolIndex pool = segment_pool(next, index).first;
-      if (auto it = overrides_.find(InstanceKey{next.addr, occurrences_[next.addr]}); it != overrides_.end())
-        pool = it->second;
+      PoolIndex pool = new_segment_pool(next, index).first;
       bool foreign = std::any_of(run_instances_.begin(), run_instances_.end(),
                                  [&](uint32_t k) { return instances_[k].pool != pool; });
       if (pool != 0 && foreign) {

@@ -28,6 +28,18 @@ bool parse_event_kind(const std::string& name, EventKind& kind) {
   return false;
 }
 
+std::string pool_name(const PoolInfo& pool) {
+  if (pool.is_default()) return "default";
+  if (pool.inferred()) return "inferred #" + std::to_string(pool.id[1]);
+  return "(" + std::to_string(pool.id[0]) + ", " + std::to_string(pool.id[1]) + ")";
+}
+
+const char* pool_origin(const PoolInfo& pool) {
+  if (pool.is_default()) return "";
+  if (pool.inferred()) return "told apart by the model";
+  return pool.id[0] ? "graph capture" : "MemPool or graph_pool_handle";
+}
+
 StreamIndex TraceMeta::intern_stream(uint64_t handle) {
   for (size_t i = 0; i < streams.size(); ++i)
     if (streams[i] == handle) return static_cast<StreamIndex>(i);

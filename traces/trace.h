@@ -132,10 +132,18 @@ struct TooManyStreams : std::length_error {
 
 // A memory pool of the recording allocator. PyTorch names pools by MempoolId_t: (0, 0) is the
 // default pools; CUDA graph captures take (N, 0), torch.cuda.MemPool and graph_pool_handle() (0, N).
+// A pool no recording names but the history tells apart (traces/pool_inference.h) gets id (-1, k).
 struct PoolInfo {
   std::array<int64_t, 2> id{0, 0};
+  bool is_default() const { return id[0] == 0 && id[1] == 0; }
+  bool inferred() const { return id[0] == -1; }
   bool operator==(const PoolInfo&) const = default;
 };
+// How reports name a pool: "default", "(1, 0)" (the recorded MempoolId) or "inferred #k".
+std::string pool_name(const PoolInfo& pool);
+// Whose the pool is by its id: "graph capture" ((N, 0)), "MemPool or graph_pool_handle" ((0, N)),
+// "told apart by the model" (inferred); "" for the default pools.
+const char* pool_origin(const PoolInfo& pool);
 
 // Everything about a trace that is not an event.
 struct TraceMeta {

@@ -87,7 +87,6 @@ uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamInde
   b.size = size;
   b.stream = stream;
   b.pool = pool;
-  b.small = pools_[pool].small;
   return i;
 }
 
@@ -226,7 +225,7 @@ bool PytorchCachingAllocator::get_free_block(Params& p) {
 
 bool PytorchCachingAllocator::should_split(uint32_t b, uint64_t size) const {
   uint64_t remaining = blocks_[b].size - size;
-  if (blocks_[b].small || config_.expandable_segments) return remaining >= kMinBlockSize;
+  if (pools_[blocks_[b].pool].small || config_.expandable_segments) return remaining >= kMinBlockSize;
   return size < config_.max_split_size && remaining > kSmallSize;
 }
 

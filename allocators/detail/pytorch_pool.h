@@ -79,8 +79,7 @@ struct PytorchBlock {
   uint32_t prev = kNone, next = kNone;  // neighbours within the segment
   uint32_t segment = kNone;             // expandable segment index; kNone = a cudaMalloc segment
   StreamIndex stream = 0;
-  bool small = false;  // owning pool is a small one
-  uint16_t pool = 0;   // owning pool: index into the allocator's pools (PoolSlot)
+  uint16_t pool = 0;  // owning BlockPool: index into the allocator's pools (its `small` says which kind)
   bool allocated = false;
   bool mapped = true;  // false: unmapped address space of an expandable segment
   int64_t gc_count_base = 0;

@@ -33,72 +33,17 @@
 #include <string>
 #include <vector>
 
+#include "ops_list.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
-struct Op {
-  char kind;  // 'a', 'f', 'e'
-  uint32_t id = 0;
-  uint64_t size = 0;
-  uint32_t stream = 0;
-};
-
-struct OpList {
-  std::vector<uint64_t> streams;
-  std::vector<Op> ops;
-};
-
-[[noreturn]] void fail(const std::string& file, uint64_t line, const std::string& what) {
-  std::cerr << "torch_reference: " << file << ":" << line << ": " << what << "\n";
-  std::exit(2);
-}
-
-OpList read_ops(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, 0, "cannot open");
-  OpList list;
-  std::string text;
-  uint64_t line = 0;
-  bool header = false;
-  while (std::getline(in, text)) {
-    ++line;
-    if (text.empty() || text[0] == '#') continue;
-    std::istringstream fields(text);
-    std::string word;
-    fields >> word;
-    if (!header) {
-      int version = 0;
-      if (word != "fraglab-ops" || !(fields >> version) || version != 1) fail(path, line, "not a fraglab-ops 1 file");
-      header = true;
-      continue;
-    }
-    Op op{};
-    if (word == "streams") {
-      size_t n = 0;
-      if (!(fields >> n)) fail(path, line, "bad streams line");
-      list.streams.resize(n);
-      for (auto& h : list.streams)
-        if (!(fields >> h)) fail(path, line, "bad stream handle");
-      continue;
-    } else if (word == "a") {
-      op.kind = 'a';
-      if (!(fields >> op.id >> op.size >> op.stream)) fail(path, line, "bad alloc line");
-      if (op.stream >= list.streams.size()) fail(path, line, "stream index out of range");
-    } else if (word == "f") {
-      op.kind = 'f';
-      if (!(fields >> op.id)) fail(path, line, "bad free line");
-    } else if (word == "e") {
-      op.kind = 'e';
-    } else {
-      fail(path, line, "unknown op '" + word + "'");
-    }
-    list.ops.push_back(op);
-  }
-  if (!header) fail(path, line, "empty file");
-  return list;
-}
+// The op-list reader the peer runners share (tools/peers/ops_list.h: format, limits, file:line errors).
+using peers::Op;
+using peers::OpList;
+using peers::read_ops;
 
 struct Latency {
   std::vector<uint64_t> ns;

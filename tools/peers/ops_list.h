@@ -1,6 +1,6 @@
-// ops_list.h: the plain op list `fraglab ops TRACE -o OPS` writes, read by the C++ peer
-// runners (rmm_reference, async_reference), which build on the GPU machine with nothing of
-// fraglab's. The same format as bench/torch_reference reads:
+// ops_list.h: the plain op list `fraglab ops TRACE -o OPS` writes, read by the C++ reference
+// runners (rmm_reference, async_reference, bench/torch_reference), which build on the GPU machine
+// with nothing of fraglab's:
 //   fraglab-ops 1
 //   streams N H0 H1 ...        recorded stream handles; handle 0 is the default stream
 //   a ID SIZE STREAM           allocate SIZE bytes on stream index STREAM as id ID
