@@ -4,14 +4,14 @@
 // Static memory planning as inference engines do it: greedy by size (Pisarchyk & Lee,
 // "Efficient Memory Management for Deep Neural Net Inference", 2020; TFLite's
 // GreedyBySizePlanner; XLA's GlobalDecreasingSizeBestFitHeap): see
-// allocators/detail/offline_plan.h. At replay it reserves one segment of the planned peak
+// allocators/offline_plan.h. At replay it reserves one segment of the planned peak
 // when the first block is needed and hands out the planned addresses; streams need no
 // separate space because the plan already orders every lifetime. It gives the segment back
 // on empty_cache when nothing is live.
 #include <stdexcept>
 #include <string>
 
-#include "allocators/detail/offline_plan.h"
+#include "allocators/offline_plan.h"
 #include "allocators/registry.h"
 
 namespace fraglab {

@@ -1,7 +1,7 @@
 // The policy interface: an allocator strategy under study.
 //
 // A policy turns requests into blocks of device memory it obtained through the
-// Device interface (sim/device.h), and nothing else: it never sees whether the
+// Device interface (device/device.h), and nothing else: it never sees whether the
 // device is simulated or a real GPU. The replay engine, not the policy, keeps track
 // of which blocks are live and where, so metrics and block maps work for every policy.
 //
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "allocators/policy_options.h"
-#include "sim/device.h"
+#include "device/device.h"
 #include "traces/trace.h"
 
 namespace fraglab {

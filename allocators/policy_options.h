@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "traces/units.h"  // parse_size, format_size: options take sizes
+
 namespace fraglab {
 
 // Bad policy name, option or value: a user error (exit 2), not a bug.
@@ -57,10 +59,5 @@ class PolicyOptions {
  private:
   std::map<std::string, std::string> values_;
 };
-
-// Parses "80GiB", "512MB", "1.5GiB", "4096" into bytes. Throws std::invalid_argument.
-uint64_t parse_size(const std::string& text);
-// 15286140928 -> "14.24 GiB"
-std::string format_size(uint64_t bytes);
 
 }  // namespace fraglab

@@ -1,5 +1,7 @@
 #include "allocators/registry.h"
 
+#include <cctype>
+
 #include "allocators/pool_adaptors.h"
 
 namespace fraglab {
@@ -28,11 +30,34 @@ namespace fraglab {
 FRAGLAB_POLICIES(FRAGLAB_DECLARE)
 #undef FRAGLAB_DECLARE
 
-const std::vector<PolicyInfo>& policy_registry() {
+namespace {
+
+// The built-in policies, then those plugins add (allocators/plugin.h) at start-up.
+std::vector<PolicyInfo>& registry() {
 #define FRAGLAB_ENTRY(name) policy_info_##name(),
-  static const std::vector<PolicyInfo> registry{FRAGLAB_POLICIES(FRAGLAB_ENTRY)};
+  static std::vector<PolicyInfo> policies{FRAGLAB_POLICIES(FRAGLAB_ENTRY)};
 #undef FRAGLAB_ENTRY
-  return registry;
+  return policies;
+}
+
+// Names are used in option strings (name:key=value,...), file names and CSV cells.
+bool valid_policy_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  return true;
+}
+
+}  // namespace
+
+const std::vector<PolicyInfo>& policy_registry() { return registry(); }
+
+void add_policy(PolicyInfo info, const std::string& source) {
+  if (!valid_policy_name(info.name))
+    throw PolicyConfigError(source + ": policy name '" + info.name +
+                            "' must be 1-64 letters, digits, '_', '-' or '.'");
+  if (find_policy(info.name)) throw PolicyConfigError(source + ": a policy named '" + info.name + "' exists already");
+  registry().push_back(std::move(info));
 }
 
 const PolicyInfo* find_policy(const std::string& name) {

@@ -63,6 +63,9 @@ struct PolicySpec {
 };
 
 const std::vector<PolicyInfo>& policy_registry();
+// Registers a policy at run time (plugins, allocators/plugin.h; `source` names it in errors). Throws
+// PolicyConfigError for a bad or taken name. Call before anything holds a PolicyInfo pointer.
+void add_policy(PolicyInfo info, const std::string& source);
 const PolicyInfo* find_policy(const std::string& name);  // nullptr when unknown
 
 // Every policy's own option keys, plus `pools` (separate|merge, allocators/pool_adaptors.h), which

@@ -5,10 +5,11 @@
 
 #include <filesystem>
 
-#include "allocators/detail/offline_plan.h"
+#include "allocators/offline_plan.h"
 #include "allocators/registry.h"
 #include "bench/bench_common.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 
 namespace fraglab::bench {
 namespace {

@@ -14,6 +14,7 @@
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
+#include "sim/replay_simulated.h"
 
 namespace fraglab::cli {
 

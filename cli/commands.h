@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "sim/sim_device.h"
+#include "device/sim_device.h"
 
 namespace fraglab::cli {
 
@@ -32,7 +32,7 @@ void add_diagnose(CLI::App& app, CommandFn& run);
 
 // --capacity text ("80GiB", "" = unlimited) and --addresses ("cuda", "bump") -> device config.
 SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "cuda");
-// --addresses cuda|bump: the simulated device's address model (sim/address_space.h).
+// --addresses cuda|bump: the simulated device's address model (device/address_space.h).
 void add_addresses_option(CLI::App* cmd, std::string& addresses);
 // --pools separate|merge: how policies treat a snapshot's private pools (allocators/pool_adaptors.h).
 void add_pools_option(CLI::App* cmd, std::string& pools);

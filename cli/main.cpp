@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
+#include <vector>
 
+#include "allocators/plugin.h"
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "sim/pool_checker.h"
@@ -55,6 +58,24 @@ void add_limit_option(CLI::App& app) {
       });
 }
 
+// --plugin PATH.so (repeatable) on the commands that take policy names: loads policy plugins
+// (allocators/plugin.h) while the command line is parsed, before the command looks up a name.
+void add_plugin_option(CLI::App& app) {
+  static std::vector<std::string> paths;
+  for (const char* name : {"replay", "compare", "tune", "policies", "fidelity", "export"}) {
+    app.get_subcommand(name)
+        ->add_option("--plugin", paths, "A shared library of policies built against the fraglab package (repeatable; "
+                                 "docs/architecture.md, 'Writing a policy out of tree')")
+        ->each([](const std::string& path) {
+          try {
+            load_policy_plugin(path);
+          } catch (const PolicyConfigError& e) {
+            throw CLI::ValidationError("--plugin", e.what());
+          }
+        });
+  }
+}
+
 }  // namespace
 
 void add_addresses_option(CLI::App* cmd, std::string& addresses) {
@@ -95,6 +116,7 @@ int main(int argc, char** argv) {
   cli::add_ops(app, run);
   cli::add_diff(app, run);
   cli::add_diagnose(app, run);
+  cli::add_plugin_option(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

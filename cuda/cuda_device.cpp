@@ -87,7 +87,7 @@ const DriverMemory& CudaDevice::sample_driver() {
 
 // --- segments -------------------------------------------------------------------------
 
-std::optional<Addr> CudaDevice::allocate_segment(uint64_t size, StreamIndex) {
+std::optional<Addr> CudaDevice::do_allocate_segment(uint64_t size, StreamIndex) {
   if (size == 0) misuse("zero-byte segment");
   if (!fits(size)) return std::nullopt;
   void* p = nullptr;
@@ -104,7 +104,7 @@ std::optional<Addr> CudaDevice::allocate_segment(uint64_t size, StreamIndex) {
   return addr;
 }
 
-void CudaDevice::free_segment(Addr addr, uint64_t size) {
+void CudaDevice::do_free_segment(Addr addr, uint64_t size) {
   auto it = segments_.find(addr);
   if (it == segments_.end() || it->second != size) misuse("free_segment of an unknown segment");
   FRAGLAB_CUDA_CHECK(cudaFree(reinterpret_cast<void*>(addr)));
@@ -115,7 +115,7 @@ void CudaDevice::free_segment(Addr addr, uint64_t size) {
 
 // --- virtual memory -------------------------------------------------------------------
 
-std::optional<Addr> CudaDevice::reserve_range(uint64_t size) {
+std::optional<Addr> CudaDevice::do_reserve_range(uint64_t size) {
   if (size == 0 || size % granularity_) misuse("reserve_range size not a multiple of granularity");
   CUdeviceptr base = 0;
   CUresult status = require_driver_api().cuMemAddressReserve(&base, size, granularity_, 0, 0);
@@ -158,7 +158,7 @@ void CudaDevice::set_access(Addr addr, uint64_t size) {
   FRAGLAB_CUDA_CHECK(require_driver_api().cuMemSetAccess(ptr(addr), size, &access, 1));
 }
 
-bool CudaDevice::map_pages(Addr addr, uint64_t size, StreamIndex) {
+bool CudaDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex) {
   check_pages(addr, size, "map_pages");
   for (Addr page = addr; page < addr + size; page += granularity_)
     if (pages_.count(page)) misuse("map_pages over pages already mapped");
@@ -181,7 +181,7 @@ void CudaDevice::map_existing(Addr dst, uint64_t physical) {
   ++physical_mappings_[physical];
 }
 
-bool CudaDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
+bool CudaDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
   check_pages(dst, size, "alias_pages");
   if (src % granularity_) misuse("alias_pages source not aligned to granularity");
   for (uint64_t off = 0; off < size; off += granularity_) {
@@ -211,7 +211,7 @@ void CudaDevice::unmap_one_page(Addr page) {
   pages_.erase(it);
 }
 
-void CudaDevice::unmap_pages(Addr addr, uint64_t size) {
+void CudaDevice::do_unmap_pages(Addr addr, uint64_t size) {
   check_pages(addr, size, "unmap_pages");
   for (Addr page = addr; page < addr + size; page += granularity_)
     if (!pages_.count(page)) misuse("unmap_pages of unmapped pages");
@@ -224,7 +224,7 @@ void CudaDevice::unmap_pages(Addr addr, uint64_t size) {
   sample_driver();
 }
 
-void CudaDevice::release_range(Addr addr, uint64_t size) {
+void CudaDevice::do_release_range(Addr addr, uint64_t size) {
   auto it = ranges_.find(addr);
   if (it == ranges_.end() || it->second != size) misuse("release_range of an unknown range");
   auto mapped = pages_.lower_bound(addr);

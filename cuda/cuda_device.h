@@ -1,4 +1,4 @@
-// CudaDevice: the device interface (sim/device.h) on a real GPU.
+// CudaDevice: the device interface (device/device.h) on a real GPU.
 //
 // Segments are cudaMalloc/cudaFree. Virtual memory is the driver's VMM API, the one
 // PyTorch's expandable segments use (c10/cuda/CUDACachingAllocator.cpp, ExpandableSegment):
@@ -24,7 +24,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "sim/device.h"
+#include "device/device.h"
 
 namespace fraglab::cuda {
 
@@ -51,17 +51,20 @@ class CudaDevice final : public Device {
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
 
-  std::optional<Addr> allocate_segment(uint64_t size, StreamIndex stream) override;
-  void free_segment(Addr addr, uint64_t size) override;
-  uint64_t granularity() const override { return granularity_; }
-  std::optional<Addr> reserve_range(uint64_t size) override;
-  bool map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
-  void unmap_pages(Addr addr, uint64_t size) override;
-  void release_range(Addr addr, uint64_t size) override;
+ private:
+  // The Device interface (device/device.h); its public calls check the arguments first.
+  std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
+  void do_free_segment(Addr addr, uint64_t size) override;
+  uint64_t do_granularity() const override { return granularity_; }
+  std::optional<Addr> do_reserve_range(uint64_t size) override;
+  bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
+  void do_unmap_pages(Addr addr, uint64_t size) override;
+  void do_release_range(Addr addr, uint64_t size) override;
   // Maps the physical pages backing [src, src+size) a second time at [dst, dst+size).
-  bool alias_pages(Addr dst, Addr src, uint64_t size) override;
-  uint64_t reserved_bytes() const override { return reserved_; }
-  std::optional<uint64_t> capacity() const override { return config_.capacity; }
+  bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
+  uint64_t do_reserved_bytes() const override { return reserved_; }
+  std::optional<uint64_t> do_capacity() const override { return config_.capacity; }
+ public:
 
   int ordinal() const { return config_.ordinal; }
   const std::string& name() const { return name_; }

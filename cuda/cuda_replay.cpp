@@ -6,7 +6,8 @@
 #include "cuda/cuda_error.h"
 #include "cuda/cuda_streams.h"
 #include "cuda/native_baselines.h"
-#include "sim/tracking_device.h"
+#include "device/tracking_device.h"
+#include "sim/replay_simulated.h"
 
 namespace fraglab::cuda {
 

@@ -5,6 +5,7 @@
 
 #include "cuda/cuda_error.h"
 #include "cuda/cuda_streams.h"
+#include "sim/replay_simulated.h"
 
 namespace fraglab::cuda {
 

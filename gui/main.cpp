@@ -3,6 +3,7 @@
 //               [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
+#include "allocators/plugin.h"
 #include "gui/window.h"
 #include "sim/pool_checker.h"
 #include "traces/trace_io.h"
@@ -26,6 +27,15 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot-timeout", o.screenshot_timeout_s, "Give up on a screenshot after this many seconds");
   cli.add_option("--width", o.width, "Window width")->check(CLI::Range(320, 8192));
   cli.add_option("--height", o.height, "Window height")->check(CLI::Range(240, 8192));
+  std::vector<std::string> plugins;
+  cli.add_option("--plugin", plugins, "A shared library of policies built against the fraglab package (repeatable)")
+      ->each([](const std::string& path) {
+        try {
+          fraglab::load_policy_plugin(path);
+        } catch (const fraglab::PolicyConfigError& e) {
+          throw CLI::ValidationError("--plugin", e.what());
+        }
+      });
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

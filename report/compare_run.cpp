@@ -11,6 +11,7 @@
 
 #include "allocators/registry.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 #include "traces/format_error.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"

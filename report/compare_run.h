@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "report/compare_results.h"
-#include "sim/address_space.h"
+#include "device/address_space.h"
 
 namespace fraglab {
 

@@ -11,6 +11,7 @@
 #include "allocators/registry.h"
 #include "report/alloc_groups.h"
 #include "traces/trace_stats.h"
+#include "sim/replay_simulated.h"
 
 namespace fraglab {
 

@@ -2,24 +2,24 @@
 
 namespace fraglab {
 
-std::optional<Addr> StreamRecordingDevice::allocate_segment(uint64_t size, StreamIndex stream) {
+std::optional<Addr> StreamRecordingDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
   auto addr = upstream_.allocate_segment(size, stream);
   if (addr) pieces_[*addr] = {size, stream, pool_};
   return addr;
 }
 
-void StreamRecordingDevice::free_segment(Addr addr, uint64_t size) {
+void StreamRecordingDevice::do_free_segment(Addr addr, uint64_t size) {
   pieces_.erase(addr);
   upstream_.free_segment(addr, size);
 }
 
-bool StreamRecordingDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
+bool StreamRecordingDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
   if (!upstream_.map_pages(addr, size, stream)) return false;
   pieces_[addr] = {size, stream, pool_};
   return true;
 }
 
-void StreamRecordingDevice::unmap_pages(Addr addr, uint64_t size) {
+void StreamRecordingDevice::do_unmap_pages(Addr addr, uint64_t size) {
   // Unmapping may cut mapped runs anywhere: a run straddling the start keeps its part before
   // the range, and any run's part past the range's end stays as a run of its own.
   const Addr end = addr + size;

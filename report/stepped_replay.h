@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "allocators/registry.h"
+#include "device/simulated_gpu.h"
 #include "sim/replay.h"
 
 namespace fraglab {
@@ -24,16 +25,19 @@ namespace fraglab {
 class StreamRecordingDevice final : public Device {
  public:
   explicit StreamRecordingDevice(Device& upstream) : upstream_(upstream) {}
-  std::optional<Addr> allocate_segment(uint64_t size, StreamIndex stream) override;
-  void free_segment(Addr addr, uint64_t size) override;
-  uint64_t granularity() const override { return upstream_.granularity(); }
-  std::optional<Addr> reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
-  bool map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
-  void unmap_pages(Addr addr, uint64_t size) override;
-  void release_range(Addr addr, uint64_t size) override { upstream_.release_range(addr, size); }
-  bool alias_pages(Addr dst, Addr src, uint64_t size) override { return upstream_.alias_pages(dst, src, size); }
-  uint64_t reserved_bytes() const override { return upstream_.reserved_bytes(); }
-  std::optional<uint64_t> capacity() const override { return upstream_.capacity(); }
+ private:
+  // The Device interface (device/device.h); its public calls check the arguments first.
+  std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
+  void do_free_segment(Addr addr, uint64_t size) override;
+  uint64_t do_granularity() const override { return upstream_.granularity(); }
+  std::optional<Addr> do_reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
+  bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
+  void do_unmap_pages(Addr addr, uint64_t size) override;
+  void do_release_range(Addr addr, uint64_t size) override { upstream_.release_range(addr, size); }
+  bool do_alias_pages(Addr dst, Addr src, uint64_t size) override { return upstream_.alias_pages(dst, src, size); }
+  uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes(); }
+  std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
+ public:
 
   // The stream memory at `addr` was obtained for (the first mapping's, for a virtual range), if any.
   std::optional<StreamIndex> stream_at(Addr addr) const;
@@ -80,7 +84,7 @@ class SteppedReplay {
 
  private:
   const Trace& trace_;
-  SimDevice sim_;
+  SimulatedGpu sim_;
   StreamRecordingDevice streams_;
   TrackingDevice tracking_;
   std::unique_ptr<Policy> policy_;

@@ -13,7 +13,7 @@
 
 #include "report/alloc_groups.h"
 #include "sim/metrics.h"
-#include "sim/tracking_device.h"
+#include "device/tracking_device.h"
 
 namespace fraglab {
 

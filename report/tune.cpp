@@ -12,6 +12,7 @@
 #include "allocators/registry.h"
 #include "sim/capacity.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 

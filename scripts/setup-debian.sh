@@ -11,7 +11,7 @@ packages=(
   libbenchmark-dev
   libglfw3-dev libimgui-dev libstb-dev libgl-dev
   xvfb xauth libgl1-mesa-dri
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
 )
 missing=()
 for p in "${packages[@]}"; do

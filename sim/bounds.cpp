@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "allocators/detail/offline_plan.h"
+#include "allocators/offline_plan.h"
 
 namespace fraglab {
 

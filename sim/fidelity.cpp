@@ -5,9 +5,10 @@
 #include <memory>
 
 #include "allocators/registry.h"
-#include "sim/hinted_device.h"
+#include "device/hinted_device.h"
+#include "device/limiting_device.h"
 #include "sim/replay.h"
-#include "sim/tracking_device.h"
+#include "device/tracking_device.h"
 
 namespace fraglab {
 
@@ -36,11 +37,12 @@ class Checker {
 
   FidelityResult run() {
     SimDeviceConfig config;
-    config.capacity = options_.capacity;
     std::unique_ptr<Device> base;
-    if (options_.hint_addresses) base = std::make_unique<HintedDevice>(trace_.events, config, &trace_.meta.initial);
+    SimDevice upstream(HintedDevice::upstream_config(config));
+    if (options_.hint_addresses) base = std::make_unique<HintedDevice>(upstream, trace_.events, &trace_.meta.initial);
     else base = std::make_unique<SimDevice>(config);
-    TrackingDevice device(*base);
+    LimitingDevice limited(*base, options_.capacity);
+    TrackingDevice device(limited);
     auto policy = make_policy(PolicySpec::parse(options_.policy), device, trace_.meta, &trace_.events);
     ReplayOptions ro;
     ro.log_device_calls = true;

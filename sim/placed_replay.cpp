@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "allocators/registry.h"
+#include "device/simulated_gpu.h"
 
 namespace fraglab {
 
@@ -46,8 +47,8 @@ RecordedSegment tile(Addr begin, uint64_t size, bool expandable, const std::vect
 
 PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const SimDeviceConfig& config,
                            const std::function<void(const PlacedEvent&)>& sink) {
-  SimDevice sim(config);
-  TrackingDevice device(sim);
+  SimulatedGpu gpu(config);
+  TrackingDevice device(gpu);
   auto policy = make_policy(spec, device, trace.meta, &trace.events);
   ReplayOptions options;
   options.on_oom = OnOom::Skip;

@@ -4,8 +4,9 @@
 
 #include "allocators/registry.h"
 #include "sim/capacity.h"
-#include "sim/hinted_device.h"
-#include "sim/tracking_device.h"
+#include "device/hinted_device.h"
+#include "device/limiting_device.h"
+#include "device/tracking_device.h"
 
 namespace fraglab {
 
@@ -13,10 +14,10 @@ namespace fraglab {
 // not the engine's metrics, and it runs on every snapshot load.
 std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   if (trace.meta.format != "pytorch-snapshot" || trace.meta.history_absent) return std::nullopt;
-  SimDeviceConfig config;
-  config.capacity = capacity_for(trace, std::nullopt);
-  HintedDevice hinted(trace.events, config, &trace.meta.initial);
-  TrackingDevice device(hinted);
+  SimDevice upstream(HintedDevice::upstream_config({}));
+  HintedDevice hinted(upstream, trace.events, &trace.meta.initial);
+  LimitingDevice limited(hinted, capacity_for(trace, std::nullopt));
+  TrackingDevice device(limited);
   device.enable_call_log(true);
   auto policy = make_policy(PolicySpec::parse("pytorch"), device, trace.meta, &trace.events);
   std::vector<Block> adopted;

@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "allocators/registry.h"
 
 namespace fraglab {
 
@@ -299,25 +298,6 @@ ReplayResult ReplayEngine::take_result() {
   result_.calls = device_.counts();
   if (options_.log_device_calls) result_.device_calls = device_.call_log();
   return std::move(result_);
-}
-
-ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
-                              const ReplayOptions& options, const std::vector<Event>* events) {
-  SimDevice sim(device_config);
-  TrackingDevice device(sim);
-  auto policy = make_policy(spec, device, source.meta(), events);
-  ReplayEngine engine(*policy, device, options);
-  engine.run(source);
-  ReplayResult result = engine.take_result();
-  result.policy = spec.text;
-  std::optional<TraceBounds> bounds = options.bounds;
-  if (!bounds && events) bounds = compute_bounds(*events, options.oracle_bound, options.stop_before);
-  if (bounds) {
-    // The engine's own count covers a streamed trace too; it stops where the replay stopped.
-    result.live_bytes_bound = std::max(result.live_bytes_bound, bounds->live_bytes);
-    result.oracle_bound = bounds->oracle;
-  }
-  return result;
 }
 
 }  // namespace fraglab

@@ -18,8 +18,8 @@
 #include "allocators/policy.h"
 #include "sim/bounds.h"
 #include "sim/metrics.h"
-#include "sim/sim_device.h"
-#include "sim/tracking_device.h"
+#include "device/sim_device.h"
+#include "device/tracking_device.h"
 
 namespace fraglab {
 
@@ -178,10 +178,5 @@ class ReplayEngine {
   uint64_t trace_live_ = 0;  // live requested bytes of the trace, failed allocations included
   std::map<Addr, std::pair<uint64_t, AllocId>> by_address_;  // only with check_invariants
 };
-
-// Builds the policy from `spec` on a fresh SimDevice and replays `source` through it.
-// `events` (the whole trace, may be null) is handed to offline policies.
-ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
-                              const ReplayOptions& options, const std::vector<Event>* events = nullptr);
 
 }  // namespace fraglab

@@ -14,6 +14,7 @@
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 

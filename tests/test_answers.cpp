@@ -14,8 +14,9 @@
 #include "report/diagnose.h"
 #include "report/stepped_replay.h"
 #include "report/trace_diff.h"
-#include "sim/sim_device.h"
+#include "device/sim_device.h"
 #include "traces/trace_io.h"
+#include "sim/replay_simulated.h"
 
 using namespace fraglab;
 

@@ -12,8 +12,8 @@
 #include "allocators/detail/size_bins.h"
 #include "allocators/detail/treap_index.h"
 #include "allocators/registry.h"
-#include "sim/sim_device.h"
-#include "sim/tracking_device.h"
+#include "device/sim_device.h"
+#include "device/tracking_device.h"
 
 namespace fraglab {
 namespace {

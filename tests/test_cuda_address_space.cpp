@@ -1,4 +1,4 @@
-// The CUDA address model (sim/cuda_address_space.h): each placement rule on its own, then the model
+// The CUDA address model (device/cuda_address_space.h): each placement rule on its own, then the model
 // against every address the probe measured on an H100 (tools/cuda_addresses/data): the device calls
 // of the bundled recordings and the synthetic sequences, each in a fresh process.
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/cuda_address_space.h"
-#include "sim/sim_device.h"
+#include "device/cuda_address_space.h"
+#include "device/sim_device.h"
 
 using namespace fraglab;
 

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <random>
 
+#include "device/simulated_gpu.h"
 #include "allocators/registry.h"
 #include "sim/replay.h"
-#include "sim/sim_device.h"
-#include "sim/tracking_device.h"
+#include "sim/replay_simulated.h"
+#include "device/sim_device.h"
+#include "device/tracking_device.h"
 
 using namespace fraglab;
 
@@ -20,7 +22,7 @@ constexpr uint64_t kGiB = 1ull << 30;
 
 // A policy on a tracked simulated device, driven by hand.
 struct Bench {
-  SimDevice sim;
+  SimulatedGpu sim;
   TrackingDevice device{sim};
   TraceMeta meta;
   std::unique_ptr<Policy> policy;
@@ -81,7 +83,7 @@ TEST_CASE("alias_pages maps pages twice and counts them once", "[framework]") {
 TEST_CASE("alias_pages rejects misuse and costs no capacity", "[framework]") {
   SimDeviceConfig config;
   config.capacity = 4ull << 20;
-  SimDevice sim(config);
+  SimulatedGpu sim(config);
   TrackingDevice dev(sim);
   const uint64_t g = dev.granularity();
   Addr a = *dev.reserve_range(2 * g);

@@ -8,7 +8,7 @@
 
 #include "allocators/registry.h"
 #include "gui/model/block_strip.h"
-#include "gui/model/capped_device.h"
+#include "device/limiting_device.h"
 #include "gui/model/palette.h"
 #include "gui/model/policy_run.h"
 #include "gui/model/recent_files.h"
@@ -168,7 +168,7 @@ namespace {
 // `capped` false: no cap, and "served" means served from the memory already held.
 bool served(const TraceInfo& info, const std::string& spec, uint64_t index, uint64_t size, bool capped) {
   SimDevice sim;
-  CappedDevice cap(sim);
+  LimitingDevice cap(sim);
   TrackingDevice device(cap);
   auto policy = make_policy(PolicySpec::parse(spec), device, info.trace.meta, &info.trace.events);
   ReplayOptions options;
@@ -177,7 +177,7 @@ bool served(const TraceInfo& info, const std::string& spec, uint64_t index, uint
   MemorySource source(info.trace);
   engine.run(source);
   uint64_t before = device.reserved_bytes();
-  if (capped) cap.set_cap(before);
+  if (capped) cap.set_limit(before);
   auto block = policy->allocate({static_cast<AllocId>(engine.blocks().size()), size, 0, index + 1});
   return block && device.reserved_bytes() <= before;
 }

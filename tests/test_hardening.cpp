@@ -13,10 +13,10 @@
 #include <sstream>
 #include <string>
 
-#include "allocators/detail/offline_plan.h"
+#include "allocators/offline_plan.h"
 #include "allocators/policy_options.h"
 #include "report/compare_results.h"
-#include "sim/sim_device.h"
+#include "device/sim_device.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/read_limits.h"

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "device/simulated_gpu.h"
 #include "allocators/registry.h"
 #include "sim/replay.h"
 
@@ -125,7 +126,7 @@ struct RunOutcome {
 RunOutcome run_checked(const PolicyInfo& info, const Trace& t, std::optional<uint64_t> capacity) {
   SimDeviceConfig config;
   config.capacity = capacity;
-  SimDevice sim(config);
+  SimulatedGpu sim(config);
   TrackingDevice device(sim);
   PolicySpec spec = PolicySpec::parse(info.name);
   auto policy = make_policy(spec, device, t.meta, info.needs_whole_trace ? &t.events : nullptr);

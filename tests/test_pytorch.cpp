@@ -2,12 +2,14 @@
 // what c10/cuda/CUDACachingAllocator.cpp and c10/core/AllocatorConfig.cpp (PyTorch 2.11) do.
 #include <catch2/catch.hpp>
 
+#include "device/simulated_gpu.h"
 #include "allocators/detail/pytorch_config.h"
 #include "allocators/detail/pytorch_pool.h"
 #include "allocators/registry.h"
 #include "sim/replay.h"
-#include "sim/sim_device.h"
-#include "sim/tracking_device.h"
+#include "sim/replay_simulated.h"
+#include "device/sim_device.h"
+#include "device/tracking_device.h"
 
 using namespace fraglab;
 using namespace fraglab::detail;
@@ -41,7 +43,7 @@ struct Rig {
     }
     return out;
   }
-  SimDevice sim;
+  SimulatedGpu sim;
   TrackingDevice dev;
   PytorchCachingAllocator model;
 };

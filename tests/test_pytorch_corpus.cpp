@@ -12,6 +12,7 @@
 #include "allocators/registry.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 #include "traces/trace_io.h"
 
 using namespace fraglab;

@@ -70,6 +70,7 @@ TEST_CASE("recorder: appends from many threads all land, closed buffers drop", "
 
 #include "allocators/registry.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 #include "traces/trace_io.h"
 
 TEST_CASE("recorder: traces recorded on the GPU machine replay through every policy", "[recorder]") {

@@ -17,6 +17,7 @@
 #include "report/diagnose.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 #include "traces/initial_state.h"
 #include "traces/pool_inference.h"
 #include "traces/trace_io.h"

@@ -41,7 +41,7 @@
 
 #include "allocators/detail/ordered_keys.h"
 #include "allocators/detail/pytorch_config.h"
-#include "sim/device.h"
+#include "device/device.h"
 
 namespace fraglab::detail {
 

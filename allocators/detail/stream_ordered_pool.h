@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "allocators/detail/block_list.h"
-#include "sim/device.h"
+#include "device/device.h"
 
 namespace fraglab::detail {
 

@@ -3,8 +3,9 @@
 #include <algorithm>
 
 #include "allocators/registry.h"
-#include "gui/model/capped_device.h"
-#include "sim/sim_device.h"
+#include "device/limiting_device.h"
+#include "device/simulated_gpu.h"
+#include "sim/replay_simulated.h"
 
 namespace fraglab::gui {
 
@@ -12,14 +13,14 @@ namespace {
 
 // A policy on a simulated device behind a cap and the engine's tracking adaptor.
 struct Replayer {
-  SimDevice sim;
-  CappedDevice capped{sim};
+  SimulatedGpu gpu;
+  LimitingDevice capped{gpu};  // the cap set at run time, over the card's capacity
   TrackingDevice tracking{capped};
   std::unique_ptr<Policy> policy;
   ReplayEngine engine;
 
   Replayer(const TraceInfo& info, const PolicySpec& spec, const SimDeviceConfig& config, ReplayOptions options)
-      : sim(config),
+      : gpu(config),
         policy(make_policy(spec, tracking, info.trace.meta, &info.trace.events)),
         engine(*policy, tracking, std::move(options)) {}
 };
@@ -38,7 +39,7 @@ bool serves_within_reserved(const TraceInfo& info, const PolicySpec& spec, const
   Replayer r(info, spec, config, cursor_options(event_index, cancelled));
   MemorySource source(info.trace);
   r.engine.run(source);
-  r.capped.set_cap(r.tracking.reserved_bytes());
+  r.capped.set_limit(r.tracking.reserved_bytes());
   auto id = static_cast<AllocId>(r.engine.blocks().size());  // a slot no live allocation uses
   r.engine.settle_peak();
   auto block = r.policy->allocate(AllocRequest{id, size, 0, event_index + 1});

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "allocators/policy_options.h"
+#include "traces/units.h"
 
 namespace fraglab::gen {
 

@@ -3,7 +3,7 @@
 // Allocators that break ties by address (PyTorch's pools order equal-sized free blocks by address,
 // bestfit/firstfit/nextfit by position) decide differently depending on where cudaMalloc put their
 // segments, so a prediction is only as good as its address model. Two models:
-//  - Cuda (default): the CUDA driver's placement as measured on an H100 (sim/cuda_address_space.h,
+//  - Cuda (default): the CUDA driver's placement as measured on an H100 (device/cuda_address_space.h,
 //    tools/cuda_addresses/README.md): a fresh context, chunks of 32 MiB carved top-down, small
 //    allocations packed into the free tails of the newest chunks, freed chunks reused.
 //  - Bump: addresses only grow and are never reused, with a gap between allocations so that no two

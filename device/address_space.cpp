@@ -1,6 +1,6 @@
-#include "sim/address_space.h"
+#include "device/address_space.h"
 
-#include "sim/cuda_address_space.h"
+#include "device/cuda_address_space.h"
 
 namespace fraglab {
 

@@ -1,4 +1,4 @@
-#include "allocators/detail/offline_plan.h"
+#include "allocators/offline_plan.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,6 +1,5 @@
-// SimDevice: a simulated GPU. Memory is a byte count, and an optional capacity models a card's
-// size or set_per_process_memory_fraction: a call that would pass it fails exactly where cudaMalloc
-// would. Addresses come from an AddressSpace (sim/address_space.h): by default the CUDA driver's
+// SimDevice: a simulated GPU of unlimited memory; a card's size or set_per_process_memory_fraction is
+// a LimitingDevice over it (device/simulated_gpu.h builds the pair from a SimDeviceConfig). Addresses come from an AddressSpace (device/address_space.h): by default the CUDA driver's
 // measured placement, so that address-ordered policies decide as they would on the GPU.
 //
 // VMM pages are modelled like the driver does: every map_pages creates physical memory
@@ -19,13 +18,13 @@
 #include <memory>
 #include <vector>
 
-#include "sim/address_space.h"
-#include "sim/device.h"
+#include "device/address_space.h"
+#include "device/device.h"
 
 namespace fraglab {
 
 struct SimDeviceConfig {
-  std::optional<uint64_t> capacity;    // bytes; nullopt = unlimited
+  std::optional<uint64_t> capacity;    // bytes; nullopt = unlimited (enforced by a LimitingDevice)
   uint64_t granularity = 2ull << 20;   // VMM page size
   uint64_t segment_alignment = 2ull << 20;  // the bump model's alignment (and gap) between allocations
   AddressModel addresses = AddressModel::Cuda;
@@ -33,18 +32,22 @@ struct SimDeviceConfig {
 
 class SimDevice final : public Device {
  public:
+  // `config.capacity` must be unset: capacity is a LimitingDevice's (throws std::logic_error).
   explicit SimDevice(SimDeviceConfig config = {});
 
-  std::optional<Addr> allocate_segment(uint64_t size, StreamIndex stream) override;
-  void free_segment(Addr addr, uint64_t size) override;
-  uint64_t granularity() const override { return config_.granularity; }
-  std::optional<Addr> reserve_range(uint64_t size) override;
-  bool map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
-  void unmap_pages(Addr addr, uint64_t size) override;
-  void release_range(Addr addr, uint64_t size) override;
-  bool alias_pages(Addr dst, Addr src, uint64_t size) override;
-  uint64_t reserved_bytes() const override { return reserved_; }
-  std::optional<uint64_t> capacity() const override { return config_.capacity; }
+ private:
+  // The Device interface (device/device.h); its public calls check the arguments first.
+  std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
+  void do_free_segment(Addr addr, uint64_t size) override;
+  uint64_t do_granularity() const override { return config_.granularity; }
+  std::optional<Addr> do_reserve_range(uint64_t size) override;
+  bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
+  void do_unmap_pages(Addr addr, uint64_t size) override;
+  void do_release_range(Addr addr, uint64_t size) override;
+  bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
+  uint64_t do_reserved_bytes() const override { return reserved_; }
+  std::optional<uint64_t> do_capacity() const override { return std::nullopt; }
+ public:
 
  private:
   // A mapped stretch of virtual pages and the physical bytes behind it: `offset` bytes into
@@ -72,8 +75,8 @@ class SimDevice final : public Device {
   };
   using RangeIt = std::map<Addr, Range>::iterator;
 
-  bool fits(uint64_t size) const;
-  RangeIt check_vmm_args(Addr addr, uint64_t size, const char* call);
+  // The reserved range [addr, addr+size) lies in (throws device misuse when none).
+  RangeIt range_of(Addr addr, uint64_t size, const char* call);
   static bool any_mapped(const Range& range, Addr addr, uint64_t size);
   // Makes `at` a run boundary (splitting the run that contains it); returns the index of the
   // first run at or after `at`.

@@ -1,4 +1,4 @@
-#include "sim/sim_device.h"
+#include "device/sim_device.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -6,25 +6,15 @@
 
 namespace fraglab {
 
-namespace {
-
-[[noreturn]] void misuse(const std::string& what) {
-  // A policy broke the device contract: that is a bug in the policy, not bad input.
-  throw std::logic_error("device misuse: " + what);
-}
-}  // namespace
-
 SimDevice::SimDevice(SimDeviceConfig config)
-    : config_(config), addresses_(make_address_space(config.addresses, config.segment_alignment)) {}
-
-bool SimDevice::fits(uint64_t size) const {
-  return !config_.capacity || reserved_ + size <= *config_.capacity;
+    : config_(config), addresses_(make_address_space(config.addresses, config.segment_alignment)) {
+  // Capacity is one adaptor's job (device/limiting_device.h): a SimDevice that silently ignored one
+  // would be an unlimited card where a limited one was asked for.
+  if (config.capacity) throw std::logic_error("SimDevice has no capacity: wrap it in a LimitingDevice (SimulatedGpu)");
 }
 
-std::optional<Addr> SimDevice::allocate_segment(uint64_t size, StreamIndex) {
-  if (size == 0) misuse("zero-byte segment");
-  if (!fits(size)) return std::nullopt;
-  // The address model bounds addresses at 2^48 (sim/address_space.h): past it, out of memory.
+std::optional<Addr> SimDevice::do_allocate_segment(uint64_t size, StreamIndex) {
+  // The address model bounds addresses at 2^48 (device/address_space.h): past it, out of memory.
   std::optional<Addr> addr = addresses_->place_segment(size);
   if (!addr) return std::nullopt;
   segments_.emplace(*addr, size);
@@ -32,7 +22,7 @@ std::optional<Addr> SimDevice::allocate_segment(uint64_t size, StreamIndex) {
   return addr;
 }
 
-void SimDevice::free_segment(Addr addr, uint64_t size) {
+void SimDevice::do_free_segment(Addr addr, uint64_t size) {
   auto it = segments_.find(addr);
   if (it == segments_.end() || it->second != size) misuse("free_segment of an unknown segment");
   reserved_ -= size;
@@ -40,16 +30,13 @@ void SimDevice::free_segment(Addr addr, uint64_t size) {
   addresses_->free_segment(addr);
 }
 
-std::optional<Addr> SimDevice::reserve_range(uint64_t size) {
-  if (size == 0 || size % config_.granularity) misuse("reserve_range size not a multiple of granularity");
+std::optional<Addr> SimDevice::do_reserve_range(uint64_t size) {
   std::optional<Addr> addr = addresses_->place_range(size);
   if (addr) ranges_.emplace(*addr, Range{size, {}});
   return addr;
 }
 
-SimDevice::RangeIt SimDevice::check_vmm_args(Addr addr, uint64_t size, const char* call) {
-  if (size == 0 || addr % config_.granularity || size % config_.granularity)
-    misuse(std::string(call) + " not aligned to granularity");
+SimDevice::RangeIt SimDevice::range_of(Addr addr, uint64_t size, const char* call) {
   auto it = ranges_.upper_bound(addr);
   if (it == ranges_.begin() || addr + size > std::prev(it)->first + std::prev(it)->second.size)
     misuse(std::string(call) + " outside a reserved range");
@@ -102,10 +89,9 @@ void SimDevice::count_mappings(uint32_t alloc, uint64_t offset, uint64_t size, i
   if (runs.empty()) unused_allocs_.push_back(alloc);  // its slot (and the vector's capacity) is reused
 }
 
-bool SimDevice::map_pages(Addr addr, uint64_t size, StreamIndex) {
-  RangeIt range = check_vmm_args(addr, size, "map_pages");
+bool SimDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex) {
+  RangeIt range = range_of(addr, size, "map_pages");
   if (any_mapped(range->second, addr, size)) misuse("map_pages over pages already mapped");
-  if (!fits(size)) return false;
   uint32_t alloc;
   if (!unused_allocs_.empty()) {
     alloc = unused_allocs_.back();
@@ -120,9 +106,9 @@ bool SimDevice::map_pages(Addr addr, uint64_t size, StreamIndex) {
   return true;
 }
 
-bool SimDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
-  RangeIt to = check_vmm_args(dst, size, "alias_pages");
-  RangeIt from = check_vmm_args(src, size, "alias_pages source");
+bool SimDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
+  RangeIt to = range_of(dst, size, "alias_pages");
+  RangeIt from = range_of(src, size, "alias_pages source");
   if (any_mapped(to->second, dst, size)) misuse("alias_pages over pages already mapped");
   std::vector<VirtualRun>& runs = from->second.runs;
   size_t first = cut(runs, src), last = cut(runs, src + size), i = first;
@@ -139,7 +125,7 @@ bool SimDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
   return true;
 }
 
-void SimDevice::unmap_pages(Addr addr, uint64_t size) {
+void SimDevice::do_unmap_pages(Addr addr, uint64_t size) {
   // Within one range, or across adjacent ranges whose pages are all mapped.
   const Addr end = addr + size;
   auto range = ranges_.upper_bound(addr);
@@ -160,7 +146,7 @@ void SimDevice::unmap_pages(Addr addr, uint64_t size) {
   }
 }
 
-void SimDevice::release_range(Addr addr, uint64_t size) {
+void SimDevice::do_release_range(Addr addr, uint64_t size) {
   auto it = ranges_.find(addr);
   if (it == ranges_.end() || it->second.size != size) misuse("release_range of an unknown range");
   if (!it->second.runs.empty()) misuse("release_range with pages still mapped");

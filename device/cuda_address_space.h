@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/address_space.h"
+#include "device/address_space.h"
 
 namespace fraglab {
 

@@ -10,7 +10,7 @@
 #include <map>
 #include <vector>
 
-#include "sim/device.h"
+#include "device/device.h"
 
 namespace fraglab {
 
@@ -42,16 +42,19 @@ class TrackingDevice final : public Device {
  public:
   explicit TrackingDevice(Device& upstream) : upstream_(upstream) {}
 
-  std::optional<Addr> allocate_segment(uint64_t size, StreamIndex stream) override;
-  void free_segment(Addr addr, uint64_t size) override;
-  uint64_t granularity() const override { return upstream_.granularity(); }
-  std::optional<Addr> reserve_range(uint64_t size) override;
-  bool map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
-  void unmap_pages(Addr addr, uint64_t size) override;
-  void release_range(Addr addr, uint64_t size) override;
-  bool alias_pages(Addr dst, Addr src, uint64_t size) override;
-  uint64_t reserved_bytes() const override { return reserved_; }
-  std::optional<uint64_t> capacity() const override { return upstream_.capacity(); }
+ private:
+  // The Device interface (device/device.h); its public calls check the arguments first.
+  std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
+  void do_free_segment(Addr addr, uint64_t size) override;
+  uint64_t do_granularity() const override { return upstream_.granularity(); }
+  std::optional<Addr> do_reserve_range(uint64_t size) override;
+  bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
+  void do_unmap_pages(Addr addr, uint64_t size) override;
+  void do_release_range(Addr addr, uint64_t size) override;
+  bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
+  uint64_t do_reserved_bytes() const override { return reserved_; }
+  std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
+ public:
 
   uint64_t peak_reserved() const { return peak_reserved_; }
   const DeviceCallCounts& counts() const { return counts_; }

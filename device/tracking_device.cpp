@@ -1,4 +1,4 @@
-#include "sim/tracking_device.h"
+#include "device/tracking_device.h"
 
 #include <stdexcept>
 
@@ -13,7 +13,7 @@ void TrackingDevice::log(EventKind kind, Addr addr, uint64_t size) {
   if (log_calls_) call_log_.push_back({kind, addr, size, event_index_, 0});
 }
 
-std::optional<Addr> TrackingDevice::allocate_segment(uint64_t size, StreamIndex stream) {
+std::optional<Addr> TrackingDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
   auto addr = upstream_.allocate_segment(size, stream);
   if (!addr) {
     ++counts_.failed;
@@ -27,7 +27,7 @@ std::optional<Addr> TrackingDevice::allocate_segment(uint64_t size, StreamIndex 
   return addr;
 }
 
-void TrackingDevice::free_segment(Addr addr, uint64_t size) {
+void TrackingDevice::do_free_segment(Addr addr, uint64_t size) {
   upstream_.free_segment(addr, size);
   ++counts_.segment_frees;
   segments_.erase(addr);
@@ -36,7 +36,7 @@ void TrackingDevice::free_segment(Addr addr, uint64_t size) {
   log(EventKind::SegmentFree, addr, size);
 }
 
-std::optional<Addr> TrackingDevice::reserve_range(uint64_t size) {
+std::optional<Addr> TrackingDevice::do_reserve_range(uint64_t size) {
   auto addr = upstream_.reserve_range(size);
   if (!addr) {
     ++counts_.failed;
@@ -47,7 +47,7 @@ std::optional<Addr> TrackingDevice::reserve_range(uint64_t size) {
   return addr;
 }
 
-bool TrackingDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
+bool TrackingDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
   if (is_backed(addr, 1) || is_backed(addr + size - 1, 1))
     throw std::logic_error("device misuse: map_pages over pages already mapped");
   if (!upstream_.map_pages(addr, size, stream)) {
@@ -61,7 +61,7 @@ bool TrackingDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
   return true;
 }
 
-void TrackingDevice::unmap_pages(Addr addr, uint64_t size) {
+void TrackingDevice::do_unmap_pages(Addr addr, uint64_t size) {
   bool alias = alias_covers(addr, size);
   if (!alias && !is_backed(addr, size)) throw std::logic_error("device misuse: unmap_pages of unmapped pages");
   // Physical pages go only with their last mapping: the upstream device knows which did.
@@ -75,7 +75,7 @@ void TrackingDevice::unmap_pages(Addr addr, uint64_t size) {
   log(EventKind::SegmentUnmap, addr, size);
 }
 
-bool TrackingDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
+bool TrackingDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
   if (is_backed(dst, 1) || is_backed(dst + size - 1, 1))
     throw std::logic_error("device misuse: alias_pages over pages already mapped");
   // Aliases show primary mappings only, which keeps for_each_physical_piece one level deep.
@@ -125,7 +125,7 @@ void TrackingDevice::remove_alias(Addr addr, uint64_t size) {
   }
 }
 
-void TrackingDevice::release_range(Addr addr, uint64_t size) {
+void TrackingDevice::do_release_range(Addr addr, uint64_t size) {
   auto it = physical_.lower_bound(addr);
   auto alias = aliases_.lower_bound(addr);
   if ((it != physical_.end() && it->first < addr + size) || (alias != aliases_.end() && alias->first < addr + size))
@@ -154,7 +154,7 @@ bool TrackingDevice::inside_one_range(Addr at) const {
 }
 
 // Pieces that touch merge only inside one reserved range (pages mapped side by side are one span
-// there). Segments never merge: the driver may place them back to back (sim/cuda_address_space.h),
+// there). Segments never merge: the driver may place them back to back (device/cuda_address_space.h),
 // yet no block can span two cudaMalloc allocations, nor two reserved ranges.
 void TrackingDevice::add_physical(Addr addr, uint64_t size) {
   auto next = physical_.lower_bound(addr);

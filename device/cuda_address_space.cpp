@@ -1,4 +1,4 @@
-#include "sim/cuda_address_space.h"
+#include "device/cuda_address_space.h"
 
 #include <algorithm>
 #include <stdexcept>

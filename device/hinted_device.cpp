@@ -1,4 +1,4 @@
-#include "sim/hinted_device.h"
+#include "device/hinted_device.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -6,20 +6,14 @@
 
 namespace fraglab {
 
-namespace {
-// The upstream takes what the hints do not cover. It keeps the bump model: the driver's model would
-// place segments and ranges where the recording's own lie (its reserve region starts at the very
-// address the real driver's does), and a recorded range and an upstream one at one address would be
-// confused.
-SimDeviceConfig upstream_config(SimDeviceConfig c) {
+SimDeviceConfig HintedDevice::upstream_config(SimDeviceConfig c) {
   c.capacity.reset();
   c.addresses = AddressModel::Bump;
   return c;
 }
-}  // namespace
 
-HintedDevice::HintedDevice(const std::vector<Event>& events, SimDeviceConfig config, const InitialState* initial)
-    : upstream_(upstream_config(config)), capacity_(config.capacity) {
+HintedDevice::HintedDevice(Device& upstream, const std::vector<Event>& events, const InitialState* initial)
+    : upstream_(upstream) {
   if (initial) {
     std::vector<std::tuple<StreamIndex, bool, std::array<int64_t, 2>>> ranges_seen;
     for (const RecordedSegment& s : initial->segments) {
@@ -53,8 +47,7 @@ bool HintedDevice::in_local_range(Addr addr) const {
   return it != local_ranges_.begin() && addr < std::prev(it)->first + std::prev(it)->second;
 }
 
-std::optional<Addr> HintedDevice::allocate_segment(uint64_t size, StreamIndex stream) {
-  if (!fits(size)) return std::nullopt;
+std::optional<Addr> HintedDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
   if (!segment_hints_.empty() && segment_hints_.front().second == size) {
     Addr addr = segment_hints_.front().first;
     segment_hints_.pop_front();
@@ -70,15 +63,15 @@ std::optional<Addr> HintedDevice::allocate_segment(uint64_t size, StreamIndex st
   return upstream_.allocate_segment(size, stream);
 }
 
-void HintedDevice::free_segment(Addr addr, uint64_t size) {
+void HintedDevice::do_free_segment(Addr addr, uint64_t size) {
   auto it = local_segments_.find(addr);
   if (it == local_segments_.end()) return upstream_.free_segment(addr, size);
-  if (it->second != size) throw std::logic_error("device misuse: free_segment of an unknown segment");
+  if (it->second != size) misuse("free_segment of an unknown segment");
   local_reserved_ -= size;
   local_segments_.erase(it);
 }
 
-std::optional<Addr> HintedDevice::reserve_range(uint64_t size) {
+std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
   // The next recorded map outside every range known so far starts the new range.
   while (!map_hints_.empty() && in_local_range(map_hints_.front())) map_hints_.pop_front();
   if (!map_hints_.empty() && size % granularity() == 0) {
@@ -93,29 +86,28 @@ std::optional<Addr> HintedDevice::reserve_range(uint64_t size) {
   return upstream_.reserve_range(size);
 }
 
-bool HintedDevice::map_pages(Addr addr, uint64_t size, StreamIndex stream) {
-  if (!fits(size)) return false;
+bool HintedDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
   if (!in_local_range(addr)) return upstream_.map_pages(addr, size, stream);
   if (size == 0 || addr % granularity() || size % granularity() || !in_local_range(addr + size - 1))
-    throw std::logic_error("device misuse: map_pages outside a reserved range or unaligned");
+    misuse("map_pages outside a reserved range or unaligned");
   local_reserved_ += size;
   return true;
 }
 
-void HintedDevice::unmap_pages(Addr addr, uint64_t size) {
+void HintedDevice::do_unmap_pages(Addr addr, uint64_t size) {
   if (!in_local_range(addr)) return upstream_.unmap_pages(addr, size);
-  if (size > local_reserved_) throw std::logic_error("device misuse: unmap_pages of more than is mapped");
+  if (size > local_reserved_) misuse("unmap_pages of more than is mapped");
   local_reserved_ -= size;
 }
 
-void HintedDevice::release_range(Addr addr, uint64_t size) {
+void HintedDevice::do_release_range(Addr addr, uint64_t size) {
   auto it = local_ranges_.find(addr);
   if (it == local_ranges_.end()) return upstream_.release_range(addr, size);
-  if (it->second != size) throw std::logic_error("device misuse: release_range of an unknown range");
+  if (it->second != size) misuse("release_range of an unknown range");
   local_ranges_.erase(it);
 }
 
-bool HintedDevice::alias_pages(Addr dst, Addr src, uint64_t size) {
+bool HintedDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
   if (in_local_range(dst) || in_local_range(src)) return false;
   return upstream_.alias_pages(dst, src, size);
 }

@@ -1,0 +1,20 @@
+// replay_simulated: the one call that most commands make: build a policy by name on a fresh simulated
+// device and replay a trace through it, with the trace's bounds (live bytes, oracle) attached.
+//
+// Apart from the engine (sim/replay.h) because it is where the engine meets the policy registry:
+// the engine itself runs any policy it is handed and knows no names.
+#pragma once
+
+#include <vector>
+
+#include "allocators/registry.h"
+#include "sim/replay.h"
+
+namespace fraglab {
+
+// Builds the policy from `spec` on a fresh SimDevice and replays `source` through it.
+// `events` (the whole trace, may be null) is handed to offline policies.
+ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
+                              const ReplayOptions& options, const std::vector<Event>* events = nullptr);
+
+}  // namespace fraglab
