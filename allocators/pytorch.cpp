@@ -2,7 +2,7 @@
 //
 // Design source: PyTorch 2.11, c10/cuda/CUDACachingAllocator.cpp (the algorithm) and
 // c10/core/AllocatorConfig.cpp / c10/cuda/CUDAAllocatorConfig.cpp (the settings). The model
-// itself is allocators/detail/pytorch_pool.h; the settings parser
+// itself is allocators/detail/pytorch_caching_allocator.h; the settings parser
 // allocators/detail/pytorch_config.h. Options are PYTORCH_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF)
 // text, verbatim:
 //   --policy 'pytorch:expandable_segments:True,max_split_size_mb:128'
@@ -13,7 +13,7 @@
 // says what is modelled and how exactly it matches real recordings.
 #include <algorithm>
 
-#include "allocators/detail/pytorch_pool.h"
+#include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/registry.h"
 #include "traces/format_error.h"
 

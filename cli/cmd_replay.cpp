@@ -7,7 +7,7 @@
 #include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
-#include "cli/replay_cuda.h"
+#include "cli/cmd_replay_gpu.h"
 #include "sim/bounds.h"
 #include "sim/capacity.h"
 #include "sim/result_json.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "allocators/detail/pytorch_config.h"
-#include "allocators/detail/pytorch_pool.h"
+#include "allocators/detail/pytorch_caching_allocator.h"
 
 namespace fraglab {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "allocators/detail/pytorch_config.h"
-#include "allocators/detail/pytorch_pool.h"
+#include "allocators/detail/pytorch_caching_allocator.h"
 
 namespace fraglab {
 

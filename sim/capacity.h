@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "allocators/detail/pytorch_pool.h"
+#include "allocators/detail/pytorch_caching_allocator.h"
 #include "traces/trace.h"
 
 namespace fraglab {

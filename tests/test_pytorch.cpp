@@ -4,7 +4,7 @@
 
 #include "device/simulated_gpu.h"
 #include "allocators/detail/pytorch_config.h"
-#include "allocators/detail/pytorch_pool.h"
+#include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/registry.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"

@@ -1,4 +1,4 @@
-#include "cli/replay_cuda.h"
+#include "cli/cmd_replay_gpu.h"
 
 #include <fmt/core.h>
 

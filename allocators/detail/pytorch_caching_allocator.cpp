@@ -1,4 +1,4 @@
-#include "allocators/detail/pytorch_pool.h"
+#include "allocators/detail/pytorch_caching_allocator.h"
 
 #include <algorithm>
 #include <bit>
