@@ -12,11 +12,6 @@ namespace fraglab::cuda {
 
 namespace {
 
-[[noreturn]] void misuse(const std::string& what) {
-  // A policy broke the device contract: a bug in the policy, as on SimDevice.
-  throw std::logic_error("device misuse: " + what);
-}
-
 CUdeviceptr ptr(Addr a) { return static_cast<CUdeviceptr>(a); }
 
 }  // namespace
@@ -88,7 +83,6 @@ const DriverMemory& CudaDevice::sample_driver() {
 // --- segments -------------------------------------------------------------------------
 
 std::optional<Addr> CudaDevice::do_allocate_segment(uint64_t size, StreamIndex) {
-  if (size == 0) misuse("zero-byte segment");
   if (!fits(size)) return std::nullopt;
   void* p = nullptr;
   cudaError_t status = cudaMalloc(&p, size);
@@ -116,7 +110,6 @@ void CudaDevice::do_free_segment(Addr addr, uint64_t size) {
 // --- virtual memory -------------------------------------------------------------------
 
 std::optional<Addr> CudaDevice::do_reserve_range(uint64_t size) {
-  if (size == 0 || size % granularity_) misuse("reserve_range size not a multiple of granularity");
   CUdeviceptr base = 0;
   CUresult status = require_driver_api().cuMemAddressReserve(&base, size, granularity_, 0, 0);
   if (status == CUDA_ERROR_OUT_OF_MEMORY) return std::nullopt;  // out of virtual address space
@@ -125,9 +118,7 @@ std::optional<Addr> CudaDevice::do_reserve_range(uint64_t size) {
   return static_cast<Addr>(base);
 }
 
-void CudaDevice::check_pages(Addr addr, uint64_t size, const char* call) const {
-  if (size == 0 || addr % granularity_ || size % granularity_)
-    misuse(std::string(call) + " not aligned to granularity");
+void CudaDevice::check_in_range(Addr addr, uint64_t size, const char* call) const {
   auto it = ranges_.upper_bound(addr);
   if (it == ranges_.begin() || addr + size > std::prev(it)->first + std::prev(it)->second)
     misuse(std::string(call) + " outside a reserved range");
@@ -159,7 +150,7 @@ void CudaDevice::set_access(Addr addr, uint64_t size) {
 }
 
 bool CudaDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex) {
-  check_pages(addr, size, "map_pages");
+  check_in_range(addr, size, "map_pages");
   for (Addr page = addr; page < addr + size; page += granularity_)
     if (pages_.count(page)) misuse("map_pages over pages already mapped");
   if (!fits(size)) return false;
@@ -182,8 +173,7 @@ void CudaDevice::map_existing(Addr dst, uint64_t physical) {
 }
 
 bool CudaDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
-  check_pages(dst, size, "alias_pages");
-  if (src % granularity_) misuse("alias_pages source not aligned to granularity");
+  check_in_range(dst, size, "alias_pages");
   for (uint64_t off = 0; off < size; off += granularity_) {
     if (pages_.count(dst + off)) misuse("alias_pages over pages already mapped");
     if (!pages_.count(src + off)) misuse("alias_pages of pages not mapped");
@@ -212,7 +202,7 @@ void CudaDevice::unmap_one_page(Addr page) {
 }
 
 void CudaDevice::do_unmap_pages(Addr addr, uint64_t size) {
-  check_pages(addr, size, "unmap_pages");
+  check_in_range(addr, size, "unmap_pages");
   for (Addr page = addr; page < addr + size; page += granularity_)
     if (!pages_.count(page)) misuse("unmap_pages of unmapped pages");
   // Unlike cudaFree, cuMemUnmap does not wait for work queued on the memory; PyTorch's

@@ -86,7 +86,8 @@ class CudaDevice final : public Device {
 
  private:
   bool fits(uint64_t size) const { return !config_.capacity || reserved_ + size <= *config_.capacity; }
-  void check_pages(Addr addr, uint64_t size, const char* call) const;
+  // Device misuse unless [addr, addr+size) lies inside one reserved range (alignment: Device checks it).
+  void check_in_range(Addr addr, uint64_t size, const char* call) const;
   bool map_one_page(Addr page);
   void map_existing(Addr dst, uint64_t physical);
   void unmap_one_page(Addr page);

@@ -99,9 +99,9 @@ TEST_CASE("alias_pages rejects misuse and costs no capacity", "[framework]") {
   CHECK_FALSE(dev.is_backed(b + g, 1));
   dev.unmap_pages(b, g);
   dev.unmap_pages(a, 2 * g);
-  CHECK(sim.reserved_bytes() == 0);
-  Addr c = *sim.reserve_range(g);
-  CHECK_THROWS_AS(sim.alias_pages(c, a, g), std::logic_error);  // source not mapped
+  CHECK(sim.device().reserved_bytes() == 0);
+  Addr c = *sim.device().reserve_range(g);
+  CHECK_THROWS_AS(sim.device().alias_pages(c, a, g), std::logic_error);  // source not mapped
 }
 
 // SimDevice keeps mapped runs per range and mapping counts per physical allocation: pieces of
