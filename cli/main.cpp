@@ -70,7 +70,7 @@ void add_plugin_option(CLI::App& app) {
           try {
             load_policy_plugin(path);
           } catch (const PolicyConfigError& e) {
-            throw CLI::ValidationError("--plugin", e.what());
+            throw CLI::ValidationError(e.what());
           }
         });
   }

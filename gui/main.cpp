@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
         try {
           fraglab::load_policy_plugin(path);
         } catch (const fraglab::PolicyConfigError& e) {
-          throw CLI::ValidationError("--plugin", e.what());
+          throw CLI::ValidationError(e.what());
         }
       });
   try {
