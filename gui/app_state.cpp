@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "allocators/registry.h"
+#include "gui/model/recorded_run.h"
 
 namespace fraglab::gui {
 
@@ -69,7 +70,21 @@ void AppState::adopt(std::shared_ptr<const TraceInfo> info) {
   cursor = 0;
   timeline.begin = timeline.end = 0;
   path_field = trace->path;
+  place_recorded_lane();
   start_runs();
+}
+
+void AppState::place_recorded_lane() {
+  if (!auto_recorded) return;
+  bool wanted = trace->recorded_layout;
+  auto it = std::find(policies.begin(), policies.end(), kRecordedSpec);
+  if (wanted && it == policies.end()) {
+    policies.insert(policies.begin(), kRecordedSpec);
+    recorded_added_ = true;
+  } else if (!wanted && it != policies.end() && recorded_added_) {
+    policies.erase(it);
+    recorded_added_ = false;
+  }
 }
 
 void AppState::start_runs() {

@@ -65,6 +65,9 @@ class AppState {
 
   // --- policies -------------------------------------------------------------------
   std::vector<std::string> policies{"bestfit"};  // option strings, as on the command line
+  // Put the recorded lane ("recorded") first for traces that record their layout (snapshots),
+  // unless the policies were given on the command line.
+  bool auto_recorded = true;
   std::vector<std::unique_ptr<PolicyRun>> runs;  // one a policy, for the loaded trace
   SimDeviceConfig device;
   std::string policy_field;
@@ -103,6 +106,8 @@ class AppState {
 
  private:
   void start_runs();
+  void place_recorded_lane();
+  bool recorded_added_ = false;  // place_recorded_lane put it there
   void apply_pending_at();
 
   std::function<void()> notify_;

@@ -61,6 +61,12 @@ void block_tooltip(const AppState& app, const CursorSnapshot& snap, const StripH
   const DeviceRegion& reg = snap.regions[static_cast<size_t>(hit.region)];
   ImGui::TextDisabled("%s 0x%llx, %s", reg.is_vmm ? "reserved range" : "segment",
                       static_cast<unsigned long long>(reg.addr), bytes_label(reg.size).c_str());
+  auto region = static_cast<size_t>(hit.region);
+  if (region < snap.region_pools.size() && snap.region_pools[region] != 0 &&
+      snap.region_pools[region] < app.trace->trace.meta.pools.size()) {
+    const PoolInfo& pool = app.trace->trace.meta.pools[snap.region_pools[region]];
+    ImGui::TextDisabled("private pool %s (%s)", pool_name(pool).c_str(), pool_origin(pool));
+  }
   const SnapshotBlock* b = hit.block;
   if (!b) {
     ImGui::Text("%s at +%s", hit.physical ? "free memory" : "unmapped (no physical pages)",
@@ -140,12 +146,16 @@ void draw_blockmap(AppState& app, const PolicyRun* run, int panel, ImVec2 size, 
   };
   draw(strip.background);
   draw(strip.blocks);
-  // Region starts, so that neighbouring segments read as separate allocations.
-  for (double s : strip.region_start) {
+  // Region starts, so that neighbouring segments read as separate allocations; a private
+  // pool's region (the recorded lane knows them) gets a flag in its pool's color.
+  for (size_t i = 0; i < strip.region_start.size(); ++i) {
+    double s = strip.region_start[i];
     int row = static_cast<int>(s / strip.width);
     float x = p0.x + static_cast<float>(s - static_cast<double>(row) * strip.width);
     float y = p0.y + static_cast<float>(row) * pitch;
     dl->AddLine({x, y - 1}, {x, y + row_h + 1}, IM_COL32(235, 235, 235, 255));
+    if (i < snap->region_pools.size() && snap->region_pools[i] != 0)
+      dl->AddRectFilled({x, y - 2}, {x + 8, y + 2}, pool_color(snap->region_pools[i]));
   }
 
   ImGui::SetCursorScreenPos(p0);

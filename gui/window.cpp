@@ -15,6 +15,7 @@
 #include "allocators/registry.h"
 #include "gui/app_state.h"
 #include "gui/frame.h"
+#include "gui/model/recorded_run.h"
 #include "gui/screenshot.h"
 
 namespace fraglab::gui {
@@ -54,9 +55,13 @@ std::string screenshot_blocker(const AppState& app) {
 }
 
 void configure(AppState& app, const LaunchOptions& o) {
-  if (!o.policies.empty()) app.policies = o.policies;
+  if (!o.policies.empty()) {
+    app.policies = o.policies;
+    app.auto_recorded = false;
+  }
   if (!o.capacity.empty()) app.device.capacity = parse_size(o.capacity);
-  for (const auto& p : app.policies) PolicySpec::parse(p);  // fail early on malformed option strings
+  for (const auto& p : app.policies)
+    if (!is_recorded_spec(p)) PolicySpec::parse(p);  // fail early on malformed option strings
   for (int v = 0; v < 4; ++v)
     if (o.view == kViewNames[v]) app.show(static_cast<ViewId>(v));
   if (o.view == "fragmentation" || o.view == "timeline") app.show(ViewId::BlockMap);  // always on screen

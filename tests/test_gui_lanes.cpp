@@ -1,0 +1,182 @@
+// The GUI's views of the recording itself: the recorded lane (PyTorch's own blocks at their
+// recorded addresses) and the active memory model (every allocation a band over time).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "gui/model/active_memory.h"
+#include "gui/model/palette.h"
+#include "gui/model/recorded_run.h"
+#include "gui/model/trace_info.h"
+#include "tests/gui_test_traces.h"
+#include "traces/trace_io.h"
+
+using namespace fraglab;
+using namespace fraglab::gui;
+
+namespace {
+
+const std::string kCases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots";
+
+Event ev(EventKind kind, AllocId id, uint64_t size, Addr addr, PoolIndex pool = 0) {
+  Event e;
+  e.kind = kind;
+  e.id = id;
+  e.size = size;
+  e.addr = addr;
+  e.pool = pool;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("the recorded lane follows the recording's segment calls and block addresses", "[gui][recorded]") {
+  Trace t;
+  t.meta.pools.push_back(PoolInfo{{1, 0}});
+  const Addr seg = 0x7f0000000000, vmm = 0x7f1000000000;
+  t.events = {
+      ev(EventKind::SegmentAlloc, 0, 2 << 20, seg),
+      ev(EventKind::Alloc, 0, 1000, seg),              // rounds to 1024
+      ev(EventKind::Alloc, 1, 4096, seg + 1024, 1),    // a private pool's block
+      ev(EventKind::SegmentMap, 0, 2 << 20, vmm),
+      ev(EventKind::SegmentMap, 0, 2 << 20, vmm + (2 << 20)),  // extends the mapped run
+      ev(EventKind::Alloc, 2, 3 << 20, vmm),
+      ev(EventKind::Free, 0, 0, 0),
+      ev(EventKind::Free, 2, 0, 0),
+      ev(EventKind::SegmentUnmap, 0, 2 << 20, vmm),    // splits nothing: the first half goes
+      ev(EventKind::Oom, 0, 64 << 20, 0),
+  };
+  auto info = make_trace_info(t, "hand-made");
+  REQUIRE(info->recorded_layout);
+
+  CursorSnapshot at5 = recorded_snapshot(*info, 5);
+  REQUIRE(at5.regions.size() == 2);
+  CHECK(at5.regions[0].addr == seg);
+  CHECK_FALSE(at5.regions[0].is_vmm);
+  CHECK(at5.regions[1].addr == vmm);
+  CHECK(at5.regions[1].size == 4u << 20);  // two adjacent mappings: one region
+  CHECK(at5.regions[1].is_vmm);
+  CHECK(at5.region_pools == std::vector<PoolIndex>{1, 0});
+  REQUIRE(at5.blocks.size() == 3);
+  CHECK(at5.blocks[0].size == 1024);
+  CHECK(at5.blocks[0].requested == 1000);
+  CHECK(at5.blocks[1].addr == seg + 1024);
+  CHECK(at5.frag.reserved == 6u << 20);
+  CHECK(at5.frag.allocated == 1024 + 4096 + (3u << 20));
+
+  CursorSnapshot end = recorded_snapshot(*info, 9);
+  REQUIRE(end.regions.size() == 2);
+  CHECK(end.regions[1].addr == vmm + (2 << 20));
+  CHECK(end.regions[1].size == 2u << 20);
+  CHECK(end.blocks.size() == 1);
+  CHECK(end.frag.reserved == 4u << 20);
+
+  auto result = recorded_result(*info, {});
+  REQUIRE(result);
+  CHECK(result->replay.reserved.bytes == 6u << 20);
+  CHECK(result->replay.reserved.event_index == 4);
+  CHECK(result->series[static_cast<int>(Series::Allocated)].bytes_at(5) == 1024 + 4096 + (3u << 20));
+  CHECK(result->series[static_cast<int>(Series::Requested)].bytes_at(6) == ByteSeries::to_bytes(ByteSeries::to_kib(4096 + (3u << 20))));
+  REQUIRE(result->replay.ooms.size() == 1);
+  CHECK(result->replay.ooms[0].event_index == 9);
+  CHECK(result->device_grows == std::vector<uint64_t>{0, 3, 4});
+
+  Trace plain = test::make_fragmenting_trace(50);
+  CHECK_FALSE(has_recorded_layout(plain));
+  CHECK_THROWS(recorded_snapshot(*make_trace_info(plain, "plain"), 10));
+}
+
+TEST_CASE("at its last event the recorded lane shows the snapshot's own segments and blocks", "[gui][recorded]") {
+  // Snapshots with private pools, a ring buffer that began mid-run (initial state) and one from process start.
+  for (const char* name : {"graphs_two_pools.default.pickle.gz", "bert_varlen_train.default_ring60000.pickle.gz",
+                           "mempool_kept.default.pickle.gz"}) {
+    INFO(name);
+    auto info = load_trace_info(kCases + "/" + name);
+    REQUIRE(info->recorded_layout);
+    const auto& segments = info->trace.meta.segments;
+    CursorSnapshot end = recorded_snapshot(*info, info->events() - 1);
+    REQUIRE(end.regions.size() == segments.size());
+    std::map<Addr, const RecordedSegment*> by_addr;
+    for (const auto& s : segments) by_addr[s.address] = &s;
+    size_t i = 0, private_regions = 0, private_segments = 0;
+    for (const auto& [addr, s] : by_addr) {
+      CHECK(end.regions[i].addr == addr);
+      CHECK(end.regions[i].size == s->total_size);
+      bool is_private = s->pool_id != std::array<int64_t, 2>{0, 0};
+      private_segments += is_private;
+      private_regions += end.region_pools[i] != 0;
+      ++i;
+    }
+    CHECK(private_regions == private_segments);  // every private segment here holds blocks
+    std::vector<Addr> live;
+    for (const auto& s : segments)
+      for (const auto& b : s.blocks)
+        if (b.state != RecordedBlock::State::Inactive) live.push_back(b.address);
+    std::sort(live.begin(), live.end());
+    std::vector<Addr> shown;
+    for (const auto& b : end.blocks) shown.push_back(b.addr);
+    CHECK(shown == live);
+  }
+}
+
+TEST_CASE("active memory stacks live allocations in allocation order at any event", "[gui][memory]") {
+  // Over 2 checkpoint strides, so live sets come from checkpoints plus a sweep.
+  auto info = make_trace_info(test::make_fragmenting_trace(70000, 11), "synthetic");
+  ActiveMemory model(info);
+  REQUIRE(model.checkpoints() >= 2);
+  const auto& events = info->trace.events;
+  // Brute force: every alloc live at event i.
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 6; ++trial) {
+    uint64_t at = rng() % info->events();
+    std::vector<uint64_t> want;
+    std::map<AllocId, uint64_t> open;
+    for (uint64_t i = 0; i <= at; ++i) {
+      if (events[i].kind == EventKind::Alloc) open[events[i].id] = i;
+      if (events[i].kind == EventKind::Free) open.erase(events[i].id);
+    }
+    uint64_t bytes = 0;
+    for (auto& [id, a] : open) {
+      want.push_back(a);
+      bytes += events[a].size;
+    }
+    std::sort(want.begin(), want.end());
+    CHECK(model.live_at(at) == want);
+    CHECK(model.total().bytes_at(at) == ByteSeries::to_bytes(ByteSeries::to_kib(bytes)));
+    // The band at a byte offset is the allocation whose stacked range holds it.
+    uint64_t offset = 0;
+    for (size_t k = 0; k < want.size(); k += 7) {
+      offset = 0;
+      for (size_t j = 0; j < k; ++j) offset += events[want[j]].size;
+      CHECK(model.band_at(at, offset + events[want[k]].size / 2) == want[k]);
+    }
+    CHECK_FALSE(model.band_at(at, bytes + 1).has_value());
+  }
+}
+
+TEST_CASE("the active memory raster fills each column to its total, tiny bands included", "[gui][memory]") {
+  auto info = make_trace_info(test::make_fragmenting_trace(5000, 3), "synthetic");
+  ActiveMemory model(info);
+  RasterRequest req;
+  req.begin = 0;
+  req.end = static_cast<double>(info->events());
+  req.width = 200;
+  req.height = 120;
+  MemoryRaster r = build_raster(model, req);
+  REQUIRE(r.rgba.size() == 200u * 120u);
+  REQUIRE(r.column_event.size() == 200u);
+  const uint32_t background = r.rgba[0];  // the top-left pixel: above every stack (5% headroom)
+  for (int c = 0; c < 200; c += 13) {
+    uint64_t e = r.column_event[static_cast<size_t>(c)];
+    // The column shows the event of its highest total.
+    uint64_t first = static_cast<uint64_t>(req.end * c / 200), last = static_cast<uint64_t>(req.end * (c + 1) / 200);
+    for (uint64_t i = first; i < last; ++i) CHECK(model.total().bytes_at(i) <= model.total().bytes_at(e));
+    int filled = 0;
+    for (int row = 0; row < 120; ++row)
+      if (r.rgba[static_cast<size_t>(row) * 200 + static_cast<size_t>(c)] != background) ++filled;
+    double want = static_cast<double>(model.total().bytes_at(e)) / static_cast<double>(r.top_bytes) * 120;
+    CHECK(std::abs(filled - want) <= 1.5);
+  }
+}
