@@ -72,6 +72,7 @@ void AppState::adopt(std::shared_ptr<const TraceInfo> info) {
   path_field = trace->path;
   place_recorded_lane();
   start_runs();
+  prepare_view(view);  // the shown view's workers start with the replays
 }
 
 void AppState::place_recorded_lane() {
@@ -91,6 +92,11 @@ void AppState::start_runs() {
   runs.clear();
   strips.clear();
   diffs.clear();
+  memory.reset();
+  memory_texture.raster.reset();
+  oom.reset();
+  events.matches.clear();
+  events.searched = false;
   if (!trace) return;
   for (const auto& spec : policies) {
     runs.push_back(std::make_unique<PolicyRun>(trace, spec, device, notify_));
@@ -172,8 +178,52 @@ void AppState::apply_pending_at() {
   pending_at.clear();
 }
 
+ActiveMemoryRun& AppState::memory_run() {
+  if (!memory) memory = std::make_unique<ActiveMemoryRun>(trace, notify_);
+  return *memory;
+}
+
+OomDiagnosisRun& AppState::oom_run() {
+  if (!oom) oom = std::make_unique<OomDiagnosisRun>(trace, device.capacity, notify_);
+  return *oom;
+}
+
+void AppState::prepare_view(ViewId v) {
+  if (!trace) return;
+  if (v == ViewId::Memory) memory_run();
+  if (v == ViewId::Oom) oom_run();
+}
+
+void AppState::search_events(const std::string& query) {
+  events.query = query;
+  events.error.clear();
+  events.matches.clear();
+  events.searched = false;
+  if (!trace || query.empty()) return;
+  try {
+    events.matches = find_events(*trace, parse_event_query(query));
+    events.searched = true;
+  } catch (const std::exception& e) {
+    events.error = e.what();
+  }
+}
+
+void AppState::step_match(int direction) {
+  const auto& m = events.matches;
+  if (direction > 0) {
+    auto it = std::upper_bound(m.begin(), m.end(), cursor);
+    if (it != m.end()) set_cursor(*it);
+  } else {
+    auto it = std::lower_bound(m.begin(), m.end(), cursor);
+    if (it != m.begin()) set_cursor(*std::prev(it));
+  }
+}
+
 bool AppState::settled() const {
   if (loading() || !trace || !pending_at.empty()) return false;
+  if (view == ViewId::Memory && (!memory || !memory->settled() || memory_texture.raster != memory->raster()))
+    return false;
+  if (view == ViewId::Oom && (!oom || !oom->settled())) return false;
   for (const auto& run : runs) {
     if (run->state() == PolicyRun::State::Running) return false;
     if (!run->settled_at(cursor)) return false;

@@ -15,18 +15,21 @@
 #include <thread>
 #include <vector>
 
+#include "gui/model/active_memory.h"
 #include "gui/model/block_strip.h"
+#include "gui/model/event_search.h"
+#include "gui/model/oom_diagnosis.h"
 #include "gui/model/policy_run.h"
 #include "gui/model/recent_files.h"
 #include "gui/model/trace_info.h"
 
 namespace fraglab::gui {
 
-// The tabs below the timeline; the fragmentation panel beside them is always shown.
-enum class ViewId { BlockMap, Compare, Summary, Help };
-constexpr const char* kViewNames[] = {"blockmap", "compare", "summary", "help"};
-enum class ColorMode { Size, Age, Site, Pool };
-constexpr const char* kColorNames[] = {"size", "age", "site", "pool"};
+// The tabs below the timeline, in tab order; the fragmentation panel beside them is always
+// shown. Names, keys, titles and help of each are one row of gui/view_table.h.
+enum class ViewId { BlockMap, Memory, Events, Oom, Compare, Summary, Help };
+enum class ColorMode { Size, Age, Site, Pool, Stream };
+constexpr const char* kColorNames[] = {"size", "age", "site", "pool", "stream"};
 constexpr int kColorModes = static_cast<int>(std::size(kColorNames));
 enum class TimeAxis { Events, Time };
 
@@ -90,6 +93,8 @@ class AppState {
   void jump_to_device_grow(int direction);   // the next or previous segment allocation / page map
   // Every replay and the snapshots at the cursor are finished (headless screenshots).
   bool settled() const;
+  // Starts the workers a view needs (the command line's --view before any frame).
+  void prepare_view(ViewId v);
 
   // --- views ----------------------------------------------------------------------
   ViewId view = ViewId::BlockMap;
@@ -103,6 +108,32 @@ class AppState {
   };
   std::map<std::pair<const PolicyRun*, const PolicyRun*>, DiffCache> diffs;  // (run, baseline)
   std::map<std::pair<const PolicyRun*, int>, StripCache> strips;  // (run, panel) -> layout
+
+  // Active memory view: the model is built on a worker the first time the view is shown.
+  std::unique_ptr<ActiveMemoryRun> memory;
+  ActiveMemoryRun& memory_run();
+  // Uploads a raster as a texture (replacing `old`, 0 for none) and returns its id; set by
+  // the window (OpenGL). Without it (benchmarks) the view draws no picture.
+  std::function<uint64_t(const MemoryRaster&, uint64_t old)> upload_texture;
+  struct MemoryTexture {
+    std::shared_ptr<const MemoryRaster> raster;
+    uint64_t id = 0;
+  } memory_texture;
+
+  // Event list view.
+  struct EventsState {
+    std::string query;
+    std::string error;           // the query's, when malformed
+    std::vector<uint64_t> matches;  // event indices, ascending
+    bool searched = false, only_matches = false;
+    uint64_t scrolled_to = UINT64_MAX;  // the cursor the list last scrolled to
+  } events;
+  void search_events(const std::string& query);
+  void step_match(int direction);  // the cursor to the next / previous match
+
+  // OOM view: diagnose's reading at each OOM, on a worker once the view is shown.
+  std::unique_ptr<OomDiagnosisRun> oom;
+  OomDiagnosisRun& oom_run();
 
  private:
   void start_runs();

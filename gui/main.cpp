@@ -1,8 +1,9 @@
 // fraglab-gui: the desktop visualizer of block maps, fragmentation and reserved memory.
-//   fraglab-gui [TRACE] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site]
+//   fraglab-gui [TRACE] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site|pool|stream]
 //               [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
+#include "gui/view_table.h"
 #include "gui/window.h"
 #include "sim/pool_checker.h"
 #include "traces/trace_io.h"
@@ -17,9 +18,15 @@ int main(int argc, char** argv) {
                  "to compare (default bestfit)")
       ->take_all();
   cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy) or an event index");
-  cli.add_option("--view", o.view, "View below the timeline")
-      ->check(CLI::IsMember({"blockmap", "fragmentation", "timeline", "compare", "summary", "help"}));
-  cli.add_option("--color", o.color, "Block colors")->check(CLI::IsMember({"size", "age", "site", "pool"}));
+  std::vector<std::string> views(fraglab::gui::kAlwaysShown.begin(), fraglab::gui::kAlwaysShown.end());
+  std::string view_help = "View below the timeline:";
+  for (const auto& v : fraglab::gui::kViews) {
+    views.emplace_back(v.flag);
+    view_help += std::string(" ") + v.flag;
+  }
+  cli.add_option("--view", o.view, view_help)->check(CLI::IsMember(views));
+  cli.add_option("--color", o.color, "Block and band colors")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(fraglab::gui::kColorNames), std::end(fraglab::gui::kColorNames))));
   cli.add_option("--capacity", o.capacity, "Simulated device capacity, e.g. 80GiB (default unlimited)");
   cli.add_option("--screenshot", o.screenshot,
                  "Render the window once the replays are done, write it to this PNG and exit (0, or 2 on bad input)");

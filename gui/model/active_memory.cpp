@@ -24,8 +24,11 @@ uint32_t shade(uint32_t color, uint64_t alloc_index) {
 
 }  // namespace
 
-uint32_t band_color(const TraceInfo& info, const Event& alloc, BandColor mode) {
+uint32_t band_color(const TraceInfo& info, uint64_t alloc_index, BandColor mode) {
+  const Event& alloc = info.trace.events[alloc_index];
   switch (mode) {
+    case BandColor::Age:
+      return age_color(1.0 - static_cast<double>(alloc_index) / static_cast<double>(std::max<uint64_t>(1, info.events())));
     case BandColor::Size: return size_class_color(alloc.size);
     case BandColor::Site: {
       int slot = info.color_slot(info.site_of(alloc));
@@ -186,7 +189,7 @@ MemoryRaster build_raster(const ActiveMemory& model, const RasterRequest& reques
       offset += static_cast<double>(e.size);
       double y1 = offset * rows_per_byte;
       if (y0 >= h || y1 <= y0) return;
-      uint32_t color = shade(band_color(info, e, request.color), a);
+      uint32_t color = shade(band_color(info, a, request.color), a);
       float cr = channel(color, 0), cg = channel(color, 1), cb = channel(color, 2);
       auto add = [&](int row, double cover) {
         float* p = &acc[static_cast<size_t>(row) * 4];

@@ -31,7 +31,7 @@
 
 namespace fraglab::gui {
 
-enum class BandColor { Size, Site, Stream, Pool };
+enum class BandColor { Size, Age, Site, Pool, Stream };  // as the app's ColorMode
 
 // The live allocations (alloc event indices, oldest first) at any event.
 class ActiveMemory {
@@ -102,8 +102,8 @@ struct MemoryRaster {
   double seconds = 0;                     // build time
 };
 
-// The color of one allocation's band (before its shading).
-uint32_t band_color(const TraceInfo& info, const Event& alloc, BandColor mode);
+// The color of one allocation's band (before its shading); age: when it was allocated.
+uint32_t band_color(const TraceInfo& info, uint64_t alloc_index, BandColor mode);
 
 MemoryRaster build_raster(const ActiveMemory& model, const RasterRequest& request,
                           const std::function<bool()>& cancelled = [] { return false; });

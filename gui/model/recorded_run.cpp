@@ -197,7 +197,7 @@ CursorSnapshot recorded_snapshot(const TraceInfo& info, uint64_t event_index, co
   snap.frag = measure_fragmentation(physical, live, event_index);
   snap.free_ranges = free_range_sizes(physical, live);
   snap.probed = true;
-  snap.probe_note = "the recording: no policy to ask";
+  snap.probe_note = "n/a: the recording";  // no policy to ask
   return snap;
 }
 
