@@ -23,7 +23,7 @@ bool has_recorded_layout(const Trace& trace) {
   return std::any_of(trace.events.begin(), trace.events.end(), [](const Event& e) { return is_device_event(e.kind); });
 }
 
-RecordedState::RecordedState(const Trace& trace) : trace_(trace) {
+RecordedState::RecordedState(const Trace& trace, bool keep_blocks) : trace_(trace), keep_blocks_(keep_blocks) {
   for (const RecordedSegment& s : trace.meta.initial.segments) {
     add_region(s.address, s.total_size, s.is_expandable, pool_index_of(trace.meta, s.pool_id));
     for (const RecordedBlock& b : s.blocks)
@@ -94,21 +94,27 @@ void RecordedState::apply(uint64_t index) {
       uint64_t size = recorded_block_size(e.size);
       if (index < trace_.meta.initial.live_blocks)
         if (auto it = initial_size_.find(e.addr); it != initial_size_.end()) size = it->second;
-      blocks_.insert_or_assign(e.addr, Block{size, e.size, index, e.stream, e.pool});
-      if (e.id >= addr_of_id_.size()) addr_of_id_.resize(e.id + 1u, 0);
+      if (e.id >= size_of_id_.size()) {
+        size_of_id_.resize(e.id + 1u, {0, 0});
+        addr_of_id_.resize(e.id + 1u, 0);
+      }
+      size_of_id_[e.id] = {size, e.size};
       addr_of_id_[e.id] = e.addr;
       requested += e.size;
       allocated += size;
-      mark_pool(e.addr, e.pool);
+      if (keep_blocks_) {
+        blocks_.insert_or_assign(e.addr, Block{size, e.size, index, e.stream, e.pool});
+        mark_pool(e.addr, e.pool);
+      }
       break;
     }
     case EventKind::Free: {
-      if (e.id >= addr_of_id_.size()) break;
-      auto it = blocks_.find(addr_of_id_[e.id]);
-      if (it == blocks_.end()) break;
-      requested -= std::min(requested, it->second.requested);
-      allocated -= std::min(allocated, it->second.size);
-      blocks_.erase(it);
+      if (e.id >= size_of_id_.size()) break;
+      auto& [size, req] = size_of_id_[e.id];
+      requested -= std::min(requested, req);
+      allocated -= std::min(allocated, size);
+      size = req = 0;
+      if (keep_blocks_) blocks_.erase(addr_of_id_[e.id]);
       break;
     }
     case EventKind::SegmentAlloc: add_region(e.addr, e.size, false, 0); break;
@@ -128,7 +134,7 @@ std::unique_ptr<RunResult> recorded_result(const TraceInfo& info, const std::fun
   r.policy = kRecordedSpec;
   uint64_t n = trace.events.size();
   for (auto& s : result->series) s.reserve(n);
-  RecordedState state(trace);
+  RecordedState state(trace, false);
   for (uint64_t i = 0; i < n; ++i) {
     if ((i & 0xffff) == 0 && progress && !progress(i)) return nullptr;
     const Event& e = trace.events[i];

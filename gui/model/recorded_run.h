@@ -42,7 +42,9 @@ class RecordedState {
     PoolIndex pool = 0;  // a private pool's blocks were seen in it
   };
 
-  explicit RecordedState(const Trace& trace);  // the state before event 0
+  // The state before event 0. Without `keep_blocks` only the byte counts and regions are
+  // kept (the whole-trace series: no per-block map to update).
+  explicit RecordedState(const Trace& trace, bool keep_blocks = true);
   void apply(uint64_t index);                  // applies trace.events[index]
 
   uint64_t requested = 0, allocated = 0, reserved = 0;
@@ -55,7 +57,9 @@ class RecordedState {
   void mark_pool(Addr addr, PoolIndex pool);
 
   const Trace& trace_;
+  bool keep_blocks_;
   std::map<Addr, Block> blocks_;
+  std::vector<std::pair<uint64_t, uint64_t>> size_of_id_;  // live allocation id -> (block, requested) bytes
   std::map<Addr, Region> regions_;
   std::vector<Addr> addr_of_id_;                  // live allocation id -> block address
   std::unordered_map<Addr, uint64_t> initial_size_;  // initial-state blocks' recorded sizes
