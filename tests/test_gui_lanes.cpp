@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gui/model/active_memory.h"
+#include "gui/model/event_search.h"
 #include "gui/model/palette.h"
 #include "gui/model/recorded_run.h"
 #include "gui/model/trace_info.h"
@@ -179,4 +180,37 @@ TEST_CASE("the active memory raster fills each column to its total, tiny bands i
     double want = static_cast<double>(model.total().bytes_at(e)) / static_cast<double>(r.top_bytes) * 120;
     CHECK(std::abs(filled - want) <= 1.5);
   }
+}
+
+TEST_CASE("event search finds by address, size range, action and frame text", "[gui][search]") {
+  Trace t;
+  t.meta.stacks.push_back({{"forward", "model.py", 10}, {"Linear", "torch/nn/linear.py", 3}});
+  t.meta.stacks.push_back({{"step", "train.py", 42}});
+  const Addr seg = 0x7f0000000000;
+  t.events = {
+      ev(EventKind::SegmentAlloc, 0, 2 << 20, seg),
+      ev(EventKind::Alloc, 0, 1000, seg),
+      ev(EventKind::Alloc, 1, 4 << 10, seg + 1024),
+      ev(EventKind::Free, 0, 1000, seg),
+      ev(EventKind::Alloc, 0, 1 << 20, seg + 8192),
+  };
+  t.events[1].stack = 1;
+  t.events[2].stack = 2;
+  t.events[4].stack = 1;
+  auto info = make_trace_info(t, "hand-made");
+  auto find = [&](const std::string& q) { return find_events(*info, parse_event_query(q)); };
+  using V = std::vector<uint64_t>;
+  CHECK(find("0x7f0000000400") == V{0, 2});        // inside the segment and the second block
+  CHECK(find("0x7f0000000010 action:alloc") == V{1});
+  CHECK(find("size:1KiB..8KiB") == V{2});
+  CHECK(find("size:..1000") == V{1, 3});
+  CHECK(find("size:1MiB") == V{4});
+  CHECK(find("action:free") == V{3});
+  CHECK(find("FORWARD") == V{1, 4});                // frame text, any case
+  CHECK(find("linear.py forward") == V{1, 4});      // every word, in any frame
+  CHECK(find("train") == V{2});
+  CHECK(find("forward train").empty());
+  CHECK_THROWS_WITH(parse_event_query("size:lots"), Catch::Contains("bad size 'lots'"));
+  CHECK_THROWS_WITH(parse_event_query("action:explode"), Catch::Contains("unknown action"));
+  CHECK_THROWS_WITH(parse_event_query("0xzz"), Catch::Contains("bad address"));
 }
