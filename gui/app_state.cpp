@@ -12,7 +12,10 @@ AppState::AppState(std::function<void()> notify, RecentFiles recent_files)
     : recent(std::move(recent_files)), notify_(std::move(notify)) {}
 
 AppState::~AppState() {
-  runs.clear();  // their workers join before the trace they read goes away
+  // Workers join before the traces they read go away.
+  pair.reset();
+  other_run.reset();
+  runs.clear();
 }
 
 void AppState::open(const std::string& path) {
@@ -43,7 +46,53 @@ void AppState::open(const std::string& path) {
   });
 }
 
+void AppState::open_second(const std::string& path) {
+  if (other_loader_.joinable()) {
+    other_loader_.request_stop();
+    other_loader_.join();
+  }
+  second_path = path;
+  other_loader_ = std::jthread([this, path](std::stop_token stop) {
+    std::shared_ptr<const TraceInfo> info;
+    std::string error;
+    try {
+      info = load_trace_info(path);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (stop.stop_requested()) return;
+    {
+      std::lock_guard lock(load_mutex_);
+      other_loaded_ = std::move(info);
+      other_loaded_error_ = std::move(error);
+      other_finished_ = true;
+    }
+    if (notify_) notify_();
+  });
+}
+
+void AppState::start_pair() {
+  other_run.reset();
+  pair.reset();
+  if (!trace || !other || !primary_run()) return;
+  const std::string& spec = primary_run()->spec();
+  other_run = std::make_unique<PolicyRun>(other, spec, device, notify_);
+  // The diff replays both under one policy; the recorded lane is no policy, PyTorch's model stands in.
+  pair = std::make_unique<TracePairRun>(trace, other, is_recorded_spec(spec) ? "pytorch" : spec, notify_);
+}
+
 void AppState::poll() {
+  {
+    std::unique_lock lock(load_mutex_);
+    if (other_finished_) {
+      other_finished_ = false;
+      other = std::move(other_loaded_);
+      other_error = std::move(other_loaded_error_);
+      lock.unlock();
+      start_pair();
+    }
+  }
+  if (other && primary_run() && (!other_run || other_run->spec() != primary_run()->spec())) start_pair();
   std::shared_ptr<const TraceInfo> info;
   {
     std::lock_guard lock(load_mutex_);
@@ -73,6 +122,7 @@ void AppState::adopt(std::shared_ptr<const TraceInfo> info) {
   place_recorded_lane();
   start_runs();
   prepare_view(view);  // the shown view's workers start with the replays
+  start_pair();
 }
 
 void AppState::place_recorded_lane() {
@@ -224,6 +274,11 @@ bool AppState::settled() const {
   if (view == ViewId::Memory && (!memory || !memory->settled() || memory_texture.raster != memory->raster()))
     return false;
   if (view == ViewId::Oom && (!oom || !oom->settled())) return false;
+  if (!second_path.empty()) {
+    if (!other && other_error.empty()) return false;
+    if (other_run && other_run->state() == PolicyRun::State::Running) return false;
+    if (view == ViewId::Compare && pair && !pair->settled()) return false;
+  }
   for (const auto& run : runs) {
     if (run->state() == PolicyRun::State::Running) return false;
     if (!run->settled_at(cursor)) return false;

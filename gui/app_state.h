@@ -21,6 +21,7 @@
 #include "gui/model/oom_diagnosis.h"
 #include "gui/model/policy_run.h"
 #include "gui/model/recent_files.h"
+#include "gui/model/trace_pair.h"
 #include "gui/model/trace_info.h"
 
 namespace fraglab::gui {
@@ -65,6 +66,15 @@ class AppState {
   std::string load_error;
   RecentFiles recent;
   std::string path_field;    // the "open" text field
+
+  // --- a second trace (fraglab-gui A B), compared with the first in the compare view ---
+  void open_second(const std::string& path);  // asynchronous, like open()
+  std::string second_path;
+  std::shared_ptr<const TraceInfo> other;
+  std::string other_error;
+  std::unique_ptr<PolicyRun> other_run;   // the primary policy on the second trace
+  std::unique_ptr<TracePairRun> pair;     // fraglab diff's comparison and the step boundaries
+  Align align = Align::Time;
 
   // --- policies -------------------------------------------------------------------
   std::vector<std::string> policies{"bestfit"};  // option strings, as on the command line
@@ -138,6 +148,7 @@ class AppState {
  private:
   void start_runs();
   void place_recorded_lane();
+  void start_pair();  // the second trace's run and the diff, once both traces are there
   bool recorded_added_ = false;  // place_recorded_lane put it there
   void apply_pending_at();
 
@@ -148,7 +159,10 @@ class AppState {
   std::shared_ptr<const TraceInfo> loaded_;
   std::string loaded_error_;
   bool load_finished_ = false;
-  std::jthread loader_;
+  std::shared_ptr<const TraceInfo> other_loaded_;
+  std::string other_loaded_error_;
+  bool other_finished_ = false;
+  std::jthread loader_, other_loader_;
 };
 
 }  // namespace fraglab::gui

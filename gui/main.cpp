@@ -1,5 +1,5 @@
 // fraglab-gui: the desktop visualizer of block maps, fragmentation and reserved memory.
-//   fraglab-gui [TRACE] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site|pool|stream]
+//   fraglab-gui [TRACE [TRACE_B]] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site|pool|stream]
 //               [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
@@ -12,7 +12,10 @@ int main(int argc, char** argv) {
   fraglab::install_pool_checker();  // the pytorch model revises the pools a snapshot's importer guesses
   fraglab::gui::LaunchOptions o;
   CLI::App cli{"fraglab-gui: block maps, fragmentation and peak reserved memory of allocator policies"};
-  cli.add_option("trace", o.trace, "Trace to open: " + fraglab::format_list());
+  std::vector<std::string> traces;
+  cli.add_option("traces", traces,
+                 "Trace to open: " + fraglab::format_list() + "; a second one is compared with it (compare view)")
+      ->expected(0, 2);
   cli.add_option("-p,--policy", o.policies,
                  "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'); repeat "
                  "to compare (default bestfit)")
@@ -38,5 +41,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : 2;
   }
+  if (!traces.empty()) o.trace = traces[0];
+  if (traces.size() > 1) o.second_trace = traces[1];
   return fraglab::gui::run_window(o);
 }

@@ -50,6 +50,7 @@ std::vector<uint8_t> read_framebuffer(int width, int height) {
 // Why a screenshot cannot be taken (a bad file or policy), or "" while all is well.
 std::string screenshot_blocker(const AppState& app) {
   if (!app.load_error.empty()) return app.load_error;
+  if (!app.other_error.empty()) return app.other_error;
   for (const auto& run : app.runs)
     if (run->state() == PolicyRun::State::Failed) return run->spec() + ": " + run->error();
   return "";
@@ -83,6 +84,7 @@ void configure(AppState& app, const LaunchOptions& o) {
   for (int c = 0; c < kColorModes; ++c)
     if (o.color == kColorNames[c]) app.color = static_cast<ColorMode>(c);
   app.pending_at = o.at;
+  if (!o.second_trace.empty()) app.open_second(o.second_trace);
   if (!o.trace.empty()) {
     app.path_field = o.trace;
     app.open(o.trace);

@@ -9,6 +9,7 @@ namespace fraglab::gui {
 
 struct LaunchOptions {
   std::string trace;
+  std::string second_trace;  // compared with the first (the compare view)
   std::vector<std::string> policies;
   std::string at;          // "peak" or an event index
   std::string view = "blockmap";

@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
 #include <map>
 #include <random>
 
@@ -11,6 +14,7 @@
 #include "gui/model/palette.h"
 #include "gui/model/recorded_run.h"
 #include "gui/model/trace_info.h"
+#include "gui/model/trace_pair.h"
 #include "tests/gui_test_traces.h"
 #include "traces/trace_io.h"
 
@@ -213,4 +217,88 @@ TEST_CASE("event search finds by address, size range, action and frame text", "[
   CHECK_THROWS_WITH(parse_event_query("size:lots"), Catch::Contains("bad size 'lots'"));
   CHECK_THROWS_WITH(parse_event_query("action:explode"), Catch::Contains("unknown action"));
   CHECK_THROWS_WITH(parse_event_query("0xzz"), Catch::Contains("bad address"));
+}
+
+namespace {
+
+// `steps` training steps: each allocates `per_step` tensors (activations), then frees them
+// all; a weight tensor stays live throughout.
+Trace looping_trace(int steps, int per_step, int64_t us_per_event) {
+  Trace t;
+  IdSlots slots;
+  int64_t time = 0;
+  auto push = [&](EventKind k, AllocId id, uint64_t size) {
+    Event e;
+    e.kind = k;
+    e.id = id;
+    e.size = size;
+    e.time_us = time += us_per_event;
+    t.events.push_back(e);
+  };
+  push(EventKind::Alloc, slots.acquire(), 64 << 20);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<AllocId> ids;
+    for (int i = 0; i < per_step; ++i) {
+      ids.push_back(slots.acquire());
+      push(EventKind::Alloc, ids.back(), (1 + i % 5) << 20);
+    }
+    for (AllocId id : ids) {
+      push(EventKind::Free, id, 0);
+      slots.release(id);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("steps are found from the loop's period and align two runs step by step", "[gui][pair]") {
+  auto a = make_trace_info(looping_trace(12, 50, 10), "a");
+  auto b = make_trace_info(looping_trace(12, 80, 3), "b");  // longer steps, a faster clock
+  auto sa = detect_steps(live_kib(a->trace)), sb = detect_steps(live_kib(b->trace));
+  // Boundaries where live bytes are lowest: after each step's frees (100 and 160 events a step).
+  REQUIRE(sa.size() >= 11);
+  REQUIRE(sb.size() >= 11);
+  CHECK(sa[0] == 0);
+  for (size_t k = 2; k < sa.size(); ++k) CHECK(sa[k] - sa[k - 1] == 100);
+  for (size_t k = 2; k < sb.size(); ++k) CHECK(sb[k] - sb[k - 1] == 160);
+  Alignment by_step{Align::Step, a.get(), b.get(), &sa, &sb};
+  for (size_t k = 0; k < std::min(sa.size(), sb.size()); ++k) CHECK(by_step.to_b(sa[k]) == sb[k]);
+  CHECK(by_step.to_b(sa[3] + 50) == sb[3] + 80);  // half way through a step: half way through B's
+  Alignment by_time{Align::Time, a.get(), b.get(), &sa, &sb};
+  CHECK(by_time.to_b(300) == 1000);  // 3000 us after the first event: B's event 1000 (3 us an event)
+  Alignment by_events{Align::Events, a.get(), b.get(), &sa, &sb};
+  CHECK(by_events.to_b(0) == 0);
+  CHECK(std::llabs(static_cast<long long>(by_events.to_b(a->events() / 2)) - static_cast<long long>(b->events() / 2)) <= 1);
+  // No loop, no steps.
+  CHECK(detect_steps(std::vector<uint32_t>(5000, 7)) == std::vector<uint64_t>{0});
+}
+
+TEST_CASE("the GUI's diff of two loaded traces is fraglab diff's", "[gui][pair]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "fraglab_gui_pair_test";
+  fs::create_directories(dir);
+  Trace ta = looping_trace(6, 40, 10), tb = test::make_fragmenting_trace(400);
+  save_trace(ta, (dir / "a.fltrace").string());
+  save_trace(tb, (dir / "b.fltrace").string());
+  auto a = load_trace_info((dir / "a.fltrace").string());
+  auto b = load_trace_info((dir / "b.fltrace").string());
+  TracePairRun run(a, b, "bestfit");
+  while (!run.settled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(run.error().empty());
+  auto r = run.result();
+  REQUIRE(r);
+  REQUIRE(r->diff);
+  DiffOptions o;
+  o.policy = "bestfit";
+  TraceDiff want = diff_traces((dir / "a.fltrace").string(), (dir / "b.fltrace").string(), o);
+  CHECK(r->diff->a.peak_reserved == want.a.peak_reserved);
+  CHECK(r->diff->b.peak_reserved == want.b.peak_reserved);
+  CHECK(r->diff->a.events == ta.events.size());
+  REQUIRE(r->diff->by_size_class.size() == want.by_size_class.size());
+  for (size_t i = 0; i < want.by_size_class.size(); ++i) {
+    CHECK(r->diff->by_size_class[i].key == want.by_size_class[i].key);
+    CHECK(r->diff->by_size_class[i].delta_bytes() == want.by_size_class[i].delta_bytes());
+  }
+  fs::remove_all(dir);
 }
