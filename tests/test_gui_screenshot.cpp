@@ -119,6 +119,16 @@ TEST_CASE("fraglab-gui --screenshot renders every view on a snapshot", "[gui][gu
     Image img = decode(png);
     CHECK(img.colors[fraglab::gui::kSiteColors[0]] >= 20);  // the first private pool's blocks
   }
+  SECTION("two traces side by side") {
+    std::string second = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/graphs_two_pools.expandable.pickle.gz";
+    REQUIRE(run_gui(trace + " " + second + " --policy pytorch --view compare --width 900 --height 700 --screenshot " + png) == 0);
+    Image img = decode(png);
+    CHECK(img.colors.size() > 20);
+    CHECK(img.colors[fraglab::gui::rgba(80, 200, 230)] >= 20);  // the second trace's reserved line
+    fs::remove(png);
+    CHECK(run_gui(trace + " " + (dir / "missing.jsonl").string() + " --view compare --screenshot " + png) == 2);
+    CHECK_FALSE(fs::exists(png));
+  }
   SECTION("the recorded lane on a trace without addresses fails like a bad policy") {
     std::string plain = (dir / "plain.jsonl").string();
     fraglab::save_trace(fraglab::test::make_fragmenting_trace(200), plain);
