@@ -123,6 +123,7 @@ void AppState::adopt(std::shared_ptr<const TraceInfo> info) {
   start_runs();
   prepare_view(view);  // the shown view's workers start with the replays
   start_pair();
+  if (!events.query.empty()) search_events(events.query);
 }
 
 void AppState::place_recorded_lane() {
@@ -145,8 +146,6 @@ void AppState::start_runs() {
   memory.reset();
   memory_texture.raster.reset();
   oom.reset();
-  events.matches.clear();
-  events.searched = false;
   if (!trace) return;
   for (const auto& spec : policies) {
     runs.push_back(std::make_unique<PolicyRun>(trace, spec, device, notify_));

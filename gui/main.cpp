@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
   cli.add_option("--view", o.view, view_help)->check(CLI::IsMember(views));
   cli.add_option("--color", o.color, "Block and band colors")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(fraglab::gui::kColorNames), std::end(fraglab::gui::kColorNames))));
+  cli.add_option("--search", o.search, "Events view: search for this (0xADDR, size:A..B, action:NAME, frame text)");
+  cli.add_option("--align", o.align, "Two traces: align the second's timeline by time, step or events")
+      ->check(CLI::IsMember({"time", "step", "events"}));
   cli.add_option("--capacity", o.capacity, "Simulated device capacity, e.g. 80GiB (default unlimited)");
   cli.add_option("--screenshot", o.screenshot,
                  "Render the window once the replays are done, write it to this PNG and exit (0, or 2 on bad input)");

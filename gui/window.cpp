@@ -83,6 +83,9 @@ void configure(AppState& app, const LaunchOptions& o) {
     if (o.view == v.flag) app.show(v.id);
   for (int c = 0; c < kColorModes; ++c)
     if (o.color == kColorNames[c]) app.color = static_cast<ColorMode>(c);
+  for (int a = 0; a < 3; ++a)
+    if (o.align == kAlignNames[a]) app.align = static_cast<Align>(a);
+  app.events.query = o.search;  // searched once the trace is there
   app.pending_at = o.at;
   if (!o.second_trace.empty()) app.open_second(o.second_trace);
   if (!o.trace.empty()) {
