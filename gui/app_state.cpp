@@ -216,9 +216,14 @@ void AppState::jump_to_device_grow(int direction) {
 
 void AppState::apply_pending_at() {
   if (pending_at.empty() || !trace) return;
-  if (pending_at == "peak") {
+  if (pending_at == "peak" || pending_at == "oom") {
     if (!primary_result()) return;
-    jump_to_peak();
+    if (pending_at == "peak") {
+      jump_to_peak();
+    } else {
+      set_cursor(0);
+      jump_to_oom(+1);  // the first OOM (stays at 0 when there is none)
+    }
   } else {
     uint64_t index = 0;
     auto [end, ec] = std::from_chars(pending_at.data(), pending_at.data() + pending_at.size(), index);

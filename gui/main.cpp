@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
                  "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'); repeat "
                  "to compare (default bestfit)")
       ->take_all();
-  cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy) or an event index");
+  cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy), 'oom' (its first OOM) or an event index");
   std::vector<std::string> views(fraglab::gui::kAlwaysShown.begin(), fraglab::gui::kAlwaysShown.end());
   std::string view_help = "View below the timeline:";
   for (const auto& v : fraglab::gui::kViews) {

@@ -36,11 +36,11 @@ void pair_plot(AppState& app, const TracePairRun::Result* steps, ImVec2 size) {
   auto [begin, end] = visible_range(app);
   Alignment al{app.align, app.trace.get(), app.other.get(), steps ? &steps->steps_a : nullptr,
                steps ? &steps->steps_b : nullptr};
-  const MinMaxPyramid& pa = ra->pyramid[static_cast<int>(Series::Reserved)];
-  const MinMaxPyramid& pb = rb->pyramid[static_cast<int>(Series::Reserved)];
-  // One column's events in A, and where they fall in B.
+  // Allocated bytes show the loop (what the alignment lines up), reserved bytes the cost.
+  const int kAllocated = static_cast<int>(Series::Allocated), kReserved = static_cast<int>(Series::Reserved);
+  // One column's events in A, and where they fall in B: [series][trace] = {lo, hi}.
   struct Column {
-    int64_t lo_a, hi_a, lo_b, hi_b;
+    std::pair<int64_t, int64_t> v[2][2];
   };
   std::vector<Column> cols(static_cast<size_t>(w));
   int64_t top = 1;
@@ -49,19 +49,27 @@ void pair_plot(AppState& app, const TracePairRun::Result* steps, ImVec2 size) {
     uint64_t first = next;
     next = column_event(app, begin, end, static_cast<double>(c + 1), w);
     uint64_t last = std::max(next, first + 1);
-    auto [la, ha] = pa.range(first, last);
     uint64_t b0 = al.to_b(first), b1 = std::max(al.to_b(last), b0 + 1);
-    auto [lb, hb] = pb.range(b0, b1);
-    cols[c] = {la, ha, lb, hb};
-    top = std::max({top, ha, hb});
+    for (int k : {0, 1}) {
+      int series = k == 0 ? kAllocated : kReserved;
+      cols[c].v[k][0] = ra->pyramid[series].range(first, last);
+      cols[c].v[k][1] = rb->pyramid[series].range(b0, b1);
+      top = std::max({top, cols[c].v[k][0].second, cols[c].v[k][1].second});
+    }
   }
   double scale = h / (static_cast<double>(top) * 1.08);
   auto y_of = [&](int64_t kib) { return p0.y + h - static_cast<float>(static_cast<double>(kib) * scale); };
   dl->AddRectFilled(p0, {p0.x + w, p0.y + h}, IM_COL32(24, 26, 30, 255));
+  auto dimmed = [](ImU32 c) { return (c & 0x00ffffffu) | (120u << 24); };
   for (size_t c = 0; c < cols.size(); ++c) {
     float x = p0.x + static_cast<float>(c);
-    dl->AddRectFilled({x, y_of(cols[c].hi_a) - 1}, {x + 1, y_of(cols[c].lo_a) + 1}, kColorA);
-    dl->AddRectFilled({x, y_of(cols[c].hi_b)}, {x + 1, y_of(cols[c].lo_b) + 1}, kColorB);
+    for (int t : {0, 1}) {
+      ImU32 color = t == 0 ? kColorA : kColorB;
+      auto [lo, hi] = cols[c].v[0][t];
+      dl->AddRectFilled({x, y_of(hi)}, {x + 1, y_of(lo) + 1}, dimmed(color));  // allocated
+      auto [rlo, rhi] = cols[c].v[1][t];
+      dl->AddRectFilled({x, y_of(rhi) - (t == 0 ? 1.0f : 0.0f)}, {x + 1, y_of(rlo) + 1}, color);  // reserved
+    }
   }
   // Step boundaries of A (the alignment's anchors when aligned by step).
   if (steps && app.align == Align::Step)
@@ -76,7 +84,7 @@ void pair_plot(AppState& app, const TracePairRun::Result* steps, ImVec2 size) {
   }
   ImU32 dim = IM_COL32(170, 170, 170, 255);
   dl->AddText({origin.x + 2, p0.y}, dim, bytes_label(ByteSeries::to_bytes(static_cast<uint32_t>(top))).c_str());
-  std::string head = fmt::format("reserved under {}:  A {} (peak {})   B {} (peak {}), aligned by {}",
+  std::string head = fmt::format("reserved (lines) and allocated (areas) under {}:  A {} (peak {})   B {} (peak {}), by {}",
                                  app.primary_run()->spec(), file_name(app.trace->path), bytes_label(ra->replay.reserved.bytes),
                                  file_name(app.other->path), bytes_label(rb->replay.reserved.bytes),
                                  kAlignNames[static_cast<int>(app.align)]);
@@ -159,18 +167,16 @@ void draw_trace_pair(AppState& app, ImVec2 size) {
     }
     return;
   }
+  auto result = app.pair ? app.pair->result() : nullptr;
   ImGui::AlignTextToFramePadding();
-  ImGui::Text("A %s (%llu events)  vs  B %s (%llu events)   align by", file_name(app.trace->path).c_str(),
-              static_cast<unsigned long long>(app.trace->events()), file_name(app.other->path).c_str(),
-              static_cast<unsigned long long>(app.other->events()));
+  ImGui::Text("A %s (%llu events%s)  vs  B %s (%llu events%s)   align by", file_name(app.trace->path).c_str(),
+              static_cast<unsigned long long>(app.trace->events()),
+              result ? fmt::format(", {} steps", result->steps_a.size()).c_str() : "", file_name(app.other->path).c_str(),
+              static_cast<unsigned long long>(app.other->events()),
+              result ? fmt::format(", {} steps", result->steps_b.size()).c_str() : "");
   for (int a = 0; a < 3; ++a) {
     ImGui::SameLine();
     if (ImGui::RadioButton(kAlignNames[a], app.align == static_cast<Align>(a))) app.align = static_cast<Align>(a);
-  }
-  auto result = app.pair ? app.pair->result() : nullptr;
-  if (result) {
-    ImGui::SameLine(0, 16);
-    ImGui::TextDisabled("steps found: A %zu, B %zu", result->steps_a.size(), result->steps_b.size());
   }
   pair_plot(app, result.get(), {size.x, std::max(90.0f, size.y * 0.3f)});
   if (app.pair && !app.pair->error().empty()) {

@@ -21,7 +21,7 @@ shot "$corpus/gpt2_train.default.stacks.pickle.gz" --policy recorded --view memo
   --screenshot docs/img/gui_memory_sites.png
 shot "$corpus/gpt2_train.default.stacks.pickle.gz" --policy recorded --view events --at peak \
   --search "action:alloc size:512MiB.. forward" --screenshot docs/img/gui_events_search.png
-shot "$cases/gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz" --policy recorded --view oom --at 0 \
+shot "$cases/gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz" --policy recorded --view oom --at oom \
   --screenshot docs/img/gui_oom.png
 shot "$corpus/gpt2_train.default.pickle.gz" "$corpus/gpt2_train.expandable.pickle.gz" --policy "$policy" \
   --view compare --align step --at peak --screenshot docs/img/gui_two_traces.png

@@ -108,7 +108,7 @@ def run_memoryviz(chromium, url, timeout):
         if "MEMORYVIZ_RENDERED" in line:
             elapsed = time.monotonic() - t0
             renderer, total = rss_kib(descendants(proc.pid))
-            result = (elapsed, renderer, total, line.strip().split()[-1].strip('",'))
+            result = (elapsed, renderer, total, re.search(r"MEMORYVIZ_RENDERED (\d+)", line).group(1))
             break
         if time.monotonic() > deadline:
             break
