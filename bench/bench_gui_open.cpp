@@ -3,7 +3,7 @@
 // lane's series, the snapshot at its peak, the active memory model and its first raster,
 // then the frame time of the memory view (CPU side, no window) while the cursor scrubs.
 //
-//   fraglab_bench_gui_open TRACE [--width 1400 --height 860] [--frames 200]
+//   fraglab_bench_gui_open TRACE [--width 1400 --height 860] [--frames 200] [--no-pool-checker]
 //
 // Wall and CPU time per phase (the machine may be shared: CPU time is the work done).
 #include <imgui.h>
@@ -57,10 +57,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s TRACE [--width W] [--height H] [--frames N]\n", argv[0]);
     return 2;
   }
-  install_pool_checker();
   std::string path = argv[1];
+  bool checker = true;
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--no-pool-checker") checker = false;  // how much of reading is the pool check
+  if (checker) install_pool_checker();
   int width = 1400, height = 860, frames = 200;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i + 1 < argc; ++i) {
     std::string k = argv[i];
     int v = std::atoi(argv[i + 1]);
     if (k == "--width") width = v;
