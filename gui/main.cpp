@@ -17,8 +17,9 @@ int main(int argc, char** argv) {
                  "Trace to open: " + fraglab::format_list() + "; a second one is compared with it (compare view)")
       ->expected(0, 2);
   cli.add_option("-p,--policy", o.policies,
-                 "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'); repeat "
-                 "to compare (default bestfit)")
+                 "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'), or "
+                 "'recorded' (the recording itself: its own blocks and segments); repeat to compare (default: recorded "
+                 "for snapshots, then bestfit)")
       ->take_all();
   cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy), 'oom' (its first OOM) or an event index");
   std::vector<std::string> views(fraglab::gui::kAlwaysShown.begin(), fraglab::gui::kAlwaysShown.end());

@@ -96,7 +96,8 @@ TEST_CASE("the recorded lane follows the recording's segment calls and block add
 TEST_CASE("at its last event the recorded lane shows the snapshot's own segments and blocks", "[gui][recorded]") {
   // Snapshots with private pools, a ring buffer that began mid-run (initial state) and one from process start.
   for (const char* name : {"graphs_two_pools.default.pickle.gz", "bert_varlen_train.default_ring60000.pickle.gz",
-                           "mempool_kept.default.pickle.gz"}) {
+                           "mempool_kept.default.pickle.gz", "gpt2_train.expandable_late2.pickle.gz",
+                           "bert_varlen_train.expandable_ring60000.pickle.gz"}) {
     INFO(name);
     auto info = load_trace_info(kCases + "/" + name);
     REQUIRE(info->recorded_layout);
