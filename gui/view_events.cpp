@@ -87,8 +87,8 @@ void event_table(AppState& app, ImVec2 size) {
     const char* name;
     float width;  // 0: takes the rest
   };
-  for (const Column& c : {Column{"event", 64}, Column{"time", 64}, Column{"action", 104}, Column{"address", 116},
-                          Column{"size", 76}, Column{"stream", 44}, Column{"pool", 56}, Column{"site", 0}})
+  for (const Column& c : {Column{"event", 60}, Column{"time", 64}, Column{"action", 100}, Column{"address", 112},
+                          Column{"size", 76}, Column{"stream", 44}, Column{"pool", 50}, Column{"site", 0}})
     ImGui::TableSetupColumn(c.name, c.width > 0 ? ImGuiTableColumnFlags_WidthFixed : ImGuiTableColumnFlags_WidthStretch,
                             c.width);
   ImGui::TableHeadersRow();
@@ -120,7 +120,7 @@ void draw_events(AppState& app, ImVec2 size) {
     ImGui::TextDisabled("Open a trace to list its events.");
     return;
   }
-  float list_w = std::max(300.0f, size.x * 0.58f);
+  float list_w = std::max(300.0f, size.x * 0.64f);
   ImGui::BeginChild("##eventlist", {list_w, size.y}, false);
   search_row(app);
   event_table(app, ImGui::GetContentRegionAvail());

@@ -86,6 +86,7 @@ void configure(AppState& app, const LaunchOptions& o) {
   for (int a = 0; a < 3; ++a)
     if (o.align == kAlignNames[a]) app.align = static_cast<Align>(a);
   app.events.query = o.search;  // searched once the trace is there
+  app.events.only_matches = !o.search.empty();
   app.pending_at = o.at;
   if (!o.second_trace.empty()) app.open_second(o.second_trace);
   if (!o.trace.empty()) {
