@@ -3,6 +3,10 @@
 //               [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "gui/model/oom_diagnosis.h"
 #include "gui/view_table.h"
 #include "gui/window.h"
 #include "sim/pool_checker.h"
@@ -47,5 +51,10 @@ int main(int argc, char** argv) {
   }
   if (!traces.empty()) o.trace = traces[0];
   if (traces.size() > 1) o.second_trace = traces[1];
-  return fraglab::gui::run_window(o);
+  int status = fraglab::gui::run_window(o);
+  if (fraglab::gui::OomDiagnosisRun::any_running()) {  // a detached diagnosis would outlive the statics
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  return status;
 }

@@ -1,17 +1,28 @@
 #include "gui/model/oom_diagnosis.h"
 
+#include <atomic>
 #include <thread>
 
 #include "sim/capacity.h"
 
 namespace fraglab::gui {
 
+namespace {
+std::atomic<int> running{0};
+}
+
+bool OomDiagnosisRun::any_running() { return running.load() > 0; }
+
 OomDiagnosisRun::OomDiagnosisRun(std::shared_ptr<const TraceInfo> trace, std::optional<uint64_t> capacity,
                                  std::function<void()> notify)
     : shared_(std::make_shared<Shared>()) {
   shared_->notify = std::move(notify);
   std::optional<uint64_t> cap = capacity_for(trace->trace, capacity, &note_);
-  std::thread(work, shared_, std::move(trace), cap).detach();
+  ++running;
+  std::thread([shared = shared_, trace = std::move(trace), cap] {
+    work(shared, trace, cap);
+    --running;
+  }).detach();
 }
 
 OomDiagnosisRun::~OomDiagnosisRun() {

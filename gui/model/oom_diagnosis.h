@@ -31,6 +31,9 @@ class OomDiagnosisRun {
   bool settled() const;  // the verdict is there, or the diagnosis failed
   std::string error() const;
   const std::string& capacity_note() const { return note_; }
+  // A diagnosis still runs somewhere in the process (its thread uses the policy registry and
+  // other statics): the app then ends with std::_Exit instead of running static destructors.
+  static bool any_running();
 
  private:
   struct Shared {
