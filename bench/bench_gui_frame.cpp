@@ -76,6 +76,7 @@ std::unique_ptr<AppState> settled_app(std::vector<std::string> policies, ViewId 
                                       const std::shared_ptr<const TraceInfo>& trace = bench_trace()) {
   auto app = std::make_unique<AppState>(std::function<void()>{}, RecentFiles(""));
   app->policies = std::move(policies);
+  app->auto_recorded = false;  // the policies given, as on a command line with --policy
   app->adopt(trace);
   app->pending_at = "peak";
   app->show(view);

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "allocators/registry.h"
+#include "gui/model/recorded_run.h"
 
 namespace fraglab::gui {
 
@@ -11,7 +12,10 @@ AppState::AppState(std::function<void()> notify, RecentFiles recent_files)
     : recent(std::move(recent_files)), notify_(std::move(notify)) {}
 
 AppState::~AppState() {
-  runs.clear();  // their workers join before the trace they read goes away
+  // Workers join before the traces they read go away.
+  pair.reset();
+  other_run.reset();
+  runs.clear();
 }
 
 void AppState::open(const std::string& path) {
@@ -42,7 +46,53 @@ void AppState::open(const std::string& path) {
   });
 }
 
+void AppState::open_second(const std::string& path) {
+  if (other_loader_.joinable()) {
+    other_loader_.request_stop();
+    other_loader_.join();
+  }
+  second_path = path;
+  other_loader_ = std::jthread([this, path](std::stop_token stop) {
+    std::shared_ptr<const TraceInfo> info;
+    std::string error;
+    try {
+      info = load_trace_info(path);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (stop.stop_requested()) return;
+    {
+      std::lock_guard lock(load_mutex_);
+      other_loaded_ = std::move(info);
+      other_loaded_error_ = std::move(error);
+      other_finished_ = true;
+    }
+    if (notify_) notify_();
+  });
+}
+
+void AppState::start_pair() {
+  other_run.reset();
+  pair.reset();
+  if (!trace || !other || !primary_run()) return;
+  const std::string& spec = primary_run()->spec();
+  other_run = std::make_unique<PolicyRun>(other, spec, device, notify_);
+  // The diff replays both under one policy; the recorded lane is no policy, PyTorch's model stands in.
+  pair = std::make_unique<TracePairRun>(trace, other, is_recorded_spec(spec) ? "pytorch" : spec, notify_);
+}
+
 void AppState::poll() {
+  {
+    std::unique_lock lock(load_mutex_);
+    if (other_finished_) {
+      other_finished_ = false;
+      other = std::move(other_loaded_);
+      other_error = std::move(other_loaded_error_);
+      lock.unlock();
+      start_pair();
+    }
+  }
+  if (other && primary_run() && (!other_run || other_run->spec() != primary_run()->spec())) start_pair();
   std::shared_ptr<const TraceInfo> info;
   {
     std::lock_guard lock(load_mutex_);
@@ -69,13 +119,33 @@ void AppState::adopt(std::shared_ptr<const TraceInfo> info) {
   cursor = 0;
   timeline.begin = timeline.end = 0;
   path_field = trace->path;
+  place_recorded_lane();
   start_runs();
+  prepare_view(view);  // the shown view's workers start with the replays
+  start_pair();
+  if (!events.query.empty()) search_events(events.query);
+}
+
+void AppState::place_recorded_lane() {
+  if (!auto_recorded) return;
+  bool wanted = trace->recorded_layout;
+  auto it = std::find(policies.begin(), policies.end(), kRecordedSpec);
+  if (wanted && it == policies.end()) {
+    policies.insert(policies.begin(), kRecordedSpec);
+    recorded_added_ = true;
+  } else if (!wanted && it != policies.end() && recorded_added_) {
+    policies.erase(it);
+    recorded_added_ = false;
+  }
 }
 
 void AppState::start_runs() {
   runs.clear();
   strips.clear();
   diffs.clear();
+  memory.reset();
+  memory_texture.raster.reset();
+  oom.reset();
   if (!trace) return;
   for (const auto& spec : policies) {
     runs.push_back(std::make_unique<PolicyRun>(trace, spec, device, notify_));
@@ -146,9 +216,14 @@ void AppState::jump_to_device_grow(int direction) {
 
 void AppState::apply_pending_at() {
   if (pending_at.empty() || !trace) return;
-  if (pending_at == "peak") {
+  if (pending_at == "peak" || pending_at == "oom") {
     if (!primary_result()) return;
-    jump_to_peak();
+    if (pending_at == "peak") {
+      jump_to_peak();
+    } else {
+      set_cursor(0);
+      jump_to_oom(+1);  // the first OOM (stays at 0 when there is none)
+    }
   } else {
     uint64_t index = 0;
     auto [end, ec] = std::from_chars(pending_at.data(), pending_at.data() + pending_at.size(), index);
@@ -157,8 +232,57 @@ void AppState::apply_pending_at() {
   pending_at.clear();
 }
 
+ActiveMemoryRun& AppState::memory_run() {
+  if (!memory) memory = std::make_unique<ActiveMemoryRun>(trace, notify_);
+  return *memory;
+}
+
+OomDiagnosisRun& AppState::oom_run() {
+  if (!oom) oom = std::make_unique<OomDiagnosisRun>(trace, device.capacity, notify_);
+  return *oom;
+}
+
+void AppState::prepare_view(ViewId v) {
+  if (!trace) return;
+  if (v == ViewId::Memory) memory_run();
+  if (v == ViewId::Oom) oom_run();
+}
+
+void AppState::search_events(const std::string& query) {
+  events.query = query;
+  events.error.clear();
+  events.matches.clear();
+  events.searched = false;
+  if (!trace || query.empty()) return;
+  try {
+    events.matches = find_events(*trace, parse_event_query(query));
+    events.searched = true;
+  } catch (const std::exception& e) {
+    events.error = e.what();
+  }
+}
+
+void AppState::step_match(int direction) {
+  const auto& m = events.matches;
+  if (direction > 0) {
+    auto it = std::upper_bound(m.begin(), m.end(), cursor);
+    if (it != m.end()) set_cursor(*it);
+  } else {
+    auto it = std::lower_bound(m.begin(), m.end(), cursor);
+    if (it != m.begin()) set_cursor(*std::prev(it));
+  }
+}
+
 bool AppState::settled() const {
   if (loading() || !trace || !pending_at.empty()) return false;
+  if (view == ViewId::Memory && (!memory || !memory->settled() || memory_texture.raster != memory->raster()))
+    return false;
+  if (view == ViewId::Oom && (!oom || !oom->settled())) return false;
+  if (!second_path.empty()) {
+    if (!other && other_error.empty()) return false;
+    if (other_run && other_run->state() == PolicyRun::State::Running) return false;
+    if (view == ViewId::Compare && pair && !pair->settled()) return false;
+  }
   for (const auto& run : runs) {
     if (run->state() == PolicyRun::State::Running) return false;
     if (!run->settled_at(cursor)) return false;

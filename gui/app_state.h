@@ -15,18 +15,22 @@
 #include <thread>
 #include <vector>
 
+#include "gui/model/active_memory.h"
 #include "gui/model/block_strip.h"
+#include "gui/model/event_search.h"
+#include "gui/model/oom_diagnosis.h"
 #include "gui/model/policy_run.h"
 #include "gui/model/recent_files.h"
+#include "gui/model/trace_pair.h"
 #include "gui/model/trace_info.h"
 
 namespace fraglab::gui {
 
-// The tabs below the timeline; the fragmentation panel beside them is always shown.
-enum class ViewId { BlockMap, Compare, Summary, Help };
-constexpr const char* kViewNames[] = {"blockmap", "compare", "summary", "help"};
-enum class ColorMode { Size, Age, Site, Pool };
-constexpr const char* kColorNames[] = {"size", "age", "site", "pool"};
+// The tabs below the timeline, in tab order; the fragmentation panel beside them is always
+// shown. Names, keys, titles and help of each are one row of gui/view_table.h.
+enum class ViewId { BlockMap, Memory, Events, Oom, Compare, Summary, Help };
+enum class ColorMode { Size, Age, Site, Pool, Stream };
+constexpr const char* kColorNames[] = {"size", "age", "site", "pool", "stream"};
 constexpr int kColorModes = static_cast<int>(std::size(kColorNames));
 enum class TimeAxis { Events, Time };
 
@@ -63,8 +67,20 @@ class AppState {
   RecentFiles recent;
   std::string path_field;    // the "open" text field
 
+  // --- a second trace (fraglab-gui A B), compared with the first in the compare view ---
+  void open_second(const std::string& path);  // asynchronous, like open()
+  std::string second_path;
+  std::shared_ptr<const TraceInfo> other;
+  std::string other_error;
+  std::unique_ptr<PolicyRun> other_run;   // the primary policy on the second trace
+  std::unique_ptr<TracePairRun> pair;     // fraglab diff's comparison and the step boundaries
+  Align align = Align::Time;
+
   // --- policies -------------------------------------------------------------------
   std::vector<std::string> policies{"bestfit"};  // option strings, as on the command line
+  // Put the recorded lane ("recorded") first for traces that record their layout (snapshots),
+  // unless the policies were given on the command line.
+  bool auto_recorded = true;
   std::vector<std::unique_ptr<PolicyRun>> runs;  // one a policy, for the loaded trace
   SimDeviceConfig device;
   std::string policy_field;
@@ -87,6 +103,8 @@ class AppState {
   void jump_to_device_grow(int direction);   // the next or previous segment allocation / page map
   // Every replay and the snapshots at the cursor are finished (headless screenshots).
   bool settled() const;
+  // Starts the workers a view needs (the command line's --view before any frame).
+  void prepare_view(ViewId v);
 
   // --- views ----------------------------------------------------------------------
   ViewId view = ViewId::BlockMap;
@@ -101,8 +119,37 @@ class AppState {
   std::map<std::pair<const PolicyRun*, const PolicyRun*>, DiffCache> diffs;  // (run, baseline)
   std::map<std::pair<const PolicyRun*, int>, StripCache> strips;  // (run, panel) -> layout
 
+  // Active memory view: the model is built on a worker the first time the view is shown.
+  std::unique_ptr<ActiveMemoryRun> memory;
+  ActiveMemoryRun& memory_run();
+  // Uploads a raster as a texture (replacing `old`, 0 for none) and returns its id; set by
+  // the window (OpenGL). Without it (benchmarks) the view draws no picture.
+  std::function<uint64_t(const MemoryRaster&, uint64_t old)> upload_texture;
+  struct MemoryTexture {
+    std::shared_ptr<const MemoryRaster> raster;
+    uint64_t id = 0;
+  } memory_texture;
+
+  // Event list view.
+  struct EventsState {
+    std::string query;
+    std::string error;           // the query's, when malformed
+    std::vector<uint64_t> matches;  // event indices, ascending
+    bool searched = false, only_matches = false;
+    uint64_t scrolled_to = UINT64_MAX;  // the cursor the list last scrolled to
+  } events;
+  void search_events(const std::string& query);
+  void step_match(int direction);  // the cursor to the next / previous match
+
+  // OOM view: diagnose's reading at each OOM, on a worker once the view is shown.
+  std::unique_ptr<OomDiagnosisRun> oom;
+  OomDiagnosisRun& oom_run();
+
  private:
   void start_runs();
+  void place_recorded_lane();
+  void start_pair();  // the second trace's run and the diff, once both traces are there
+  bool recorded_added_ = false;  // place_recorded_lane put it there
   void apply_pending_at();
 
   std::function<void()> notify_;
@@ -112,7 +159,10 @@ class AppState {
   std::shared_ptr<const TraceInfo> loaded_;
   std::string loaded_error_;
   bool load_finished_ = false;
-  std::jthread loader_;
+  std::shared_ptr<const TraceInfo> other_loaded_;
+  std::string other_loaded_error_;
+  bool other_finished_ = false;
+  std::jthread loader_, other_loader_;
 };
 
 }  // namespace fraglab::gui

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "gui/views.h"
+#include "gui/view_table.h"
 
 namespace fraglab::gui {
 
@@ -50,32 +50,34 @@ void handle_shortcuts(AppState& app) {
   if (pressed('-')) zoom_around_cursor(app, 2.0);
   if (pressed('[') && app.primary > 0) --app.primary;
   if (pressed(']') && app.primary + 1 < app.runs.size()) ++app.primary;
-  for (int v = 0; v < 4; ++v)
-    if (pressed('1' + v)) app.show(static_cast<ViewId>(v));
+  for (size_t v = 0; v < kViews.size(); ++v)
+    if (pressed('1' + static_cast<int>(v))) app.show(kViews[v].id);
   if (pressed(kKeyF1)) app.show(ViewId::Help);
+  if (app.view == ViewId::Events) {  // the list steps with the arrows up and down (matches only: match to match)
+    bool matches = app.events.only_matches && !app.events.matches.empty();
+    if (pressed_named(ImGuiKey_DownArrow)) matches ? app.step_match(+1) : app.set_cursor(app.cursor + 1);
+    if (pressed_named(ImGuiKey_UpArrow)) matches ? app.step_match(-1) : app.set_cursor(app.cursor > 0 ? app.cursor - 1 : 0);
+  }
 }
 
 void tabs(AppState& app, ImVec2 size) {
   if (!ImGui::BeginTabBar("##views")) return;
-  static const char* kTitles[] = {"Block map", "Compare", "Trace summary", "Help"};
-  for (int v = 0; v < 4; ++v) {
-    ImGuiTabItemFlags flags = app.view_changed && app.view == static_cast<ViewId>(v) ? ImGuiTabItemFlags_SetSelected : 0;
-    if (!ImGui::BeginTabItem(kTitles[v], nullptr, flags)) continue;
+  for (const ViewEntry& entry : kViews) {
+    bool wanted = app.view == entry.id;
+    ImGuiTabItemFlags flags = app.view_changed && wanted ? ImGuiTabItemFlags_SetSelected : 0;
+    bool open = ImGui::BeginTabItem(entry.title, nullptr, flags);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", entry.help);
+    if (!open) continue;
     // A requested tab is selected once ImGui shows it; until then the request stands.
     if (!app.view_changed) {
-      app.view = static_cast<ViewId>(v);
-    } else if (app.view == static_cast<ViewId>(v)) {
+      app.view = entry.id;
+    } else if (wanted) {
       app.view_changed = false;
     }
     ImVec2 avail = ImGui::GetContentRegionAvail();
     avail.y = std::min(avail.y, size.y);
     ImGui::BeginChild("##view", avail, false, ImGuiWindowFlags_NoScrollWithMouse);
-    switch (static_cast<ViewId>(v)) {
-      case ViewId::BlockMap: draw_blockmap(app, app.primary_run(), 0, avail, false); break;
-      case ViewId::Compare: draw_compare(app, avail); break;
-      case ViewId::Summary: draw_summary(app, avail); break;
-      case ViewId::Help: draw_help(app, avail); break;
-    }
+    entry.draw(app, avail);
     ImGui::EndChild();
     ImGui::EndTabItem();
   }

@@ -1,9 +1,14 @@
 // fraglab-gui: the desktop visualizer of block maps, fragmentation and reserved memory.
-//   fraglab-gui [TRACE] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site]
+//   fraglab-gui [TRACE [TRACE_B]] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site|pool|stream]
 //               [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "allocators/plugin.h"
+#include "gui/model/oom_diagnosis.h"
+#include "gui/view_table.h"
 #include "gui/window.h"
 #include "sim/pool_checker.h"
 #include "traces/trace_io.h"
@@ -12,15 +17,28 @@ int main(int argc, char** argv) {
   fraglab::install_pool_checker();  // the pytorch model revises the pools a snapshot's importer guesses
   fraglab::gui::LaunchOptions o;
   CLI::App cli{"fraglab-gui: block maps, fragmentation and peak reserved memory of allocator policies"};
-  cli.add_option("trace", o.trace, "Trace to open: " + fraglab::format_list());
+  std::vector<std::string> traces;
+  cli.add_option("traces", traces,
+                 "Trace to open: " + fraglab::format_list() + "; a second one is compared with it (compare view)")
+      ->expected(0, 2);
   cli.add_option("-p,--policy", o.policies,
-                 "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'); repeat "
-                 "to compare (default bestfit)")
+                 "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'), or "
+                 "'recorded' (the recording itself: its own blocks and segments); repeat to compare (default: recorded "
+                 "for snapshots, then bestfit)")
       ->take_all();
-  cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy) or an event index");
-  cli.add_option("--view", o.view, "View below the timeline")
-      ->check(CLI::IsMember({"blockmap", "fragmentation", "timeline", "compare", "summary", "help"}));
-  cli.add_option("--color", o.color, "Block colors")->check(CLI::IsMember({"size", "age", "site", "pool"}));
+  cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy), 'oom' (its first OOM) or an event index");
+  std::vector<std::string> views(fraglab::gui::kAlwaysShown.begin(), fraglab::gui::kAlwaysShown.end());
+  std::string view_help = "View below the timeline:";
+  for (const auto& v : fraglab::gui::kViews) {
+    views.emplace_back(v.flag);
+    view_help += std::string(" ") + v.flag;
+  }
+  cli.add_option("--view", o.view, view_help)->check(CLI::IsMember(views));
+  cli.add_option("--color", o.color, "Block and band colors")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(fraglab::gui::kColorNames), std::end(fraglab::gui::kColorNames))));
+  cli.add_option("--search", o.search, "Events view: search for this (0xADDR, size:A..B, action:NAME, frame text)");
+  cli.add_option("--align", o.align, "Two traces: align the second's timeline by time, step or events")
+      ->check(CLI::IsMember({"time", "step", "events"}));
   cli.add_option("--capacity", o.capacity, "Simulated device capacity, e.g. 80GiB (default unlimited)");
   cli.add_option("--screenshot", o.screenshot,
                  "Render the window once the replays are done, write it to this PNG and exit (0, or 2 on bad input)");
@@ -41,5 +59,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : 2;
   }
-  return fraglab::gui::run_window(o);
+  if (!traces.empty()) o.trace = traces[0];
+  if (traces.size() > 1) o.second_trace = traces[1];
+  int status = fraglab::gui::run_window(o);
+  if (fraglab::gui::OomDiagnosisRun::any_running()) {  // a detached diagnosis would outlive the statics
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  return status;
 }

@@ -59,8 +59,128 @@ uint32_t block_color(const AppState& app, const SnapshotBlock& b) {
       const TraceInfo& info = *app.trace;
       return pool_color(b.alloc_index < info.events() ? info.trace.events[b.alloc_index].pool : 0);
     }
+    case ColorMode::Stream: return stream_color(b.stream);
   }
   return kNoSiteColor;
+}
+
+uint32_t stream_color(StreamIndex stream) { return kSiteColors[stream % kSiteColors.size()]; }
+
+namespace {
+
+// One legend entry; wraps to a new line when it would pass the window's right edge.
+void swatch(uint32_t color, const std::string& label, const std::string& tooltip = "") {
+  float s = ImGui::GetTextLineHeight() - 2;
+  float width = s + 3 + ImGui::CalcTextSize(label.c_str()).x;
+  float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  ImGui::SameLine(0, 10);
+  if (ImGui::GetCursorScreenPos().x + width > right) ImGui::NewLine();
+  ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::GetWindowDrawList()->AddRectFilled({p.x, p.y + 1}, {p.x + s, p.y + 1 + s}, color);
+  ImGui::Dummy({s, s});
+  ImGui::SameLine(0, 3);
+  ImGui::TextUnformatted(label.c_str());
+  if (!tooltip.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tooltip.c_str());
+}
+
+std::string shortened(const std::string& text, size_t most) {
+  return text.size() <= most ? text : text.substr(0, most - 3) + "...";
+}
+
+}  // namespace
+
+void color_legend(const AppState& app, bool with_free) {
+  ImGui::Dummy({0, 0});  // the swatches continue this line
+  if (with_free) {
+    swatch(kFreeColor, "free");
+    swatch(kUnmappedColor, "unmapped");
+  }
+  switch (app.color) {
+    case ColorMode::Size:
+      for (const auto& c : kSizeClasses) swatch(c.color, c.label);
+      break;
+    case ColorMode::Age:
+      swatch(age_color(0), "new");
+      swatch(age_color(0.5), "");
+      swatch(age_color(1), "oldest");
+      break;
+    case ColorMode::Site: {
+      // Every site that has a color of its own, so the legend names each color the map shows.
+      const TraceInfo& info = *app.trace;
+      for (size_t i = 0; i < info.sites.size(); ++i) {
+        int slot = info.color_slot(static_cast<uint32_t>(i));
+        if (slot < 0 || slot >= static_cast<int>(kSiteColors.size())) continue;
+        const AllocSite& site = info.sites[i];
+        swatch(kSiteColors[static_cast<size_t>(slot)], shortened(site.label, 36),
+               fmt::format("{}\n{} allocated in {} allocations", site.label, bytes_label(site.bytes), site.count));
+      }
+      swatch(kNoSiteColor, info.has_stacks ? "other sites, no stack" : "no stacks in this trace");
+      break;
+    }
+    case ColorMode::Pool: {
+      const auto& pools = app.trace->trace.meta.pools;
+      swatch(pool_color(0), "default pools");
+      for (size_t i = 1; i < pools.size(); ++i)
+        swatch(pool_color(static_cast<PoolIndex>(i)), "pool " + pool_name(pools[i]), pool_origin(pools[i]));
+      break;
+    }
+    case ColorMode::Stream: {
+      const auto& streams = app.trace->trace.meta.streams;
+      for (size_t i = 0; i < streams.size() && i < kSiteColors.size(); ++i)
+        swatch(stream_color(static_cast<StreamIndex>(i)), fmt::format("stream {:#x}", streams[i]));
+      break;
+    }
+  }
+}
+
+void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_frames) {
+  const TraceInfo& info = *app.trace;
+  if (alloc_index >= info.events()) return;
+  const Event& alloc = info.trace.events[alloc_index];
+  ImGui::Text("requested %s, allocation id %u, allocated at event %llu", bytes_label(alloc.size).c_str(), alloc.id,
+              static_cast<unsigned long long>(alloc_index));
+  const auto& streams = info.trace.meta.streams;
+  const auto& pools = info.trace.meta.pools;
+  ImGui::Text("stream %#llx, pool %s", static_cast<unsigned long long>(alloc.stream < streams.size() ? streams[alloc.stream] : 0),
+              alloc.pool < pools.size() ? pool_name(pools[alloc.pool]).c_str() : "?");
+  uint64_t freed = info.free_index[alloc_index];
+  if (freed == TraceInfo::kNever) {
+    ImGui::Text("lifetime: never freed (live to the end of the trace)");
+  } else {
+    ImGui::Text("lifetime: freed at event %llu, %llu events, %s", static_cast<unsigned long long>(freed),
+                static_cast<unsigned long long>(freed - alloc_index),
+                duration_label(info.time_at(freed) - alloc.time_us).c_str());
+  }
+  const auto& stacks = info.trace.meta.stacks;
+  if (alloc.stack == 0 || alloc.stack >= stacks.size()) {
+    ImGui::TextDisabled(info.has_stacks ? "no stack recorded for this allocation" : "no stacks in this trace");
+    return;
+  }
+  ImGui::Separator();
+  ImGui::Text("site: %s", info.sites[info.site_of(alloc)].label.c_str());
+  const auto& frames = stacks[alloc.stack];
+  for (size_t i = 0; i < frames.size() && i < max_frames; ++i)
+    ImGui::TextDisabled("  %s  %s:%lld", frames[i].name.c_str(), frames[i].filename.c_str(),
+                        static_cast<long long>(frames[i].line));
+  if (frames.size() > max_frames) ImGui::TextDisabled("  ... %zu more frames", frames.size() - max_frames);
+}
+
+void zoom_range(AppState& app, double begin, double end, double anchor, double factor) {
+  double n = static_cast<double>(app.trace->events());
+  double span = std::clamp((end - begin) * factor, std::min(n, 32.0), n);
+  double b = anchor - (anchor - begin) * (span / (end - begin));
+  b = std::clamp(b, 0.0, n - span);
+  app.timeline.begin = b;
+  app.timeline.end = b + span;
+  if (app.timeline.begin <= 0 && app.timeline.end >= n) app.timeline.begin = app.timeline.end = 0;
+}
+
+void pan_range(AppState& app, double begin, double end, double shift) {
+  double n = static_cast<double>(app.trace->events());
+  if (end - begin >= n) return;
+  double b = std::clamp(begin + shift, 0.0, n - (end - begin));
+  app.timeline.begin = b;
+  app.timeline.end = b + (end - begin);
 }
 
 uint32_t pool_color(PoolIndex pool) {

@@ -130,8 +130,13 @@ void diff_plot(AppState& app, ImVec2 size) {
 }  // namespace
 
 void draw_compare(AppState& app, ImVec2 size) {
+  if (!app.second_path.empty()) {  // two traces: their comparison is this view
+    draw_trace_pair(app, size);
+    return;
+  }
   if (app.runs.size() < 2) {
-    ImGui::TextDisabled("Add a second policy (the policy field above, or --policy twice) to compare.");
+    ImGui::TextDisabled("Add a second policy (the policy field above, or --policy twice) to compare, or open two "
+                        "traces (fraglab-gui A B).");
     return;
   }
   ImVec2 start = ImGui::GetCursorScreenPos();

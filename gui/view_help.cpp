@@ -1,6 +1,6 @@
 // Help: the keyboard shortcuts and mouse actions.
 #include "gui/shortcuts.h"
-#include "gui/views.h"
+#include "gui/view_table.h"
 
 namespace fraglab::gui {
 
@@ -17,9 +17,25 @@ void draw_help(AppState&, ImVec2 size) {
     ImGui::EndTable();
   }
   ImGui::Spacing();
+  ImGui::Text("Views");
+  if (ImGui::BeginTable("##views", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit, {size.x * 0.9f, 0})) {
+    for (size_t v = 0; v < kViews.size(); ++v) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("%zu", v + 1);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s (--view %s)", kViews[v].title, kViews[v].flag);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(kViews[v].help);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::Spacing();
   ImGui::Text("Mouse");
   ImGui::BulletText("Timeline: click or drag to move the cursor, wheel to zoom, right-drag to pan, double-click for all.");
   ImGui::BulletText("Block map: hover a block for its size, request, id, lifetime and allocation stack.");
+  ImGui::BulletText("Active memory: hover a band for its allocation and full stack, click to move the cursor; wheel, right-drag as the timeline.");
+  ImGui::BulletText("Events: click a row to move the cursor; Enter in the search field finds the next match.");
   ImGui::BulletText("Drop a trace file on the window to open it.");
   ImGui::Spacing();
   ImGui::Text("Reading the block map");

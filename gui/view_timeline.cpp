@@ -21,32 +21,15 @@ void draw_marker(ImDrawList* dl, float x, float top, float bottom, ImU32 color, 
   dl->AddText({x + 5, top}, color, label.c_str());
 }
 
-void zoom(AppState& app, double begin, double end, double anchor, double factor) {
-  double n = static_cast<double>(app.trace->events());
-  double span = std::clamp((end - begin) * factor, std::min(n, 32.0), n);
-  double b = anchor - (anchor - begin) * (span / (end - begin));
-  b = std::clamp(b, 0.0, n - span);
-  app.timeline.begin = b;
-  app.timeline.end = b + span;
-  if (app.timeline.begin <= 0 && app.timeline.end >= n) app.timeline.begin = app.timeline.end = 0;
-}
-
 void handle_input(AppState& app, ImVec2 p0, float w, double begin, double end) {
   ImGuiIO& io = ImGui::GetIO();
   bool hovered = ImGui::IsItemHovered();
   double mouse_event =
       static_cast<double>(column_event(app, begin, end, std::clamp(io.MousePos.x - p0.x, 0.0f, w), w));
-  if (hovered && io.MouseWheel != 0) zoom(app, begin, end, mouse_event, std::pow(0.8, io.MouseWheel));
+  if (hovered && io.MouseWheel != 0) zoom_range(app, begin, end, mouse_event, std::pow(0.8, io.MouseWheel));
   if (ImGui::IsItemActive() && ImGui::IsMouseDown(ImGuiMouseButton_Left)) app.set_cursor(static_cast<uint64_t>(mouse_event));
-  if (hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Right)) {
-    double shift = -static_cast<double>(io.MouseDelta.x) / w * (end - begin);
-    double n = static_cast<double>(app.trace->events());
-    double b = std::clamp(begin + shift, 0.0, n - (end - begin));
-    if (end - begin < n) {
-      app.timeline.begin = b;
-      app.timeline.end = b + (end - begin);
-    }
-  }
+  if (hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Right))
+    pan_range(app, begin, end, -static_cast<double>(io.MouseDelta.x) / w * (end - begin));
   if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) app.timeline.begin = app.timeline.end = 0;
 }
 
@@ -90,18 +73,29 @@ void draw_timeline(AppState& app, ImVec2 size) {
     std::string label = bytes_label(ByteSeries::to_bytes(static_cast<uint32_t>(kib)));
     dl->AddText({origin.x + 2, y - 7}, IM_COL32(170, 170, 170, 255), label.c_str());
   }
-  // Reserved behind allocated behind requested: each is at least the next.
-  for (int k = kSeriesCount - 1; k >= 0; --k) {
-    if (!app.timeline.show[k]) continue;
-    ImU32 color = series_color(static_cast<Series>(k));
+  // Requested as a filled area, then reserved and allocated as lines over it: where the
+  // three meet, each still shows (reserved as a rim above allocated, allocated as the line
+  // on top of the area), so no series hides another.
+  auto columns = [&](int k, auto&& draw) {
     uint64_t next = column_event(app, begin, end, 0, w);
     for (int c = 0; c < static_cast<int>(w); ++c) {
       uint64_t first = next;
       next = column_event(app, begin, end, c + 1, w);
       auto [lo, hi] = result->pyramid[k].range(first, std::max(next, first + 1));
-      float x = p0.x + static_cast<float>(c);
-      dl->AddRectFilled({x, y_of(hi)}, {x + 1, y_of(lo) + 1}, color);
+      draw(p0.x + static_cast<float>(c), lo, hi);
     }
+  };
+  if (app.timeline.show[0]) {
+    ImU32 area = (series_color(Series::Requested) & 0x00ffffffu) | (110u << 24);
+    columns(0, [&](float x, int64_t, int64_t hi) { dl->AddRectFilled({x, y_of(hi)}, {x + 1, p0.y + h}, area); });
+  }
+  if (app.timeline.show[2]) {
+    ImU32 color = series_color(Series::Reserved);
+    columns(2, [&](float x, int64_t lo, int64_t hi) { dl->AddRectFilled({x, y_of(hi) - 2}, {x + 1, y_of(lo) + 1}, color); });
+  }
+  if (app.timeline.show[1]) {
+    ImU32 color = series_color(Series::Allocated);
+    columns(1, [&](float x, int64_t lo, int64_t hi) { dl->AddRectFilled({x, y_of(hi)}, {x + 1, y_of(lo) + 1.5f}, color); });
   }
 
   auto x_of = [&](uint64_t e) { return p0.x + static_cast<float>(event_x(app, begin, end, e, w)); };

@@ -6,6 +6,7 @@
 #include <imgui_stdlib.h>
 
 #include "allocators/registry.h"
+#include "gui/model/recorded_run.h"
 
 namespace fraglab::gui {
 
@@ -83,6 +84,9 @@ void policy_row(AppState& app) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(110);
   if (ImGui::BeginCombo("##registered", "Registered", ImGuiComboFlags_HeightLarge)) {
+    if (ImGui::Selectable(kRecordedSpec)) app.policy_field = kRecordedSpec;
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("the recording itself: PyTorch's own blocks at their recorded addresses (snapshots)");
     for (const auto& info : policy_registry()) {
       if (ImGui::Selectable(info.name.c_str())) app.policy_field = info.name;
       if (ImGui::IsItemHovered()) {

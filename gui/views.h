@@ -13,8 +13,13 @@ void draw_timeline(AppState& app, ImVec2 size);
 // The block map of `run` at its latest snapshot; `panel` keys the layout cache (one a place
 // a map is drawn); `compact` draws thinner rows and a one-line header (compare view).
 void draw_blockmap(AppState& app, const PolicyRun* run, int panel, ImVec2 size, bool compact);
+void draw_blockmap_view(AppState& app, ImVec2 size);  // the primary policy's, full size
+void draw_memory(AppState& app, ImVec2 size);
+void draw_events(AppState& app, ImVec2 size);
+void draw_oom(AppState& app, ImVec2 size);
 void draw_fragmentation(AppState& app, ImVec2 size);
 void draw_compare(AppState& app, ImVec2 size);
+void draw_trace_pair(AppState& app, ImVec2 size);  // two traces (fraglab-gui A B), in the compare view
 void draw_summary(AppState& app, ImVec2 size);
 void draw_help(AppState& app, ImVec2 size);
 
@@ -28,6 +33,7 @@ const char* series_name(Series s);
 uint32_t block_color(const AppState& app, const SnapshotBlock& b);
 // The color of a private pool's blocks (the default pools: grey), for --color pool.
 uint32_t pool_color(PoolIndex pool);
+uint32_t stream_color(StreamIndex stream);
 // The color of an allocation site (one of the first kSiteColors recorded sites, else grey).
 uint32_t site_color(const TraceInfo& info, uint32_t site);
 // The strip for `run`'s snapshot at this size and color mode, from the cache when it fits.
@@ -35,6 +41,13 @@ const BlockStrip& strip_for(AppState& app, const PolicyRun* run, int panel, cons
                             int width, int rows);
 // Event range [begin, end) the timeline shows (zoom), clamped to the trace.
 std::pair<double, double> visible_range(const AppState& app);
+// Zooms the visible range by `factor` around event `anchor`; pans it by `shift` events.
+void zoom_range(AppState& app, double begin, double end, double anchor, double factor);
+void pan_range(AppState& app, double begin, double end, double shift);
+// A row of color swatches with labels, the legend of the current color mode.
+void color_legend(const AppState& app, bool with_free);
+// The allocation behind alloc event `alloc_index`: size, lifetime, stream, pool and stack.
+void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_frames);
 // Maps a column of a plot `width` pixels wide to the first event it covers (events or time axis).
 uint64_t column_event(const AppState& app, double begin, double end, double column, double width);
 // Plot area x for an event index (inverse of column_event).

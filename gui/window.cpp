@@ -15,6 +15,8 @@
 #include "allocators/registry.h"
 #include "gui/app_state.h"
 #include "gui/frame.h"
+#include "gui/view_table.h"
+#include "gui/model/recorded_run.h"
 #include "gui/screenshot.h"
 
 namespace fraglab::gui {
@@ -48,21 +50,45 @@ std::vector<uint8_t> read_framebuffer(int width, int height) {
 // Why a screenshot cannot be taken (a bad file or policy), or "" while all is well.
 std::string screenshot_blocker(const AppState& app) {
   if (!app.load_error.empty()) return app.load_error;
+  if (!app.other_error.empty()) return app.other_error;
   for (const auto& run : app.runs)
     if (run->state() == PolicyRun::State::Failed) return run->spec() + ": " + run->error();
   return "";
 }
 
+// The active memory view's raster as an OpenGL texture (replacing `old`).
+uint64_t upload_texture(const MemoryRaster& raster, uint64_t old) {
+  auto texture = static_cast<GLuint>(old);
+  if (texture == 0) glGenTextures(1, &texture);
+  glBindTexture(GL_TEXTURE_2D, texture);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA, raster.request.width, raster.request.height, 0, GL_RGBA, GL_UNSIGNED_BYTE,
+               raster.rgba.data());
+  return texture;
+}
+
 void configure(AppState& app, const LaunchOptions& o) {
-  if (!o.policies.empty()) app.policies = o.policies;
+  if (!o.policies.empty()) {
+    app.policies = o.policies;
+    app.auto_recorded = false;
+  }
   if (!o.capacity.empty()) app.device.capacity = parse_size(o.capacity);
-  for (const auto& p : app.policies) PolicySpec::parse(p);  // fail early on malformed option strings
-  for (int v = 0; v < 4; ++v)
-    if (o.view == kViewNames[v]) app.show(static_cast<ViewId>(v));
-  if (o.view == "fragmentation" || o.view == "timeline") app.show(ViewId::BlockMap);  // always on screen
+  for (const auto& p : app.policies)
+    if (!is_recorded_spec(p)) PolicySpec::parse(p);  // fail early on malformed option strings
+  for (const ViewEntry& v : kViews)
+    if (o.view == v.flag) app.show(v.id);
   for (int c = 0; c < kColorModes; ++c)
     if (o.color == kColorNames[c]) app.color = static_cast<ColorMode>(c);
+  for (int a = 0; a < 3; ++a)
+    if (o.align == kAlignNames[a]) app.align = static_cast<Align>(a);
+  app.events.query = o.search;  // searched once the trace is there
+  app.events.only_matches = !o.search.empty();
   app.pending_at = o.at;
+  if (!o.second_trace.empty()) app.open_second(o.second_trace);
   if (!o.trace.empty()) {
     app.path_field = o.trace;
     app.open(o.trace);
@@ -98,6 +124,7 @@ int run_window(const LaunchOptions& o) {
   int status = 0;
   {
     AppState app([] { glfwPostEmptyEvent(); });
+    app.upload_texture = upload_texture;
     glfwSetWindowUserPointer(window, &app);
     glfwSetDropCallback(window, on_drop);
     try {
@@ -111,8 +138,12 @@ int run_window(const LaunchOptions& o) {
     int settled_frames = 0;
     while (!glfwWindowShouldClose(window)) {
       bool busy = app.loading() || !app.settled();
-      if (headless || busy) {
-        glfwWaitEventsTimeout(headless ? 0.005 : 0.05);
+      if (headless) {
+        // Workers post an empty event when something changes; once settled, the last few
+        // frames run back to back.
+        glfwWaitEventsTimeout(settled_frames > 0 ? 0.0 : 0.05);
+      } else if (busy) {
+        glfwWaitEventsTimeout(0.05);
       } else {
         glfwWaitEvents();
       }
@@ -123,6 +154,25 @@ int run_window(const LaunchOptions& o) {
       ImGui::NewFrame();
       build_frame(app);
       ImGui::Render();
+      if (headless) {
+        // Screenshots draw once, when everything is ready: frames before that only lay out
+        // (and ask the workers for what the views need), leaving the cores to the workers.
+        if (std::string why = screenshot_blocker(app); !why.empty()) {
+          std::fprintf(stderr, "fraglab-gui: %s\n", why.c_str());
+          status = 2;
+          break;
+        }
+        settled_frames = app.settled() ? settled_frames + 1 : 0;
+        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (settled_frames <= kSettleFrames) {
+          if (waited > o.screenshot_timeout_s) {
+            std::fprintf(stderr, "fraglab-gui: replay did not finish within %.0f s; no screenshot\n", waited);
+            status = 2;
+            break;
+          }
+          continue;
+        }
+      }
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(window, &fw, &fh);
       glViewport(0, 0, fw, fh);
@@ -130,29 +180,19 @@ int run_window(const LaunchOptions& o) {
       glClear(GL_COLOR_BUFFER_BIT);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
       if (headless) {
-        if (std::string why = screenshot_blocker(app); !why.empty()) {
-          std::fprintf(stderr, "fraglab-gui: %s\n", why.c_str());
+        try {
+          write_png(o.screenshot, fw, fh, read_framebuffer(fw, fh));
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
           status = 2;
-          break;
         }
-        settled_frames = app.settled() ? settled_frames + 1 : 0;
-        if (settled_frames > kSettleFrames) {
-          try {
-            write_png(o.screenshot, fw, fh, read_framebuffer(fw, fh));
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
-            status = 2;
-          }
-          break;
-        }
-        double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        if (waited > o.screenshot_timeout_s) {
-          std::fprintf(stderr, "fraglab-gui: replay did not finish within %.0f s; no screenshot\n", waited);
-          status = 2;
-          break;
-        }
+        break;
       }
       glfwSwapBuffers(window);
+    }
+    if (app.memory_texture.id != 0) {
+      auto texture = static_cast<GLuint>(app.memory_texture.id);
+      glDeleteTextures(1, &texture);
     }
     glfwSetWindowUserPointer(window, nullptr);
   }

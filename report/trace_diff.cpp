@@ -15,8 +15,11 @@ namespace fraglab {
 
 namespace {
 
-RunSummary summarize_run(const std::string& path, const DiffOptions& o) {
-  Trace trace = load_trace(path);
+uint64_t magnitude(int64_t v) { return static_cast<uint64_t>(v < 0 ? -v : v); }
+
+}  // namespace
+
+RunSummary summarize_run(const Trace& trace, const std::string& path, const DiffOptions& o) {
   RunSummary s;
   s.trace = path;
   auto conf = trace.meta.allocator_settings.find("PYTORCH_CUDA_ALLOC_CONF");
@@ -50,10 +53,6 @@ RunSummary summarize_run(const std::string& path, const DiffOptions& o) {
   return s;
 }
 
-uint64_t magnitude(int64_t v) { return static_cast<uint64_t>(v < 0 ? -v : v); }
-
-}  // namespace
-
 std::vector<GroupDiff> match_groups(const std::vector<AllocGroup>& a, const std::vector<AllocGroup>& b) {
   std::map<std::string, GroupDiff> by_key;
   for (const auto& g : a) by_key[g.key].a = g;
@@ -79,12 +78,27 @@ TraceDiff diff_traces(const std::string& a, const std::string& b, const DiffOpti
   d.policy = options.policy;
   d.capacity = options.capacity;
   PolicySpec::parse(options.policy);  // a malformed policy fails before any loading
-  d.a = summarize_run(a, options);
-  d.b = summarize_run(b, options);
+  d.a = summarize_run(load_trace(a), a, options);
+  d.b = summarize_run(load_trace(b), b, options);
+  match_diff_groups(d);
+  return d;
+}
+
+TraceDiff diff_traces(const Trace& a, const std::string& name_a, const Trace& b, const std::string& name_b,
+                      const DiffOptions& options) {
+  TraceDiff d;
+  d.policy = options.policy;
+  d.capacity = options.capacity;
+  d.a = summarize_run(a, name_a, options);
+  d.b = summarize_run(b, name_b, options);
+  match_diff_groups(d);
+  return d;
+}
+
+void match_diff_groups(TraceDiff& d) {
   d.by_site = match_groups(d.a.groups.by_site, d.b.groups.by_site);
   d.by_size_class = match_groups(d.a.groups.by_size_class, d.b.groups.by_size_class);
   d.by_stream = match_groups(d.a.groups.by_stream, d.b.groups.by_stream);
-  return d;
 }
 
 }  // namespace fraglab

@@ -57,6 +57,14 @@ struct DiffOptions {
 // Loads and replays both traces. Throws FormatError / PolicyConfigError on bad input.
 TraceDiff diff_traces(const std::string& a, const std::string& b, const DiffOptions& options);
 
+// The same for traces already in memory (fraglab-gui's two traces), named for the report.
+TraceDiff diff_traces(const Trace& a, const std::string& name_a, const Trace& b, const std::string& name_b,
+                      const DiffOptions& options);
+// One trace's side of the diff.
+RunSummary summarize_run(const Trace& trace, const std::string& name, const DiffOptions& options);
+// Fills the diff's matched groups from its two summaries.
+void match_diff_groups(TraceDiff& d);
+
 // The groups of two breakdowns matched by key, largest difference first.
 std::vector<GroupDiff> match_groups(const std::vector<AllocGroup>& a, const std::vector<AllocGroup>& b);
 

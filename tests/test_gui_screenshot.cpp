@@ -88,3 +88,52 @@ TEST_CASE("fraglab-gui --screenshot renders the block map at the peak", "[gui][g
 }
 
 #endif  // FRAGLAB_GUI_BINARY
+
+#ifdef FRAGLAB_GUI_BINARY
+TEST_CASE("fraglab-gui --screenshot renders every view on a snapshot", "[gui][gui_screenshot]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "fraglab_gui_views_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // A CUDA-graph snapshot: private pools, recorded addresses, stacks-free.
+  std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/graphs_two_pools.default.pickle.gz";
+  std::string png = (dir / "view.png").string();
+  for (const char* view : {"blockmap", "memory", "events", "oom", "compare", "summary", "help"}) {
+    INFO(view);
+    fs::remove(png);
+    REQUIRE(run_gui(trace + " --at peak --view " + view + " --width 900 --height 700 --screenshot " + png) == 0);
+    Image img = decode(png);
+    CHECK(img.width == 900);
+    CHECK(img.height == 700);
+    CHECK(img.colors.size() > 20);  // not blank
+    if (std::string(view) == "memory" || std::string(view) == "blockmap") {
+      // The allocations themselves, in their size-class colors (bands keep the class color at full shade).
+      int classes = 0;
+      for (const auto& c : fraglab::gui::kSizeClasses)
+        if (img.colors.count(c.color) && img.colors[c.color] >= 20) ++classes;
+      CHECK(classes >= 2);
+    }
+  }
+  SECTION("the recorded lane by name, colored by pool") {
+    REQUIRE(run_gui(trace + " --policy recorded --at peak --color pool --width 900 --height 700 --screenshot " + png) == 0);
+    Image img = decode(png);
+    CHECK(img.colors[fraglab::gui::kSiteColors[0]] >= 20);  // the first private pool's blocks
+  }
+  SECTION("two traces side by side") {
+    std::string second = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/graphs_two_pools.expandable.pickle.gz";
+    REQUIRE(run_gui(trace + " " + second + " --policy pytorch --view compare --width 900 --height 700 --screenshot " + png) == 0);
+    Image img = decode(png);
+    CHECK(img.colors.size() > 20);
+    CHECK(img.colors[fraglab::gui::rgba(80, 200, 230)] >= 20);  // the second trace's reserved line
+    fs::remove(png);
+    CHECK(run_gui(trace + " " + (dir / "missing.jsonl").string() + " --view compare --screenshot " + png) == 2);
+    CHECK_FALSE(fs::exists(png));
+  }
+  SECTION("the recorded lane on a trace without addresses fails like a bad policy") {
+    std::string plain = (dir / "plain.jsonl").string();
+    fraglab::save_trace(fraglab::test::make_fragmenting_trace(200), plain);
+    CHECK(run_gui(plain + " --policy recorded --screenshot " + png) == 2);
+  }
+  fs::remove_all(dir);
+}
+#endif

@@ -5,6 +5,7 @@
 #include "allocators/registry.h"
 #include "device/limiting_device.h"
 #include "device/simulated_gpu.h"
+#include "gui/model/recorded_run.h"
 #include "sim/replay_simulated.h"
 
 namespace fraglab::gui {
@@ -112,6 +113,18 @@ const RunResult* PolicyRun::result() const { return state() == State::Done ? res
 
 void PolicyRun::replay_all(std::stop_token stop) {
   try {
+    if (is_recorded_spec(spec_)) {
+      auto result = recorded_result(*trace_, [&](uint64_t done) {
+        done_events_ = done;
+        changed();
+        return !stop.stop_requested();
+      });
+      if (!result) return;
+      result_ = std::move(result);
+      state_.store(State::Done, std::memory_order_release);
+      changed();
+      return;
+    }
     auto result = std::make_unique<RunResult>();
     uint64_t n = trace_->events();
     for (auto& s : result->series) s.reserve(n);
@@ -154,6 +167,7 @@ void PolicyRun::replay_all(std::stop_token stop) {
 CursorSnapshot PolicyRun::build_snapshot(const TraceInfo& trace, const std::string& spec_text,
                                          const SimDeviceConfig& device, uint64_t event_index, bool probe,
                                          const std::function<bool()>& cancelled) {
+  if (is_recorded_spec(spec_text)) return recorded_snapshot(trace, event_index, cancelled);
   PolicySpec spec = PolicySpec::parse(spec_text);
   Replayer r(trace, spec, device, cursor_options(event_index, cancelled));
   MemorySource source(trace.trace);
@@ -213,6 +227,11 @@ void PolicyRun::serve_snapshots(std::stop_token stop) {
         snapshot_ = snap;
       }
       changed();
+      if (snap->probed) {  // nothing to probe (the recorded lane)
+        built = want;
+        changed();
+        continue;
+      }
       auto probed = std::make_shared<CursorSnapshot>(*snap);
       probe_largest_fit(*trace_, PolicySpec::parse(spec_), device_, *probed, stale);
       if (stale()) continue;

@@ -46,6 +46,7 @@ struct CursorSnapshot {
   uint64_t event_index = 0;             // memory after events [0, event_index]
   std::vector<SnapshotBlock> blocks;    // live blocks, address order
   std::vector<DeviceRegion> regions;    // segments and reserved VMM ranges, address order
+  std::vector<PoolIndex> region_pools;  // the recorded lane: each region's private pool (0: default)
   std::vector<std::pair<Addr, uint64_t>> physical;  // backed intervals, address order
   Fragmentation frag;
   std::vector<uint64_t> free_ranges;    // free range sizes, address order

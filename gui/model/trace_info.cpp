@@ -5,6 +5,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "gui/model/recorded_run.h"
 #include "traces/alloc_site.h"
 #include "traces/trace_io.h"
 
@@ -82,6 +83,7 @@ std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path) 
   info->stats = compute_stats(source);
   info->free_index = match_frees(info->trace);
   assign_sites(*info);
+  info->recorded_layout = has_recorded_layout(info->trace);
   return info;
 }
 

@@ -33,6 +33,7 @@ struct TraceInfo {
   std::vector<AllocSite> sites;
   std::vector<uint32_t> site_of_stack;
   bool has_stacks = false;
+  bool recorded_layout = false;  // block addresses and segment calls recorded (gui/model/recorded_run.h)
 
   uint64_t events() const { return trace.events.size(); }
   int64_t time_at(uint64_t index) const;

@@ -1,0 +1,180 @@
+// fraglab-gui's open time, phase by phase, on one trace (the real 2.4M-entry gpt2 generation
+// snapshot in docs/gui.md): reading the file, what the app derives from it, the recorded
+// lane's series, the snapshot at its peak, the active memory model and its first raster,
+// then the frame time of the memory view (CPU side, no window) while the cursor scrubs.
+//
+//   fraglab_bench_gui_open TRACE [--width 1400 --height 860] [--frames 200] [--no-pool-checker]
+//
+// Wall and CPU time per phase (the machine may be shared: CPU time is the work done).
+#include <imgui.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <thread>
+
+#include "gui/app_state.h"
+#include "gui/frame.h"
+#include "gui/model/active_memory.h"
+#include "gui/model/recorded_run.h"
+#include "sim/pool_checker.h"
+#include "traces/trace_io.h"
+
+using namespace fraglab;
+using namespace fraglab::gui;
+
+namespace {
+
+double cpu_now(clockid_t clock = CLOCK_PROCESS_CPUTIME_ID) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Phase {
+  const char* name;
+  std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
+  double cpu = cpu_now();
+  ~Phase() {
+    double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+    std::printf("%-34s wall %8.1f ms   cpu %8.1f ms\n", name, w * 1e3, (cpu_now() - cpu) * 1e3);
+  }
+};
+
+void frame(AppState& app) {
+  ImGui::NewFrame();
+  build_frame(app);
+  ImGui::Render();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s TRACE [--width W] [--height H] [--frames N]\n", argv[0]);
+    return 2;
+  }
+  std::string path = argv[1];
+  bool checker = true;
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--no-pool-checker") checker = false;  // how much of reading is the pool check
+  if (checker) install_pool_checker();
+  int width = 1400, height = 860, frames = 200;
+  for (int i = 2; i + 1 < argc; ++i) {
+    std::string k = argv[i];
+    int v = std::atoi(argv[i + 1]);
+    if (k == "--width") width = v;
+    if (k == "--height") height = v;
+    if (k == "--frames") frames = v;
+  }
+  Trace trace;
+  {
+    Phase p{"read the file (load_trace)"};
+    trace = load_trace(path);
+  }
+  std::shared_ptr<const TraceInfo> info;
+  {
+    Phase p{"derive (stats, frees, sites)"};
+    info = make_trace_info(std::move(trace), path);
+  }
+  std::printf("%llu events\n", static_cast<unsigned long long>(info->events()));
+  std::unique_ptr<RunResult> recorded;
+  {
+    Phase p{"recorded lane: series and peaks"};
+    recorded = recorded_result(*info, {});
+  }
+  {
+    Phase p{"recorded lane: snapshot at the peak"};
+    CursorSnapshot snap = recorded_snapshot(*info, recorded->replay.reserved.event_index);
+    std::printf("  %zu live blocks, %zu regions\n", snap.blocks.size(), snap.regions.size());
+  }
+  std::unique_ptr<ActiveMemory> model;
+  {
+    Phase p{"active memory model"};
+    model = std::make_unique<ActiveMemory>(info);
+  }
+  RasterRequest whole;
+  whole.begin = 0;
+  whole.end = static_cast<double>(info->events());
+  whole.width = width - 120;
+  whole.height = height / 2;
+  {
+    Phase p{"raster, whole trace"};
+    build_raster(*model, whole);
+  }
+  RasterRequest zoomed = whole;
+  zoomed.begin = whole.end / 2;
+  zoomed.end = whole.end / 2 + 20000;
+  {
+    Phase p{"raster, 20k events at the middle"};
+    build_raster(*model, zoomed);
+  }
+
+  // Frames of the memory view while the cursor scrubs, the app settled at the recorded peak.
+  AppState app(std::function<void()>{}, RecentFiles(""));
+  app.policies = {kRecordedSpec};
+  app.auto_recorded = false;
+  app.show(ViewId::Memory);
+  app.adopt(info);
+  app.pending_at = "peak";
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;
+  io.DisplaySize = {static_cast<float>(width), static_cast<float>(height)};
+  io.DeltaTime = 1.0f / 60;
+  io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
+  unsigned char* pixels = nullptr;
+  int tw = 0, th = 0;
+  io.Fonts->GetTexDataAsRGBA32(&pixels, &tw, &th);
+  apply_style();
+  app.upload_texture = [](const MemoryRaster&, uint64_t old) { return old ? old : 1; };
+  auto started = std::chrono::steady_clock::now();
+  while (!app.settled()) {
+    frame(app);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::printf("%-34s wall %8.1f ms\n", "app settled at the peak (workers)",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() * 1e3);
+  // Frame times: wall, and the UI thread's CPU time (what the frame costs on a shared machine).
+  struct Stats {
+    double worst = 0, total = 0, cpu_worst = 0, cpu_total = 0;
+    void add(double ms, double cpu_ms) {
+      worst = std::max(worst, ms);
+      total += ms;
+      cpu_worst = std::max(cpu_worst, cpu_ms);
+      cpu_total += cpu_ms;
+    }
+    void print(const char* what, int n) const {
+      std::printf("%-34s wall mean %6.2f ms worst %6.2f ms   cpu mean %6.2f ms worst %6.2f ms  (%d frames)\n", what,
+                  total / n, worst, cpu_total / n, cpu_worst, n);
+    }
+  };
+  auto timed = [&](Stats& st) {
+    auto t0 = std::chrono::steady_clock::now();
+    double c0 = cpu_now(CLOCK_THREAD_CPUTIME_ID);
+    frame(app);
+    st.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3,
+           (cpu_now(CLOCK_THREAD_CPUTIME_ID) - c0) * 1e3);
+  };
+  uint64_t n = info->events();
+  Stats scrub;
+  for (int f = 0; f < frames; ++f) {
+    app.set_cursor(n / 4 + static_cast<uint64_t>(f) * (n / 2) / static_cast<uint64_t>(frames));
+    timed(scrub);
+  }
+  scrub.print("memory view, scrubbing the cursor", frames);
+  // Zooming: each frame a new range (the view draws the previous raster while the worker builds).
+  Stats zoom;
+  for (int f = 0; f < frames; ++f) {
+    double span = static_cast<double>(n) * std::pow(0.97, f);
+    app.timeline.begin = (static_cast<double>(n) - span) / 2;
+    app.timeline.end = app.timeline.begin + span;
+    timed(zoom);
+  }
+  zoom.print("memory view, zooming", frames);
+  ImGui::DestroyContext();
+  return 0;
+}

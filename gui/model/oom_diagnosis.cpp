@@ -1,0 +1,78 @@
+#include "gui/model/oom_diagnosis.h"
+
+#include <atomic>
+#include <thread>
+
+#include "sim/capacity.h"
+
+namespace fraglab::gui {
+
+namespace {
+std::atomic<int> running{0};
+}
+
+bool OomDiagnosisRun::any_running() { return running.load() > 0; }
+
+OomDiagnosisRun::OomDiagnosisRun(std::shared_ptr<const TraceInfo> trace, std::optional<uint64_t> capacity,
+                                 std::function<void()> notify)
+    : shared_(std::make_shared<Shared>()) {
+  shared_->notify = std::move(notify);
+  std::optional<uint64_t> cap = capacity_for(trace->trace, capacity, &note_);
+  ++running;
+  std::thread([shared = shared_, trace = std::move(trace), cap] {
+    work(shared, trace, cap);
+    --running;
+  }).detach();
+}
+
+OomDiagnosisRun::~OomDiagnosisRun() {
+  std::lock_guard lock(shared_->mutex);
+  shared_->abandoned = true;
+}
+
+std::shared_ptr<const DiagnoseReport> OomDiagnosisRun::report() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->report;
+}
+
+bool OomDiagnosisRun::verdict_done() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->verdict_done;
+}
+
+bool OomDiagnosisRun::settled() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->verdict_done || !shared_->error.empty();
+}
+
+std::string OomDiagnosisRun::error() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->error;
+}
+
+void OomDiagnosisRun::work(std::shared_ptr<Shared> shared, std::shared_ptr<const TraceInfo> trace,
+                           std::optional<uint64_t> capacity) {
+  auto publish = [&](auto&& change) {
+    std::lock_guard lock(shared->mutex);
+    change();
+    if (!shared->abandoned && shared->notify) shared->notify();
+    return !shared->abandoned;
+  };
+  try {
+    DiagnoseOptions o;
+    o.jobs = 1;  // the UI and the policy replays share the machine
+    for (bool search : {false, true}) {
+      o.search = search;
+      auto r = std::make_shared<DiagnoseReport>(diagnose(trace->trace, trace->path, capacity, o));
+      bool wanted = publish([&] {
+        shared->report = std::move(r);
+        shared->verdict_done = search;
+      });
+      if (!wanted) return;
+    }
+  } catch (const std::exception& e) {
+    publish([&] { shared->error = e.what(); });
+  }
+}
+
+}  // namespace fraglab::gui

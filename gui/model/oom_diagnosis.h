@@ -1,0 +1,53 @@
+// The OOM view's model: `fraglab diagnose`'s reading (report/diagnose.h) of every OOM of the
+// loaded trace, on a worker. First without the settings search, so the states show at once,
+// then with it for the verdict (the setting that would have fit), which replays the trace
+// under many settings and takes longer. diagnose() cannot be cancelled, so the worker is
+// detached and owns its state: closing the view or the trace never waits for a search.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "gui/model/trace_info.h"
+#include "report/diagnose.h"
+
+namespace fraglab::gui {
+
+class OomDiagnosisRun {
+ public:
+  // `capacity`: the device's, when the user set one; else inferred from the recording's OOMs.
+  OomDiagnosisRun(std::shared_ptr<const TraceInfo> trace, std::optional<uint64_t> capacity,
+                  std::function<void()> notify = {});
+  ~OomDiagnosisRun();
+  OomDiagnosisRun(const OomDiagnosisRun&) = delete;
+  OomDiagnosisRun& operator=(const OomDiagnosisRun&) = delete;
+
+  // The newest report (states first, then with the verdict); null until the first is done.
+  std::shared_ptr<const DiagnoseReport> report() const;
+  bool verdict_done() const;
+  bool settled() const;  // the verdict is there, or the diagnosis failed
+  std::string error() const;
+  const std::string& capacity_note() const { return note_; }
+  // A diagnosis still runs somewhere in the process (its thread uses the policy registry and
+  // other statics): the app then ends with std::_Exit instead of running static destructors.
+  static bool any_running();
+
+ private:
+  struct Shared {
+    std::mutex mutex;
+    std::shared_ptr<const DiagnoseReport> report;
+    std::string error;
+    bool verdict_done = false;
+    bool abandoned = false;  // the owner is gone: notify no more
+    std::function<void()> notify;
+  };
+  static void work(std::shared_ptr<Shared> shared, std::shared_ptr<const TraceInfo> trace,
+                   std::optional<uint64_t> capacity);
+  std::string note_;
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace fraglab::gui

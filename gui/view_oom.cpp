@@ -1,0 +1,149 @@
+// OOMs: `fraglab diagnose` at each OOM of the trace (report/diagnose.h, on a worker): the
+// request against the largest free range, where the free bytes are, the segments that
+// would have served it as one range and the live blocks pinning them (by call site, or
+// size class without stacks), and the verdict: the allocator setting under which every
+// allocation fits. Selecting an OOM moves the cursor there, so the timeline and block map
+// show the same moment.
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "gui/views.h"
+
+namespace fraglab::gui {
+
+namespace {
+
+void shares(const char* title, const std::vector<ByteShare>& list, const char* count_name, size_t most) {
+  if (list.empty()) return;
+  ImGui::TextDisabled("%s", title);
+  if (!ImGui::BeginTable(title, 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) return;
+  for (size_t i = 0; i < list.size() && i < most; ++i) {
+    const ByteShare& s = list[i];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(bytes_label(s.bytes).c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%llu %s", static_cast<unsigned long long>(s.count), count_name);
+    ImGui::TableNextColumn();
+    ImGui::Text("largest %s", bytes_label(s.largest).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(s.key.c_str());
+  }
+  ImGui::EndTable();
+}
+
+size_t selected_oom(const AppState& app, const DiagnoseReport& r) {
+  for (size_t i = 0; i < r.ooms.size(); ++i)
+    if (r.ooms[i].event_index >= app.cursor) return i;
+  return r.ooms.empty() ? 0 : r.ooms.size() - 1;
+}
+
+void oom_list(AppState& app, const DiagnoseReport& r, size_t selected, float height) {
+  if (!ImGui::BeginTable("##ooms", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit,
+                         {0, height}))
+    return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* c : {"#", "event", "request", "largest free", "reserved"}) ImGui::TableSetupColumn(c);
+  ImGui::TableHeadersRow();
+  for (size_t i = 0; i < r.ooms.size(); ++i) {
+    const Diagnosis& d = r.ooms[i];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    if (ImGui::Selectable(fmt::format("{}", i + 1).c_str(), i == selected, ImGuiSelectableFlags_SpanAllColumns))
+      app.set_cursor(d.event_index);
+    ImGui::TableNextColumn();
+    ImGui::Text("%llu", static_cast<unsigned long long>(d.event_index));
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(d.request_bytes ? bytes_label(d.request_bytes).c_str() : "(peak)");
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(bytes_label(d.state.largest_free).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(bytes_label(d.state.reserved).c_str());
+  }
+  ImGui::EndTable();
+}
+
+void details(const DiagnoseReport& r, const Diagnosis& d) {
+  const MemoryState& st = d.state;
+  if (d.request_bytes) {
+    ImGui::Text("request %s   largest free range %s   %s", bytes_label(d.request_bytes).c_str(),
+                bytes_label(st.largest_free).c_str(),
+                st.largest_free >= d.request_bytes ? "(a hole was large enough)" : "(no hole large enough)");
+  } else {
+    ImGui::Text("at the peak: largest free range %s", bytes_label(st.largest_free).c_str());
+  }
+  ImGui::Text("reserved %s   allocated %s   free inside reserved %s   rounding waste %s", bytes_label(st.reserved).c_str(),
+              bytes_label(st.allocated).c_str(), bytes_label(st.free_bytes).c_str(), bytes_label(d.rounding_waste).c_str());
+  if (r.capacity)
+    ImGui::Text("capacity %s: %s not reserved", bytes_label(*r.capacity).c_str(),
+                bytes_label(*r.capacity > st.reserved ? *r.capacity - st.reserved : 0).c_str());
+  if (d.served_in_replay) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "the model serves this request here (it disagrees with the recording)");
+  ImGui::Spacing();
+  shares("free bytes by segment kind", d.free_by_kind, "ranges", 6);
+  shares("free bytes by pool", d.free_by_pool, "ranges", 6);
+  if (!d.could_serve.empty()) {
+    ImGui::TextDisabled("segments whose free bytes would have served it as one range, and what pins them");
+    for (size_t i = 0; i < d.could_serve.size() && i < 6; ++i) {
+      const PinnedSegment& p = d.could_serve[i];
+      const StateSegment& seg = st.segments[p.segment];
+      ImGui::BulletText("%s segment 0x%llx, %s: %s free, largest %s", seg.kind.c_str(),
+                        static_cast<unsigned long long>(seg.addr), bytes_label(seg.size).c_str(),
+                        bytes_label(seg.free_bytes).c_str(), bytes_label(seg.largest_free).c_str());
+      ImGui::Indent();
+      for (size_t k = 0; k < p.pinned_by.size() && k < 4; ++k)
+        ImGui::TextDisabled("pinned by %s in %llu blocks: %s", bytes_label(p.pinned_by[k].bytes).c_str(),
+                            static_cast<unsigned long long>(p.pinned_by[k].count), p.pinned_by[k].key.c_str());
+      ImGui::Unindent();
+    }
+  }
+  shares(d.by_site ? "stranded free bytes by the call sites pinning them" : "stranded free bytes by pinning size class",
+         d.stranded_by, "blocks", 8);
+}
+
+}  // namespace
+
+void draw_oom(AppState& app, ImVec2 size) {
+  if (!app.trace) {
+    ImGui::TextDisabled("Open a trace to diagnose its OOMs.");
+    return;
+  }
+  OomDiagnosisRun& run = app.oom_run();
+  if (std::string error = run.error(); !error.empty()) {
+    ImGui::TextColored({1, 0.4f, 0.4f, 1}, "diagnose: %s", error.c_str());
+    return;
+  }
+  auto report = run.report();
+  if (!report) {
+    ImGui::Text("Diagnosing (replaying to each OOM under pytorch) ...");
+    return;
+  }
+  if (!run.capacity_note().empty()) ImGui::TextDisabled("%s", run.capacity_note().c_str());
+  if (!report->note.empty()) ImGui::TextDisabled("%s", report->note.c_str());
+  if (report->ooms.empty()) {
+    ImGui::Text("No OOM to diagnose.");
+    return;
+  }
+  size_t selected = selected_oom(app, *report);
+  if (ImGui::Button("< OOM") && selected > 0) app.set_cursor(report->ooms[selected - 1].event_index);
+  ImGui::SameLine();
+  if (ImGui::Button("OOM >") && selected + 1 < report->ooms.size()) app.set_cursor(report->ooms[selected + 1].event_index);
+  ImGui::SameLine();
+  ImGui::Text("%zu of %zu", selected + 1, report->ooms.size());
+  ImGui::SameLine(0, 20);
+  if (run.verdict_done()) {
+    ImGui::TextWrapped("verdict: %s", report->verdict.text.c_str());
+  } else {
+    ImGui::TextDisabled("searching the settings for the verdict ...");
+  }
+  float list_w = std::min(360.0f, size.x * 0.35f);
+  ImGui::BeginChild("##oomlist", {list_w, 0}, false);
+  oom_list(app, *report, selected, ImGui::GetContentRegionAvail().y);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("##oomdetail", {0, 0}, false);
+  details(*report, report->ooms[selected]);
+  ImGui::EndChild();
+}
+
+}  // namespace fraglab::gui
