@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <fmt/core.h>
+
 namespace fraglab {
 
 namespace {
@@ -112,6 +114,17 @@ bool PolicyOptions::get_bool(const std::string& key, bool def) const {
   throw PolicyConfigError("option " + key + ": '" + it->second + "' is not true or false");
 }
 
+OptionSpec::OptionSpec(const SizeOption& o)
+    : OptionSpec(std::string(o.key), option_size_text(o.default_value), std::string(o.help)) {}
+OptionSpec::OptionSpec(const IntOption& o)
+    : OptionSpec(std::string(o.key), std::to_string(o.default_value), std::string(o.help)) {}
+OptionSpec::OptionSpec(const DoubleOption& o)
+    : OptionSpec(std::string(o.key), fmt::format("{}", o.default_value), std::string(o.help)) {}
+OptionSpec::OptionSpec(const BoolOption& o)
+    : OptionSpec(std::string(o.key), o.default_value ? "true" : "false", std::string(o.help)) {}
+OptionSpec::OptionSpec(const TextOption& o)
+    : OptionSpec(std::string(o.key), std::string(o.shown_default), std::string(o.help)) {}
+
 void PolicyOptions::check_known(const std::string& policy, const std::vector<OptionSpec>& specs) const {
   for (const auto& [key, value] : values_) {
     bool known = false;
@@ -152,6 +165,15 @@ uint64_t parse_size(const std::string& text) {
   double bytes = number * mult;
   if (!std::isfinite(bytes) || bytes >= 1.8e19) throw std::invalid_argument("'" + text + "' is too large");
   return static_cast<uint64_t>(std::llround(bytes));
+}
+
+std::string option_size_text(uint64_t bytes) {
+  const char* units[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (int i = 0; i < 4; ++i) {
+    uint64_t unit = uint64_t{1} << (10 * (4 - i));
+    if (bytes && bytes % unit == 0 && bytes / unit < 1024) return std::to_string(bytes / unit) + units[i];
+  }
+  return std::to_string(bytes);
 }
 
 std::string format_size(uint64_t bytes) {

@@ -21,6 +21,7 @@
 
 #include "sim/address_space.h"
 #include "sim/device.h"
+#include "traces/free_slots.h"
 
 namespace fraglab {
 
@@ -90,7 +91,7 @@ class SimDevice final : public Device {
   std::map<Addr, uint64_t> segments_;  // live cudaMalloc'd segments
   std::map<Addr, Range> ranges_;       // reserved VMM ranges
   std::vector<PhysicalAlloc> physical_;
-  std::vector<uint32_t> unused_allocs_;  // slots of physical_ whose every page was freed
+  FreeSlots unused_allocs_;  // slots of physical_ whose every page was freed
 };
 
 }  // namespace fraglab
