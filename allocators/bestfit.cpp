@@ -16,12 +16,13 @@
 namespace fraglab {
 
 PolicyInfo policy_info_bestfit() {
-  return {"bestfit",
-          "coalescing best fit over segments that grow on demand",
-          "Knuth TAOCP 2.5; Wilson et al. 1995, \"Dynamic Storage Allocation: A Survey\"",
-          detail::PoolConfig::option_specs(),
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<detail::BestFitIndex>>(ctx.device, detail::PoolConfig::from_options(ctx.options, "bestfit"));
+  return {.name = "bestfit",
+          .summary = "coalescing best fit over segments that grow on demand",
+          .origin = "Knuth TAOCP 2.5; Wilson et al. 1995, \"Dynamic Storage Allocation: A Survey\"",
+          .options = detail::PoolConfig::option_specs(),
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            return std::make_unique<detail::PoolPolicy<detail::BestFitIndex>>(ctx.device,
+                                                                detail::PoolConfig::from_options(ctx.options, "bestfit"));
           }};
 }
 

@@ -33,7 +33,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockList;
-using detail::kNoNode;
 using detail::round_up;
 
 constexpr uint64_t kMinAllocationSize = 256;
@@ -199,32 +198,37 @@ class Bfc final : public Policy {
 // For tests: the source's BinNumForSize.
 int bfc_bin_for_size(uint64_t bytes) { return Bfc::bin_for_size(bytes); }
 
+constexpr SizeOption kMemoryLimit{"memory_limit", 0,
+                                  "bytes BFC may hold (total_memory); 0 = the device capacity, else unlimited"};
+constexpr BoolOption kAllowGrowth{"allow_growth", true,
+                                  "regions start at 2 MiB and double; false = one region of memory_limit (TF's default)"};
+constexpr BoolOption kGarbageCollection{"garbage_collection", true,
+                                        "free wholly free regions and retry when out of memory"};
+constexpr DoubleOption kFragmentationFraction{"fragmentation_fraction", 0,
+                                              "split threshold = this * memory_limit; 0 = 128 MiB"};
+
 PolicyInfo policy_info_bfc() {
-  PolicyInfo info{
-      "bfc",
-      "TensorFlow/XLA BFC: 21 power-of-two bins, best fit, split, coalesce, growing regions, GC on OOM",
-      "tensorflow/tsl/framework/bfc_allocator.{h,cc} (BFCAllocator)",
-      {{"memory_limit", "0", "bytes BFC may hold (total_memory); 0 = the device capacity, else unlimited"},
-       {"allow_growth", "true", "regions start at 2 MiB and double; false = one region of memory_limit (TF's default)"},
-       {"garbage_collection", "true", "free wholly free regions and retry when out of memory"},
-       {"fragmentation_fraction", "0", "split threshold = this * memory_limit; 0 = 128 MiB"}},
-      [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+  return {
+      .name = "bfc",
+      .summary = "TensorFlow/XLA BFC: 21 power-of-two bins, best fit, split, coalesce, growing regions, GC on OOM",
+      .origin = "tensorflow/tsl/framework/bfc_allocator.{h,cc} (BFCAllocator)",
+      .options = {kMemoryLimit, kAllowGrowth, kGarbageCollection, kFragmentationFraction},
+      .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
         BfcOptions o;
-        o.memory_limit = ctx.options.get_size("memory_limit", 0);
+        o.memory_limit = ctx.options.get(kMemoryLimit);
         if (o.memory_limit == 0)
           o.memory_limit = ctx.device.capacity().value_or(std::numeric_limits<uint64_t>::max() / 4);
-        o.allow_growth = ctx.options.get_bool("allow_growth", true);
-        o.garbage_collection = ctx.options.get_bool("garbage_collection", true);
-        o.fragmentation_fraction = ctx.options.get_double("fragmentation_fraction", 0);
+        o.allow_growth = ctx.options.get(kAllowGrowth);
+        o.garbage_collection = ctx.options.get(kGarbageCollection);
+        o.fragmentation_fraction = ctx.options.get(kFragmentationFraction);
         if (o.fragmentation_fraction < 0 || o.fragmentation_fraction > 1)
           throw PolicyConfigError("bfc: fragmentation_fraction must lie in [0, 1]");
         if (o.memory_limit < kMinAllocationSize) throw PolicyConfigError("bfc: memory_limit below 256 B");
         return std::make_unique<Bfc>(ctx.device, o);
-      }};
-  info.alignment = kMinAllocationSize;
-  info.checked_against =
-      "XLA's BFC through JAX 0.11.2 (jaxlib's XLA), H100: peak reserved and in use equal on the 13 corpus op lists";
-  return info;
+      },
+      .alignment = kMinAllocationSize,
+      .checked_against =
+          "XLA's BFC through JAX 0.11.2 (jaxlib's XLA), H100: peak reserved and in use equal on the 13 corpus op lists"};
 }
 
 }  // namespace fraglab

@@ -21,11 +21,10 @@
 #include <unordered_map>
 
 #include "allocators/registry.h"
+#include "traces/free_slots.h"
 
 namespace fraglab {
 namespace {
-
-constexpr uint32_t kNone = UINT32_MAX;
 
 uint32_t ceil_log2(uint64_t n) { return n <= 1 ? 0 : 64 - static_cast<uint32_t>(std::countl_zero(n - 1)); }
 
@@ -33,18 +32,18 @@ class Buddy final : public Policy {
  public:
   Buddy(Device& device, uint32_t min_order, uint32_t arena_order)
       : device_(device), min_order_(min_order), arena_order_(arena_order) {
-    heads_.fill(kNone);
+    heads_.fill(kNoNode);
   }
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     uint32_t order = std::max(ceil_log2(std::max<uint64_t>(req.size, 1)), min_order_);
     if (order > 62) return std::nullopt;  // no device has 2^63 bytes
     uint32_t node = take_from_lists(order);
-    if (node == kNone) node = new_arena(order, req.stream);
-    if (node == kNone) {
+    if (node == kNoNode) node = new_arena(order, req.stream);
+    if (node == kNoNode) {
       empty_cache();
       node = new_arena(order, req.stream);
-      if (node == kNone) return std::nullopt;
+      if (node == kNoNode) return std::nullopt;
     }
     while (nodes_[node].order > order) split(node);
     return Block{nodes_[node].addr, 1ull << order, node};
@@ -81,7 +80,7 @@ class Buddy final : public Policy {
       destroy(node);
       device_.free_segment(arena.base, 1ull << arena.order);
       arena.live = false;
-      dead_arenas_.push_back(a);
+      dead_arenas_.give_back(a);
     }
   }
 
@@ -90,7 +89,7 @@ class Buddy final : public Policy {
     Addr addr = 0;
     uint32_t arena = 0;
     uint32_t order = 0;
-    uint32_t prev = kNone, next = kNone;  // free list links (when free)
+    uint32_t prev = kNoNode, next = kNoNode;  // free list links (when free)
   };
   struct Arena {
     Addr base = 0;
@@ -99,44 +98,37 @@ class Buddy final : public Policy {
   };
 
   uint32_t create(Addr addr, uint32_t arena, uint32_t order) {
-    uint32_t i;
-    if (!unused_.empty()) {
-      i = unused_.back();
-      unused_.pop_back();
-    } else {
-      i = static_cast<uint32_t>(nodes_.size());
-      nodes_.emplace_back();
-    }
-    nodes_[i] = BuddyNode{addr, arena, order, kNone, kNone};
+    uint32_t i = unused_.take(nodes_);
+    nodes_[i] = BuddyNode{addr, arena, order, kNoNode, kNoNode};
     return i;
   }
-  void destroy(uint32_t i) { unused_.push_back(i); }
+  void destroy(uint32_t i) { unused_.give_back(i); }
 
   // Free lists: push and pop at the head, as Knuth's AVAIL lists.
   void link(uint32_t i) {
     BuddyNode& n = nodes_[i];
-    n.prev = kNone;
+    n.prev = kNoNode;
     n.next = heads_[n.order];
-    if (n.next != kNone) nodes_[n.next].prev = i;
+    if (n.next != kNoNode) nodes_[n.next].prev = i;
     heads_[n.order] = i;
     nonempty_ |= 1ull << n.order;
     free_at_.emplace(n.addr, i);
   }
   void unlink(uint32_t i) {
     BuddyNode& n = nodes_[i];
-    if (n.prev != kNone)
+    if (n.prev != kNoNode)
       nodes_[n.prev].next = n.next;
     else
       heads_[n.order] = n.next;
-    if (n.next != kNone) nodes_[n.next].prev = n.prev;
-    if (heads_[n.order] == kNone) nonempty_ &= ~(1ull << n.order);
+    if (n.next != kNoNode) nodes_[n.next].prev = n.prev;
+    if (heads_[n.order] == kNoNode) nonempty_ &= ~(1ull << n.order);
     free_at_.erase(n.addr);
   }
 
-  // The head of the first non-empty list of order >= `order`, unlinked; kNone if none.
+  // The head of the first non-empty list of order >= `order`, unlinked; kNoNode if none.
   uint32_t take_from_lists(uint32_t order) {
     uint64_t usable = nonempty_ & (~0ull << order);
-    if (!usable) return kNone;
+    if (!usable) return kNoNode;
     uint32_t node = heads_[std::countr_zero(usable)];
     unlink(node);
     return node;
@@ -151,15 +143,8 @@ class Buddy final : public Policy {
   uint32_t new_arena(uint32_t order, StreamIndex stream) {
     uint32_t arena_order = std::max(order, arena_order_);
     auto base = device_.allocate_segment(1ull << arena_order, stream);
-    if (!base) return kNone;
-    uint32_t a;
-    if (!dead_arenas_.empty()) {
-      a = dead_arenas_.back();
-      dead_arenas_.pop_back();
-    } else {
-      a = static_cast<uint32_t>(arenas_.size());
-      arenas_.emplace_back();
-    }
+    if (!base) return kNoNode;
+    uint32_t a = dead_arenas_.take(arenas_);
     arenas_[a] = Arena{*base, arena_order, true};
     return create(*base, a, arena_order);
   }
@@ -167,9 +152,9 @@ class Buddy final : public Policy {
   Device& device_;
   uint32_t min_order_, arena_order_;
   std::vector<BuddyNode> nodes_;
-  std::vector<uint32_t> unused_;
+  FreeSlots unused_;
   std::vector<Arena> arenas_;
-  std::vector<uint32_t> dead_arenas_;
+  FreeSlots dead_arenas_;
   std::array<uint32_t, 64> heads_;            // free list head per order
   uint64_t nonempty_ = 0;                     // bit k: heads_[k] is not empty
   std::unordered_map<Addr, uint32_t> free_at_;  // free block address -> node (buddy lookup)
@@ -177,15 +162,19 @@ class Buddy final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kMinBlock{"min_block", 512,
+                               "smallest block (a power of two; requests round up to a power of two at least this)"};
+constexpr SizeOption kArena{"arena", 32ull << 20,
+                            "arena size requested from the device (a power of two); larger requests get their own"};
+
 PolicyInfo policy_info_buddy() {
-  return {"buddy",
-          "binary buddy system: power-of-two blocks split from power-of-two arenas, merged with their buddies",
-          "Knowlton 1965 \"A Fast Storage Allocator\"; Knuth TAOCP 2.5 Algorithms R, S; Wilson et al. 1995 3.6",
-          {{"min_block", "512", "smallest block (a power of two; requests round up to a power of two at least this)"},
-           {"arena", "32MiB", "arena size requested from the device (a power of two); larger requests get their own"}},
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            uint64_t min_block = ctx.options.get_size("min_block", 512);
-            uint64_t arena = ctx.options.get_size("arena", 32ull << 20);
+  return {.name = "buddy",
+          .summary = "binary buddy system: power-of-two blocks split from power-of-two arenas, merged with their buddies",
+          .origin = "Knowlton 1965 \"A Fast Storage Allocator\"; Knuth TAOCP 2.5 Algorithms R, S; Wilson et al. 1995 3.6",
+          .options = {kMinBlock, kArena},
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            uint64_t min_block = ctx.options.get(kMinBlock);
+            uint64_t arena = ctx.options.get(kArena);
             if (!std::has_single_bit(min_block) || !std::has_single_bit(arena) || arena < min_block)
               throw PolicyConfigError("buddy: min_block and arena must be powers of two, arena >= min_block");
             return std::make_unique<Buddy>(ctx.device, ceil_log2(min_block), ceil_log2(arena));

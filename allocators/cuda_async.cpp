@@ -39,7 +39,6 @@
 namespace fraglab {
 namespace {
 
-using detail::kNoNode;
 using detail::round_up;
 
 constexpr uint64_t kAlign = 512;
@@ -391,7 +390,7 @@ class CudaAsyncPool final : public Policy {
   uint64_t mapped_bytes_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> done_;  // map_under's runs (kept: no allocation per call)
   detail::BlockList blocks_;                 // [base, top): allocated blocks and free extents
-  uint32_t head_ = detail::kNoNode, tail_ = detail::kNoNode;
+  uint32_t head_ = kNoNode, tail_ = kNoNode;
   std::vector<uint64_t> seq_;                // per free extent's node: the freeing stream's operation count
   std::map<uint32_t, std::unique_ptr<SizeIndex>> by_owner_;  // free extents by holder
   static constexpr size_t kSpareIndexes = 4;
@@ -402,40 +401,47 @@ class CudaAsyncPool final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kReleaseThreshold{"release_threshold", 0,
+                                       "bytes the pool keeps mapped when idle (cudaMemPoolAttrReleaseThreshold)"};
+constexpr BoolOption kOpportunistic{"opportunistic", true, "reuse other streams' frees once their event completed"};
+constexpr BoolOption kInternalDependencies{"internal_dependencies", true,
+                                           "reuse other streams' frees at once, inserting a stream wait"};
+constexpr BoolOption kSyncAfterFree{"sync_after_free", true,
+                                    "the program synchronises after every free, where the pool releases memory above "
+                                    "the threshold (false: only at empty_cache)"};
+constexpr IntOption kEventLag{"event_lag", 1,
+                              "operations a stream issues after a free before its event counts as complete", 0,
+                              INT32_MAX};
+constexpr SizeOption kVaSize{"va_size", 0, "virtual range reserved for the pool (0 = 4x capacity, or 1 TiB)",
+                             kMaxVaSize};
+
 PolicyInfo policy_info_cuda_async() {
-  PolicyInfo info{"cuda_async",
-          "CUDA stream-ordered pool (cudaMallocAsync): per-stream reuse, event-ordered cross-stream reuse, "
-          "2 MiB granules, release threshold, trim",
-          "CUDA Programming Guide, Stream Ordered Memory Allocator; cudaMemPoolAttrReleaseThreshold, "
-          "cudaMemPoolTrimTo, cudaMemPoolReuse* (runtime API reference)",
-          {{"release_threshold", "0", "bytes the pool keeps mapped when idle (cudaMemPoolAttrReleaseThreshold)"},
-           {"opportunistic", "true", "reuse other streams' frees once their event completed"},
-           {"internal_dependencies", "true", "reuse other streams' frees at once, inserting a stream wait"},
-           {"sync_after_free", "true",
-            "the program synchronises after every free, where the pool releases memory above the threshold "
-            "(false: only at empty_cache)"},
-           {"event_lag", "1", "operations a stream issues after a free before its event counts as complete"},
-           {"va_size", "0", "virtual range reserved for the pool (0 = 4x capacity, or 1 TiB)"}},
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+  return {.name = "cuda_async",
+          .summary = "CUDA stream-ordered pool (cudaMallocAsync): per-stream reuse, event-ordered cross-stream reuse, "
+                     "2 MiB granules, release threshold, trim",
+          .origin = "CUDA Programming Guide, Stream Ordered Memory Allocator; cudaMemPoolAttrReleaseThreshold, "
+                    "cudaMemPoolTrimTo, cudaMemPoolReuse* (runtime API reference)",
+          .options = {kReleaseThreshold, kOpportunistic, kInternalDependencies, kSyncAfterFree, kEventLag, kVaSize},
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             AsyncOptions o;
-            o.release_threshold = ctx.options.get_size("release_threshold", 0);
-            o.opportunistic = ctx.options.get_bool("opportunistic", true);
-            o.internal_dependencies = ctx.options.get_bool("internal_dependencies", true);
-            o.sync_after_free = ctx.options.get_bool("sync_after_free", true);
-            int64_t lag = ctx.options.get_int("event_lag", 1, 0, INT32_MAX);
+            o.release_threshold = ctx.options.get(kReleaseThreshold);
+            o.opportunistic = ctx.options.get(kOpportunistic);
+            o.internal_dependencies = ctx.options.get(kInternalDependencies);
+            o.sync_after_free = ctx.options.get(kSyncAfterFree);
+            int64_t lag = ctx.options.get(kEventLag);
             if (lag < 0) throw PolicyConfigError("cuda_async: event_lag must be >= 0");
             o.event_lag = static_cast<uint64_t>(lag);
             uint64_t g = ctx.device.granularity();
-            uint64_t va = ctx.options.get_size("va_size", 0, kMaxVaSize);
+            uint64_t va = ctx.options.get(kVaSize);
             if (va == 0) va = ctx.device.capacity() ? 4 * *ctx.device.capacity() : 1ull << 40;
             o.va_size = round_up(va, g);
             return std::make_unique<CudaAsyncPool>(ctx.device, o);
-          }};
-  info.checked_against = "cudaMallocAsync, CUDA 13.0 / driver 580.159.04, H100: peak reserved within 6% of "
-                         "ReservedMemHigh (either way; 3.5% with a sync after each free), on the 13 corpus op lists";
-  info.accuracy_note = "the real cudaMallocAsync pool peaked at 0.945x to 1.044x this model's prediction on the 13 "
-                       "corpus traces (the driver's placement inside the pool is undocumented; docs/peers.md)";
-  return info;
+          },
+          .checked_against = "cudaMallocAsync, CUDA 13.0 / driver 580.159.04, H100: peak reserved within 6% of "
+                             "ReservedMemHigh (either way; 3.5% with a sync after each free), on the 13 corpus op "
+                             "lists",
+          .accuracy_note = "the real cudaMallocAsync pool peaked at 0.945x to 1.044x this model's prediction on the 13 "
+                           "corpus traces (the driver's placement inside the pool is undocumented; docs/peers.md)"};
 }
 
 }  // namespace fraglab

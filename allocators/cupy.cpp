@@ -27,7 +27,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockList;
-using detail::kNoNode;
 using detail::round_up;
 
 constexpr uint64_t kUnit = 512;
@@ -136,17 +135,19 @@ class CupyPool final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kLimit{"limit", 0, "pool size limit, as set_limit / CUPY_GPU_MEMORY_LIMIT (0 = none)"};
+
 PolicyInfo policy_info_cupy() {
-  PolicyInfo info{"cupy",
-          "CuPy MemoryPool: 512 B unit, per-stream free lists by bin index, split and merge, free_all_blocks on OOM",
-          "cupy/cuda/memory.pyx (SingleDeviceMemoryPool, _Arena, _Chunk)",
-          {{"limit", "0", "pool size limit, as set_limit / CUPY_GPU_MEMORY_LIMIT (0 = none)"}},
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<CupyPool>(ctx.device, ctx.options.get_size("limit", 0));
-          }};
-  info.checked_against = "CuPy 14.2.0's MemoryPool, H100: peak total_bytes, used_bytes and cudaMalloc calls equal "
-                         "on the 13 corpus op lists (2 streams on side_stream_prefetch)";
-  return info;
+  return {.name = "cupy",
+          .summary = "CuPy MemoryPool: 512 B unit, per-stream free lists by bin index, split and merge, "
+                     "free_all_blocks on OOM",
+          .origin = "cupy/cuda/memory.pyx (SingleDeviceMemoryPool, _Arena, _Chunk)",
+          .options = {kLimit},
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            return std::make_unique<CupyPool>(ctx.device, ctx.options.get(kLimit));
+          },
+          .checked_against = "CuPy 14.2.0's MemoryPool, H100: peak total_bytes, used_bytes and cudaMalloc calls "
+                             "equal on the 13 corpus op lists (2 streams on side_stream_prefetch)"};
 }
 
 }  // namespace fraglab

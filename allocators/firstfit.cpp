@@ -17,7 +17,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockNode;
-using detail::kNoNode;
 using detail::TreapIndex;
 
 class FirstFitIndex {
@@ -27,10 +26,7 @@ class FirstFitIndex {
   void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b) {
     tree_.replace(old_node, new_node, b.addr, b.size);
   }
-  uint32_t find(uint64_t size) const {
-    uint32_t node = tree_.first_fit(size, 0);
-    return node == TreapIndex::kNil ? kNoNode : node;
-  }
+  uint32_t find(uint64_t size) const { return tree_.first_fit(size, 0); }
 
  private:
   TreapIndex tree_;
@@ -39,12 +35,13 @@ class FirstFitIndex {
 }  // namespace
 
 PolicyInfo policy_info_firstfit() {
-  return {"firstfit",
-          "coalescing address-ordered first fit over segments that grow on demand",
-          "Knuth TAOCP 2.5 Algorithm A; Wilson et al. 1995 3.4; Stephenson 1983 Cartesian-tree fast fits",
-          detail::PoolConfig::option_specs(),
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<FirstFitIndex>>(ctx.device, detail::PoolConfig::from_options(ctx.options, "firstfit"));
+  return {.name = "firstfit",
+          .summary = "coalescing address-ordered first fit over segments that grow on demand",
+          .origin = "Knuth TAOCP 2.5 Algorithm A; Wilson et al. 1995 3.4; Stephenson 1983 Cartesian-tree fast fits",
+          .options = detail::PoolConfig::option_specs(),
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            return std::make_unique<detail::PoolPolicy<FirstFitIndex>>(ctx.device,
+                                                                detail::PoolConfig::from_options(ctx.options, "firstfit"));
           }};
 }
 

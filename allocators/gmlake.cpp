@@ -35,7 +35,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockList;
-using detail::kNoNode;
 using detail::round_up;
 
 enum Kind : uint64_t { kPBlock = 0, kSBlock = 1, kSmall = 2 };
@@ -362,18 +361,22 @@ class GmLake final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kSmallSize{"small_size", 1ull << 20, "requests below this go to the small pool", kMaxOptionAlign};
+constexpr SizeOption kSmallSegment{"small_segment", 2ull << 20, "segment size of the small pool", kMaxOptionAlign};
+constexpr IntOption kMaxSblocks{"max_sblocks", 4096, "stitched blocks cached before the free ones are released", 1,
+                                1 << 24};
+
 PolicyInfo policy_info_gmlake() {
-  return {"gmlake",
-          "GMLake: 2 MiB physical chunks (pBlocks) stitched into contiguous virtual blocks (sBlocks) via VMM aliasing",
-          "Guo et al., \"GMLake: Efficient and Transparent GPU Memory Defragmentation for Large-scale DNN Training "
-          "with Virtual Memory Stitching\", ASPLOS 2024",
-          {{"small_size", "1MiB", "requests below this go to the small pool"},
-           {"small_segment", "2MiB", "segment size of the small pool"},
-           {"max_sblocks", "4096", "stitched blocks cached before the free ones are released"}},
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            uint64_t small_size = ctx.options.get_size("small_size", 1ull << 20, kMaxOptionAlign);
-            uint64_t small_segment = ctx.options.get_size("small_segment", 2ull << 20, kMaxOptionAlign);
-            int64_t max_sblocks = ctx.options.get_int("max_sblocks", 4096, 1, 1 << 24);
+  return {.name = "gmlake",
+          .summary = "GMLake: 2 MiB physical chunks (pBlocks) stitched into contiguous virtual blocks (sBlocks) via "
+                     "VMM aliasing",
+          .origin = "Guo et al., \"GMLake: Efficient and Transparent GPU Memory Defragmentation for Large-scale DNN "
+                    "Training with Virtual Memory Stitching\", ASPLOS 2024",
+          .options = {kSmallSize, kSmallSegment, kMaxSblocks},
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            uint64_t small_size = ctx.options.get(kSmallSize);
+            uint64_t small_segment = ctx.options.get(kSmallSegment);
+            int64_t max_sblocks = ctx.options.get(kMaxSblocks);
             if (small_segment < small_size || small_segment % 512 || small_segment == 0)
               throw PolicyConfigError("gmlake: small_segment must be a multiple of 512 B and >= small_size");
             if (max_sblocks < 1) throw PolicyConfigError("gmlake: max_sblocks must be positive");

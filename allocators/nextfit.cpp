@@ -17,7 +17,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockNode;
-using detail::kNoNode;
 using detail::TreapIndex;
 
 class NextFitIndex {
@@ -29,8 +28,8 @@ class NextFitIndex {
   }
   uint32_t find(uint64_t size) const {
     uint32_t node = tree_.first_fit(size, rover_);
-    if (node == TreapIndex::kNil && rover_ != 0) node = tree_.first_fit(size, 0);  // wrap around
-    return node == TreapIndex::kNil ? kNoNode : node;
+    if (node == kNoNode && rover_ != 0) node = tree_.first_fit(size, 0);  // wrap around
+    return node;
   }
   // The next search starts just past the block handed out: the remainder of a split.
   void allocated(Addr addr, uint64_t size) { rover_ = addr + size; }
@@ -44,12 +43,13 @@ class NextFitIndex {
 }  // namespace
 
 PolicyInfo policy_info_nextfit() {
-  return {"nextfit",
-          "first fit from a roving pointer that wraps around (next fit)",
-          "Knuth TAOCP 2.5 (roving pointer, exercise 6); Wilson et al. 1995 3.4",
-          detail::PoolConfig::option_specs(),
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<NextFitIndex>>(ctx.device, detail::PoolConfig::from_options(ctx.options, "nextfit"));
+  return {.name = "nextfit",
+          .summary = "first fit from a roving pointer that wraps around (next fit)",
+          .origin = "Knuth TAOCP 2.5 (roving pointer, exercise 6); Wilson et al. 1995 3.4",
+          .options = detail::PoolConfig::option_specs(),
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            return std::make_unique<detail::PoolPolicy<NextFitIndex>>(ctx.device,
+                                                                detail::PoolConfig::from_options(ctx.options, "nextfit"));
           }};
 }
 

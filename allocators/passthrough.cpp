@@ -29,19 +29,21 @@ class Passthrough final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kAlign{"align", 512, "request sizes round up to a multiple of this (cudaMalloc's 512 B granularity)",
+                            kMaxOptionAlign};
+
 PolicyInfo policy_info_passthrough() {
-  PolicyInfo info{"passthrough",
-                  "every request is its own cudaMalloc, freed with cudaFree: the no-cache baseline",
-                  "CUDA runtime cudaMalloc/cudaFree",
-                  {{"align", "512", "request sizes round up to a multiple of this (cudaMalloc's 512 B granularity)"}},
-                  [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-                    uint64_t align = ctx.options.get_size("align", 512, kMaxOptionAlign);
-                    if (align == 0) throw PolicyConfigError("passthrough: align must be positive");
-                    return std::make_unique<Passthrough>(ctx.device, align);
-                  }};
-  // The least memory, at a cudaMalloc and a cudaFree per request: a bound, not advice.
-  info.is_bound = true;
-  return info;
+  return {.name = "passthrough",
+          .summary = "every request is its own cudaMalloc, freed with cudaFree: the no-cache baseline",
+          .origin = "CUDA runtime cudaMalloc/cudaFree",
+          .options = {kAlign},
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            uint64_t align = ctx.options.get(kAlign);
+            if (align == 0) throw PolicyConfigError("passthrough: align must be positive");
+            return std::make_unique<Passthrough>(ctx.device, align);
+          },
+          // The least memory, at a cudaMalloc and a cudaFree per request: a bound, not advice.
+          .is_bound = true};
 }
 
 }  // namespace fraglab

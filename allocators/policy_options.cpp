@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <fmt/core.h>
+
 namespace fraglab {
 
 namespace {
@@ -111,6 +113,17 @@ bool PolicyOptions::get_bool(const std::string& key, bool def) const {
   if (v == "false" || v == "0" || v == "no" || v == "off") return false;
   throw PolicyConfigError("option " + key + ": '" + it->second + "' is not true or false");
 }
+
+OptionSpec::OptionSpec(const SizeOption& o)
+    : OptionSpec(std::string(o.key), option_size_text(o.default_value), std::string(o.help)) {}
+OptionSpec::OptionSpec(const IntOption& o)
+    : OptionSpec(std::string(o.key), std::to_string(o.default_value), std::string(o.help)) {}
+OptionSpec::OptionSpec(const DoubleOption& o)
+    : OptionSpec(std::string(o.key), fmt::format("{}", o.default_value), std::string(o.help)) {}
+OptionSpec::OptionSpec(const BoolOption& o)
+    : OptionSpec(std::string(o.key), o.default_value ? "true" : "false", std::string(o.help)) {}
+OptionSpec::OptionSpec(const TextOption& o)
+    : OptionSpec(std::string(o.key), std::string(o.shown_default), std::string(o.help)) {}
 
 void PolicyOptions::check_known(const std::string& policy, const std::vector<OptionSpec>& specs) const {
   for (const auto& [key, value] : values_) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "traces/units.h"  // parse_size, format_size: options take sizes
@@ -26,10 +27,53 @@ constexpr uint64_t kMaxOptionBytes = uint64_t{1} << 48;
 // Alignments and granularities above this are nonsense for a GPU allocator.
 constexpr uint64_t kMaxOptionAlign = uint64_t{1} << 30;
 
+// Typed option declarations. A policy declares each of its options once, as a constant:
+//   constexpr SizeOption kArena{"arena", 32ull << 20, "arena size requested from the device"};
+// The getter (PolicyOptions::get) returns its default and `fraglab policies` prints it
+// (OptionSpec), so the two cannot disagree. Bounds are checked where the value is read.
+struct SizeOption {  // bytes; values accept units (2MiB, 512KB)
+  std::string_view key;
+  uint64_t default_value;
+  std::string_view help;
+  uint64_t max = kMaxOptionBytes;
+};
+struct IntOption {
+  std::string_view key;
+  int64_t default_value;
+  std::string_view help;
+  int64_t min = INT64_MIN, max = INT64_MAX;
+};
+struct DoubleOption {
+  std::string_view key;
+  double default_value;
+  std::string_view help;
+};
+struct BoolOption {
+  std::string_view key;
+  bool default_value;
+  std::string_view help;
+};
+// An option handed on as text to a parser that owns its default (PyTorch's PYTORCH_CUDA_ALLOC_CONF
+// keys, allocators/detail/pytorch_config.h): `shown_default` is how that default reads.
+struct TextOption {
+  std::string_view key;
+  std::string_view shown_default;
+  std::string_view help;
+};
+
+// An option as listed (`fraglab policies`, the GUI): its default printed from the declaration.
 struct OptionSpec {
   std::string key;
   std::string default_value;
   std::string help;
+
+  OptionSpec(std::string key, std::string default_value, std::string help)
+      : key(std::move(key)), default_value(std::move(default_value)), help(std::move(help)) {}
+  OptionSpec(const SizeOption& o);  // NOLINT(google-explicit-constructor): lists of declarations read best
+  OptionSpec(const IntOption& o);
+  OptionSpec(const DoubleOption& o);
+  OptionSpec(const BoolOption& o);
+  OptionSpec(const TextOption& o);
 };
 
 class PolicyOptions {
@@ -50,6 +94,16 @@ class PolicyOptions {
   int64_t get_int(const std::string& key, int64_t def, int64_t min = INT64_MIN, int64_t max = INT64_MAX) const;
   double get_double(const std::string& key, double def) const;
   bool get_bool(const std::string& key, bool def) const;
+  // The same, for a declared option: its default and bounds come from the declaration.
+  uint64_t get(const SizeOption& o) const { return get_size(std::string(o.key), o.default_value, o.max); }
+  int64_t get(const IntOption& o) const { return get_int(std::string(o.key), o.default_value, o.min, o.max); }
+  double get(const DoubleOption& o) const { return get_double(std::string(o.key), o.default_value); }
+  bool get(const BoolOption& o) const { return get_bool(std::string(o.key), o.default_value); }
+  template <class Declared>
+    requires requires(const Declared& o) { o.help; }
+  bool has(const Declared& o) const {
+    return has(std::string(o.key));
+  }
 
   // Throws PolicyConfigError when a key is not among `specs`.
   void check_known(const std::string& policy, const std::vector<OptionSpec>& specs) const;

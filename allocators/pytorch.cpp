@@ -53,16 +53,28 @@ class PytorchPolicy final : public Policy {
   detail::PytorchCachingAllocator allocator_;
 };
 
-// The PYTORCH_CUDA_ALLOC_CONF keys PyTorch 2.11 accepts (AllocatorConfig::parseArgs).
-const char* const kConfKeys[] = {"max_split_size_mb",         "max_non_split_rounding_mb",
-                                 "garbage_collection_threshold", "roundup_power2_divisions",
-                                 "expandable_segments",       "backend",
-                                 "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
-                                 "pinned_num_register_threads", "pinned_use_background_threads"};
+// The PYTORCH_CUDA_ALLOC_CONF keys PyTorch 2.11 accepts (AllocatorConfig::parseArgs), handed on as
+// text to detail::PytorchAllocatorConfig, which owns their defaults.
+constexpr TextOption kConfOptions[] = {
+    {"max_split_size_mb", "unset", "blocks this large (MiB) are never split"},
+    {"max_non_split_rounding_mb", "20", "an oversize block serves a request only if it wastes less (MiB)"},
+    {"garbage_collection_threshold", "0", "with a capacity: reclaim old cached segments above this fraction"},
+    {"roundup_power2_divisions", "0", "round sizes to N divisions per power of two; N or [MiB:N,...,>:N]"},
+    {"expandable_segments", "False", "one growing virtual segment per stream and pool (True/False)"},
+    {"backend", "native", "native only (cudaMallocAsync is not modelled)"},
+    {"release_lock_on_cudamalloc", "False", "accepted; no effect on placement"},
+    {"pinned_use_cuda_host_register", "False", "accepted; host memory only"},
+    {"pinned_num_register_threads", "1", "accepted; host memory only"},
+    {"pinned_use_background_threads", "False", "accepted; host memory only"},
+};
+// Unset, the GPU's memory is at least what the device may hand out (a capacity from an H200's
+// snapshot, say), so that expandable segments reserve enough address space.
+constexpr SizeOption kTotalMemory{"total_memory", detail::kH100TotalMemory,
+                                  "the GPU's memory (totalGlobalMem); sizes expandable address ranges"};
 
 detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
   detail::PytorchAllocatorConfig config;
-  if (ctx.options.get_bool("recorded_settings", true)) {
+  if (ctx.options.get(detail::kRecordedSettings)) {
     try {
       config.apply_recorded(ctx.meta.allocator_settings);
     } catch (const PolicyConfigError& e) {
@@ -72,8 +84,9 @@ detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
     }
   }
   std::string conf;
-  for (const char* key : kConfKeys)
-    if (ctx.options.has(key)) conf += (conf.empty() ? "" : ",") + std::string(key) + ":" + ctx.options.get_string(key, "");
+  for (const TextOption& o : kConfOptions)
+    if (ctx.options.has(o))
+      conf += (conf.empty() ? "" : ",") + std::string(o.key) + ":" + ctx.options.get_string(std::string(o.key), "");
   config.apply(conf);
   return config;
 }
@@ -81,36 +94,24 @@ detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
 }  // namespace
 
 PolicyInfo policy_info_pytorch() {
-  std::vector<OptionSpec> options = {
-      {"max_split_size_mb", "unset", "blocks this large (MiB) are never split"},
-      {"max_non_split_rounding_mb", "20", "an oversize block serves a request only if it wastes less (MiB)"},
-      {"garbage_collection_threshold", "0", "with a capacity: reclaim old cached segments above this fraction"},
-      {"roundup_power2_divisions", "0", "round sizes to N divisions per power of two; N or [MiB:N,...,>:N]"},
-      {"expandable_segments", "False", "one growing virtual segment per stream and pool (True/False)"},
-      {"backend", "native", "native only (cudaMallocAsync is not modelled)"},
-      {"release_lock_on_cudamalloc", "False", "accepted; no effect on placement"},
-      {"pinned_use_cuda_host_register", "False", "accepted; host memory only"},
-      {"pinned_num_register_threads", "1", "accepted; host memory only"},
-      {"pinned_use_background_threads", "False", "accepted; host memory only"},
-      {"recorded_settings", "true", "start from the trace's recorded allocator_settings"},
-      {"total_memory", "85017493504", "the GPU's memory (totalGlobalMem); sizes expandable address ranges"},
-  };
-  PolicyInfo info{"pytorch",
-          "PyTorch's CUDA caching allocator, exact (PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF options)",
-          "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
-          options,
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            // The GPU's memory is at least what the device may hand out (a capacity from an H200's
-            // snapshot, say), so that expandable segments reserve enough address space.
-            uint64_t total = ctx.options.get_size("total_memory", std::max(detail::kH100TotalMemory, ctx.device.capacity().value_or(0)));
+  std::vector<OptionSpec> options(std::begin(kConfOptions), std::end(kConfOptions));
+  options.insert(options.end(), {detail::kRecordedSettings, kTotalMemory});
+  return {.name = "pytorch",
+          .summary = "PyTorch's CUDA caching allocator, exact (PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF options)",
+          .origin = "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
+          .options = options,
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            uint64_t total = ctx.options.has(kTotalMemory)
+                                 ? ctx.options.get(kTotalMemory)
+                                 : std::max(kTotalMemory.default_value, ctx.device.capacity().value_or(0));
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
             return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total);
-          }};
-  info.models_pools = true;  // private pools are PyTorch's own: the model routes requests itself
-  info.checked_against = "PyTorch 2.11.0+cu130, H100: fidelity exact call for call and peak reserved equal to "
-                         "reserved_bytes.all.peak on the 13 corpus recordings and the 20 of tests/data/snapshots "
-                         "(mid-run, ring-buffered, OOM'd, CUDA graphs, torch.compile, MemPool); bench/torch_reference";
-  return info;
+          },
+          .models_pools = true,  // private pools are PyTorch's own: the model routes requests itself
+          .checked_against = "PyTorch 2.11.0+cu130, H100: fidelity exact call for call and peak reserved equal to "
+                             "reserved_bytes.all.peak on the 13 corpus recordings and the 20 of tests/data/snapshots "
+                             "(mid-run, ring-buffered, OOM'd, CUDA graphs, torch.compile, MemPool); "
+                             "bench/torch_reference"};
 }
 
 }  // namespace fraglab

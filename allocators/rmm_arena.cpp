@@ -44,7 +44,6 @@ using detail::round_up;
 constexpr uint64_t kAlign = 256;
 constexpr uint64_t kSuperblockMin = 1ull << 20;
 constexpr uint32_t kGlobal = UINT32_MAX;
-constexpr uint32_t kNone = UINT32_MAX;
 
 struct FreeRange {
   Addr addr;
@@ -59,7 +58,7 @@ struct Superblock {
   Addr addr = 0;
   uint64_t size = 0;
   uint32_t owner = kGlobal;  // kGlobal or the stream of the arena holding it
-  uint32_t prev = kNone, next = kNone;
+  uint32_t prev = kNoNode, next = kNoNode;
   bool alive = false;
   int bucket = -1;                // floor(log2(largest)) it is indexed under, -1 if none
   uint64_t largest = 0;           // the largest free block
@@ -91,7 +90,7 @@ class RmmArena final : public Policy {
     if (!base_) {
       base_ = device_.allocate_segment(arena_size_, req.stream);
       if (!base_) return std::nullopt;
-      add_superblock(*base_, arena_size_, kNone, kNone);
+      add_superblock(*base_, arena_size_, kNoNode, kNoNode);
     }
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
     auto found = allocate_in(size, req.stream);
@@ -155,7 +154,7 @@ class RmmArena final : public Policy {
     const OwnerIndex& ix = found->second;
     int k = std::bit_width(size) - 1;
     Addr best = std::numeric_limits<Addr>::max();
-    uint32_t best_slot = kNone;
+    uint32_t best_slot = kNoNode;
     for (uint64_t above = k + 1 < OwnerIndex::kBuckets ? ix.nonempty & (~uint64_t{0} << (k + 1)) : 0; above;
          above &= above - 1) {
       const OwnerIndex::Entry& e = ix.buckets[std::countr_zero(above)].front();
@@ -168,7 +167,7 @@ class RmmArena final : public Policy {
       if (e.addr >= best) break;
       if (slots_[e.slot].largest >= size) return e.slot;
     }
-    if (best_slot == kNone) return std::nullopt;
+    if (best_slot == kNoNode) return std::nullopt;
     return best_slot;
   }
 
@@ -254,7 +253,7 @@ class RmmArena final : public Policy {
   // An empty global superblock merges with empty global neighbours (global_arena::coalesce;
   // as RMM coalesces each superblock on release, runs of empty ones end up as one).
   void coalesce_global(uint32_t s) {
-    auto mergeable = [&](uint32_t t) { return t != kNone && slots_[t].owner == kGlobal && slots_[t].empty(); };
+    auto mergeable = [&](uint32_t t) { return t != kNoNode && slots_[t].owner == kGlobal && slots_[t].empty(); };
     uint32_t first = s;
     while (mergeable(slots_[first].prev)) first = slots_[first].prev;
     uint64_t size = slots_[first].size;
@@ -267,7 +266,7 @@ class RmmArena final : public Policy {
     }
     Superblock& sb = slots_[first];
     sb.next = after;
-    if (after != kNone) slots_[after].prev = first;
+    if (after != kNoNode) slots_[after].prev = first;
     sb.size = size;
     sb.free.assign(1, FreeRange{sb.addr, size});
     sb.largest = size;
@@ -278,7 +277,7 @@ class RmmArena final : public Policy {
   // (arenas in stream order, each's superblocks in address order).
   void defragment() {
     std::vector<std::tuple<uint32_t, Addr, uint32_t>> moving;  // (owner, address, slot)
-    for (uint32_t s = first_slot(); s != kNone; s = slots_[s].next)
+    for (uint32_t s = first_slot(); s != kNoNode; s = slots_[s].next)
       if (slots_[s].owner != kGlobal) moving.emplace_back(slots_[s].owner, slots_[s].addr, s);
     std::sort(moving.begin(), moving.end());
     for (const auto& [owner, addr, s] : moving) set_owner(s, kGlobal);
@@ -288,8 +287,8 @@ class RmmArena final : public Policy {
 
   uint32_t first_slot() const {
     for (uint32_t s = 0; s < slots_.size(); ++s)
-      if (slots_[s].alive && slots_[s].prev == kNone) return s;
-    return kNone;
+      if (slots_[s].alive && slots_[s].prev == kNoNode) return s;
+    return kNoNode;
   }
 
   // A new empty global superblock between slots prev and next.
@@ -312,8 +311,8 @@ class RmmArena final : public Policy {
     sb.bucket = -1;
     sb.free.assign(1, FreeRange{addr, size});  // keeps the capacity a reused slot had
     sb.largest = size;
-    if (prev != kNone) slots_[prev].next = s;
-    if (next != kNone) slots_[next].prev = s;
+    if (prev != kNoNode) slots_[prev].next = s;
+    if (next != kNoNode) slots_[next].prev = s;
     index(s);
     return s;
   }
@@ -351,32 +350,37 @@ class RmmArena final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kArenaSize{"arena_size", 0,
+                                "the global arena, taken whole at the first allocation "
+                                "(0 = half the device capacity; half an H100's memory on an unlimited device)"};
+
 PolicyInfo policy_info_rmm_arena() {
-  PolicyInfo info{
-      "rmm_arena",
-      "RAPIDS RMM arena_memory_resource: global arena of superblocks, per-stream arenas, defragment on failure",
-      "rapidsai/rmm cpp/include/rmm/mr/arena_memory_resource.hpp, detail/arena.hpp",
-      {{"arena_size", "0", "the global arena, taken whole at the first allocation "
-                           "(0 = half the device capacity; half an H100's memory on an unlimited device)"}},
-      [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-        uint64_t size = ctx.options.get_size("arena_size", 0);
+  return {
+      .name = "rmm_arena",
+      .summary = "RAPIDS RMM arena_memory_resource: global arena of superblocks, per-stream arenas, defragment on "
+                 "failure",
+      .origin = "rapidsai/rmm cpp/include/rmm/mr/arena_memory_resource.hpp, detail/arena.hpp",
+      .options = {kArenaSize},
+      .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+        uint64_t size = ctx.options.get(kArenaSize);
         if (size == 0) size = ctx.device.capacity().value_or(detail::kH100TotalMemory) / 2;
         size = size / kAlign * kAlign;
         if (size < kSuperblockMin) throw PolicyConfigError("rmm_arena: arena_size below the 1 MiB superblock");
         return std::make_unique<RmmArena>(ctx.device, size);
-      }};
-  info.alignment = kAlign;
-  info.checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: one cudaMalloc of the arena and no OOM on the "
-                         "13 corpus op lists, as RMM; RMM's default arena is half the free memory, 0.65% smaller";
-  info.accuracy_note = "RMM's default arena is half the GPU's free memory, which a trace does not record: on an H100 "
-                       "0.65% below this model's half of total memory (set arena_size to the real one; docs/peers.md)";
-  info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t> capacity) {
-    uint64_t size = o.get_size("arena_size", 0);
-    if (size) return "arena of " + format_size(size);
-    return "arena of half the device (" + format_size(capacity.value_or(detail::kH100TotalMemory) / 2 / kAlign * kAlign) +
-           (capacity ? ")" : ", of an H100's memory on an unlimited device)");
-  };
-  return info;
+      },
+      .alignment = kAlign,
+      .preallocation = [](const PolicyOptions& o, std::optional<uint64_t> capacity) {
+        uint64_t size = o.get(kArenaSize);
+        if (size) return "arena of " + format_size(size);
+        return "arena of half the device (" +
+               format_size(capacity.value_or(detail::kH100TotalMemory) / 2 / kAlign * kAlign) +
+               (capacity ? ")" : ", of an H100's memory on an unlimited device)");
+      },
+      .checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: one cudaMalloc of the arena and no OOM on the "
+                         "13 corpus op lists, as RMM; RMM's default arena is half the free memory, 0.65% smaller",
+      .accuracy_note = "RMM's default arena is half the GPU's free memory, which a trace does not record: on an H100 "
+                       "0.65% below this model's half of total memory (set arena_size to the real one; "
+                       "docs/peers.md)"};
 }
 
 }  // namespace fraglab

@@ -37,31 +37,34 @@ class RmmPool final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kInitialSize{"initial_size", 0,
+                                  "bytes taken from the device at the first allocation (0 = grow from the first "
+                                  "request)"};
+constexpr SizeOption kMaximumSize{"maximum_size", 0, "the pool never grows past this (0 = no maximum)"};
+
 PolicyInfo policy_info_rmm_pool() {
-  PolicyInfo info{
-      "rmm_pool",
-      "RAPIDS RMM pool_memory_resource: per-stream coalescing best fit, grows by max(request, pool size)",
-      "rapidsai/rmm cpp/include/rmm/mr/pool_memory_resource.hpp, detail/coalescing_free_list.hpp, "
-      "detail/stream_ordered_memory_resource.hpp",
-      {{"initial_size", "0", "bytes taken from the device at the first allocation (0 = grow from the first request)"},
-       {"maximum_size", "0", "the pool never grows past this (0 = no maximum)"}},
-      [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-        uint64_t initial = ctx.options.get_size("initial_size", 0);
-        uint64_t maximum = ctx.options.get_size("maximum_size", 0);
+  return {
+      .name = "rmm_pool",
+      .summary = "RAPIDS RMM pool_memory_resource: per-stream coalescing best fit, grows by max(request, pool size)",
+      .origin = "rapidsai/rmm cpp/include/rmm/mr/pool_memory_resource.hpp, detail/coalescing_free_list.hpp, "
+                "detail/stream_ordered_memory_resource.hpp",
+      .options = {kInitialSize, kMaximumSize},
+      .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+        uint64_t initial = ctx.options.get(kInitialSize);
+        uint64_t maximum = ctx.options.get(kMaximumSize);
         if (initial % detail::StreamOrderedPool::kAlignment || maximum % detail::StreamOrderedPool::kAlignment)
           throw PolicyConfigError("rmm_pool: initial_size and maximum_size must be multiples of 256 B");
         if (maximum && initial > maximum) throw PolicyConfigError("rmm_pool: initial_size exceeds maximum_size");
         return std::make_unique<RmmPool>(ctx.device, initial,
                                          maximum ? std::optional<uint64_t>(maximum) : std::nullopt);
-      }};
-  info.alignment = detail::StreamOrderedPool::kAlignment;
-  info.checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
-                         "the 13 corpus op lists";
-  info.preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
-    uint64_t initial = o.get_size("initial_size", 0);
-    return initial ? "initial pool of " + format_size(initial) : std::string();
-  };
-  return info;
+      },
+      .alignment = detail::StreamOrderedPool::kAlignment,
+      .preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
+        uint64_t initial = o.get(kInitialSize);
+        return initial ? "initial pool of " + format_size(initial) : std::string();
+      },
+      .checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
+                         "the 13 corpus op lists"};
 }
 
 }  // namespace fraglab

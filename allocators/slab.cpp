@@ -29,7 +29,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockNode;
-using detail::kNoNode;
 using detail::SizeBins;
 
 uint32_t floor_log2(uint64_t n) { return 63 - static_cast<uint32_t>(std::countl_zero(n)); }
@@ -179,19 +178,21 @@ class Slab final : public Policy {
 
 }  // namespace
 
+constexpr SizeOption kSlab{"slab", 2ull << 20, "bytes of one slab (one device segment carved into equal slots)"};
+constexpr SizeOption kLargeThreshold{"large_threshold", 1ull << 20,
+                                     "requests above this go to the best-fit pool, the rest to slabs"};
+
 PolicyInfo policy_info_slab() {
-  auto options = detail::PoolConfig::option_specs();
-  options.push_back({"slab", "2MiB", "bytes of one slab (one device segment carved into equal slots)"});
-  options.push_back({"large_threshold", "1MiB", "requests above this go to the best-fit pool, the rest to slabs"});
-  return {"slab",
-          "jemalloc-style size classes (4 per doubling) in slabs; large requests from a coalescing best-fit pool",
-          "jemalloc include/jemalloc/internal/sc.h, src/sc.c (size classes), bin.h, bitmap.h; mimalloc src/page.c; "
-          "Wilson et al. 1995 3.6 (segregated storage)",
-          options,
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+  return {.name = "slab",
+          .summary = "jemalloc-style size classes (4 per doubling) in slabs; large requests from a coalescing "
+                     "best-fit pool",
+          .origin = "jemalloc include/jemalloc/internal/sc.h, src/sc.c (size classes), bin.h, bitmap.h; mimalloc "
+                    "src/page.c; Wilson et al. 1995 3.6 (segregated storage)",
+          .options = detail::PoolConfig::option_specs({kSlab, kLargeThreshold}),
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             auto config = detail::PoolConfig::from_options(ctx.options, "slab");
-            uint64_t slab = ctx.options.get_size("slab", 2ull << 20);
-            uint64_t threshold = ctx.options.get_size("large_threshold", 1ull << 20);
+            uint64_t slab = ctx.options.get(kSlab);
+            uint64_t threshold = ctx.options.get(kLargeThreshold);
             if (!std::has_single_bit(config.align)) throw PolicyConfigError("slab: align must be a power of two");
             SizeClasses classes(config.align);
             if (threshold < config.align || classes.size_of(classes.index_of(threshold)) > slab)

@@ -29,7 +29,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockNode;
-using detail::kNoNode;
 
 uint32_t floor_log2(uint64_t n) { return 63 - static_cast<uint32_t>(std::countl_zero(n)); }
 
@@ -126,17 +125,18 @@ class Tlsf final : public Policy {
 
 }  // namespace
 
+constexpr IntOption kSlLog2{"sl_log2", 5,
+                           "log2 of the second-level classes per power of two (SL_INDEX_COUNT_LOG2, 1-6)"};
+
 PolicyInfo policy_info_tlsf() {
-  auto options = detail::PoolConfig::option_specs();
-  options.push_back({"sl_log2", "5", "log2 of the second-level classes per power of two (SL_INDEX_COUNT_LOG2, 1-6)"});
-  return {"tlsf",
-          "two-level segregated fit: O(1) good fit through first- and second-level bitmaps",
-          "Masmano et al. 2004 \"TLSF: a New Dynamic Memory Allocator for Real-Time Systems\"; "
-          "reference tlsf.c (M. Conte): mapping_insert, mapping_search, search_suitable_block",
-          options,
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+  return {.name = "tlsf",
+          .summary = "two-level segregated fit: O(1) good fit through first- and second-level bitmaps",
+          .origin = "Masmano et al. 2004 \"TLSF: a New Dynamic Memory Allocator for Real-Time Systems\"; "
+                    "reference tlsf.c (M. Conte): mapping_insert, mapping_search, search_suitable_block",
+          .options = detail::PoolConfig::option_specs({kSlLog2}),
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             auto config = detail::PoolConfig::from_options(ctx.options, "tlsf");
-            int64_t sl_log2 = ctx.options.get_int("sl_log2", 5);
+            int64_t sl_log2 = ctx.options.get(kSlLog2);
             if (sl_log2 < 1 || sl_log2 > 6) throw PolicyConfigError("tlsf: sl_log2 must be between 1 and 6");
             if (!std::has_single_bit(config.align)) throw PolicyConfigError("tlsf: align must be a power of two");
             return std::make_unique<Tlsf>(ctx.device, config, static_cast<uint32_t>(sl_log2));

@@ -16,7 +16,6 @@ namespace fraglab {
 namespace {
 
 using detail::BlockNode;
-using detail::kNoNode;
 using detail::SizeBins;
 
 class WorstFitIndex {
@@ -35,12 +34,13 @@ class WorstFitIndex {
 }  // namespace
 
 PolicyInfo policy_info_worstfit() {
-  return {"worstfit",
-          "coalescing worst fit: every request is carved from the largest free block",
-          "Wilson et al. 1995 3.3; Knuth TAOCP 2.5",
-          detail::PoolConfig::option_specs(),
-          [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<WorstFitIndex>>(ctx.device, detail::PoolConfig::from_options(ctx.options, "worstfit"));
+  return {.name = "worstfit",
+          .summary = "coalescing worst fit: every request is carved from the largest free block",
+          .origin = "Wilson et al. 1995 3.3; Knuth TAOCP 2.5",
+          .options = detail::PoolConfig::option_specs(),
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            return std::make_unique<detail::PoolPolicy<WorstFitIndex>>(ctx.device,
+                                                                detail::PoolConfig::from_options(ctx.options, "worstfit"));
           }};
 }
 

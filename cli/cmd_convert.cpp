@@ -16,10 +16,10 @@ void add_convert(CLI::App& app, CommandFn& run) {
   static DeviceOptions device;
   auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (by extension or --to)");
   cmd->add_option("input", in, "Input trace: " + format_list())->required();
-  cmd->add_option("output", out, "Output trace (.fltrace or .jsonl)")->required();
+  cmd->add_option("output", out, "Output trace: " + writable_format_list())->required();
   cmd->add_option("--to", to,
-                  "Output format: native or jsonl (default: from the extension); a snapshot needs a policy's "
-                  "placement, see `fraglab export`");
+                  "Output format: " + writable_format_list() +
+                      " (default: from the extension); a snapshot needs a policy's placement, see `fraglab export`");
   add_device_options(cmd, device);
   cmd->callback([&run] {
     run = [] {

@@ -191,7 +191,7 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
   static DiagnoseArgs a;
   auto* cmd = app.add_subcommand("diagnose", "Why an allocation failed (or what is stranded at the peak), who pins the "
                                              "free memory, and which PYTORCH_CUDA_ALLOC_CONF would have fit");
-  cmd->add_option("trace", a.path, "Trace file (.pickle[.gz], .fltrace, .jsonl)")->required();
+  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
   cmd->add_option("--capacity", a.capacity,
                   "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; without recorded OOMs the "
                   "replay under it finds them");

@@ -28,8 +28,8 @@ CLI::Option* size_option(CLI::App* cmd, const std::string& name, uint64_t& value
 
 void common_options(CLI::App* cmd, GenCommon& common) {
   cmd->add_option("--seed", common.seed, "Random seed (same seed and options, same trace)")->capture_default_str();
-  cmd->add_option("-o,--output", common.out, "Output trace (.fltrace or .jsonl)")->required();
-  cmd->add_option("--to", common.to, "Output format: native or jsonl (default: from the extension)");
+  cmd->add_option("-o,--output", common.out, "Output trace: " + writable_format_list())->required();
+  cmd->add_option("--to", common.to, "Output format: " + writable_format_list() + " (default: from the extension)");
 }
 
 std::string command_line(const std::string& kind, const CLI::App* cmd) {

@@ -131,7 +131,7 @@ int run_replay(const ReplayArgs& a) {
     return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device.trace_device, device.exec_device, a.touch, a.json});
   bool streamed = false;
   TraceBounds bounds;
-  if (a.path.ends_with(".fltrace")) {
+  if (reads_streaming(a.path)) {
     StreamedPass pass = first_pass(a.path);
     streamed = pass.events > kStreamAboveEvents;
     if (streamed) {

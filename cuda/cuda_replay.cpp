@@ -26,7 +26,7 @@ ReplayResult predict(const Trace& trace, const PolicySpec& spec, const CudaRepla
   return replay_simulated(source, spec, config, replay, &trace.events);
 }
 
-void touch(const LiveBlock& block, const Event& e, const StreamSet& streams) {
+void touch(const BlockRecord& block, const Event& e, const StreamSet& streams) {
   if (e.size == 0) return;
   FRAGLAB_CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(block.addr), 0xA5, e.size, streams[e.stream]));
 }
@@ -34,7 +34,7 @@ void touch(const LiveBlock& block, const Event& e, const StreamSet& streams) {
 // Gives every block still live back to the policy and asks it to empty its cache: what is
 // still held afterwards the policy kept (reported, then released by the device).
 uint64_t hand_everything_back(Policy& policy, const ReplayEngine& engine, const TrackingDevice& device) {
-  for (const LiveBlock& b : engine.blocks())
+  for (const BlockRecord& b : engine.blocks())
     if (b.live) policy.deallocate(Block{b.addr, b.size, b.handle});
   policy.empty_cache();
   return device.reserved_bytes();

@@ -86,20 +86,13 @@ void SimDevice::count_mappings(uint32_t alloc, uint64_t offset, uint64_t size, i
     else reserved_ -= runs[i].size;  // the last mapping went: the physical memory is freed
   }
   runs.erase(runs.begin() + static_cast<ptrdiff_t>(kept), runs.begin() + static_cast<ptrdiff_t>(to));
-  if (runs.empty()) unused_allocs_.push_back(alloc);  // its slot (and the vector's capacity) is reused
+  if (runs.empty()) unused_allocs_.give_back(alloc);  // its slot (and the vector's capacity) is reused
 }
 
 bool SimDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex) {
   RangeIt range = range_of(addr, size, "map_pages");
   if (any_mapped(range->second, addr, size)) misuse("map_pages over pages already mapped");
-  uint32_t alloc;
-  if (!unused_allocs_.empty()) {
-    alloc = unused_allocs_.back();
-    unused_allocs_.pop_back();
-  } else {
-    alloc = static_cast<uint32_t>(physical_.size());
-    physical_.emplace_back();
-  }
+  uint32_t alloc = unused_allocs_.take(physical_);
   physical_[alloc].runs.assign(1, PhysicalRun{0, size, 1});
   insert_run(range->second, VirtualRun{addr, size, alloc, 0});
   reserved_ += size;

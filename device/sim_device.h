@@ -20,6 +20,7 @@
 
 #include "device/address_space.h"
 #include "device/device.h"
+#include "traces/free_slots.h"
 
 namespace fraglab {
 
@@ -93,7 +94,7 @@ class SimDevice final : public Device {
   std::map<Addr, uint64_t> segments_;  // live cudaMalloc'd segments
   std::map<Addr, Range> ranges_;       // reserved VMM ranges
   std::vector<PhysicalAlloc> physical_;
-  std::vector<uint32_t> unused_allocs_;  // slots of physical_ whose every page was freed
+  FreeSlots unused_allocs_;  // slots of physical_ whose every page was freed
 };
 
 }  // namespace fraglab

@@ -13,7 +13,7 @@ namespace {
 // settings (unless recorded_settings=false), then the string's own keys.
 uint64_t pytorch_max_split_size(const PolicySpec& spec, const TraceMeta& meta) {
   detail::PytorchAllocatorConfig config;
-  if (spec.options.get_bool("recorded_settings", true)) config.apply_recorded(meta.allocator_settings);
+  if (spec.options.get(detail::kRecordedSettings)) config.apply_recorded(meta.allocator_settings);
   if (spec.options.has("max_split_size_mb")) config.apply("max_split_size_mb:" + spec.options.get_string("max_split_size_mb", ""));
   return config.max_split_size;
 }
@@ -56,7 +56,7 @@ MemoryState capture_state(const SteppedReplay& replay, const PolicySpec& spec) {
                                [](Addr a, const StateSegment& s) { return a < s.addr; });
     return it == st.segments.begin() ? 0 : static_cast<uint32_t>(it - st.segments.begin() - 1);
   };
-  for (const LiveBlock& b : engine.blocks())
+  for (const BlockRecord& b : engine.blocks())
     if (b.live) st.blocks.push_back({b.addr, b.size, b.requested, b.alloc_index, b.stream, 0});
   std::sort(st.blocks.begin(), st.blocks.end(), [](const StateBlock& a, const StateBlock& b) { return a.addr < b.addr; });
   for (uint32_t i = 0; i < st.blocks.size(); ++i) {

@@ -6,7 +6,7 @@ namespace fraglab {
 
 namespace {
 
-std::vector<std::pair<Addr, uint64_t>> sorted_blocks(const std::vector<LiveBlock>& live) {
+std::vector<std::pair<Addr, uint64_t>> sorted_blocks(const std::vector<BlockRecord>& live) {
   std::vector<std::pair<Addr, uint64_t>> blocks;
   for (const auto& b : live)
     if (b.live) blocks.emplace_back(b.addr, b.size);
@@ -33,7 +33,7 @@ void walk_free(const Physical& physical, const std::vector<std::pair<Addr, uint6
 
 }  // namespace
 
-Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live,
+Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live,
                                     uint64_t event_index) {
   uint64_t allocated = 0, requested = 0;
   for (const auto& b : live)
@@ -79,7 +79,7 @@ Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, u
   return measure_from(physical, blocks, allocated, requested, event_index);
 }
 
-std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live) {
+std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live) {
   std::vector<uint64_t> sizes;
   walk_free(physical, sorted_blocks(live), [&](Addr, uint64_t size) { sizes.push_back(size); });
   return sizes;

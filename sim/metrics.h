@@ -10,7 +10,10 @@
 
 namespace fraglab {
 
-struct LiveBlock {
+// The block an allocation (an Event::id) was given, kept by the replay engine in a table by
+// id: `live` until the allocation is freed, after which the record stays, marked not live,
+// until the id is allocated again.
+struct BlockRecord {
   Addr addr = 0;
   uint64_t size = 0;       // block bytes
   uint64_t requested = 0;  // what the program asked for
@@ -36,7 +39,7 @@ struct Fragmentation {
 
 
 // Computes the metrics from physical memory and the live blocks.
-Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live,
+Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live,
                                     uint64_t event_index);
 
 // The same from the live (address, size) blocks in any order (sorted here, in place) and
@@ -50,6 +53,6 @@ Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, u
                                            uint64_t requested, uint64_t event_index);
 
 // Sizes of the free ranges (for histograms), in address order.
-std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<LiveBlock>& live);
+std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live);
 
 }  // namespace fraglab

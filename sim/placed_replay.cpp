@@ -12,7 +12,7 @@ namespace {
 constexpr uint64_t kSmallSegment = 2ull << 20;  // PyTorch's small-pool segment size (kSmallBuffer)
 
 // The blocks of [begin, end): live blocks as active, the gaps between them inactive.
-RecordedSegment tile(Addr begin, uint64_t size, bool expandable, const std::vector<const LiveBlock*>& live,
+RecordedSegment tile(Addr begin, uint64_t size, bool expandable, const std::vector<const BlockRecord*>& live,
                      size_t& cursor, const std::vector<uint8_t>& pending_free,
                      const std::vector<AllocId>& id_of, const std::vector<StackId>& stack_of_id) {
   RecordedSegment seg;
@@ -26,7 +26,7 @@ RecordedSegment tile(Addr begin, uint64_t size, bool expandable, const std::vect
     if (to > at) seg.blocks.push_back({at, to - at, 0, RecordedBlock::State::Inactive, 0});
   };
   while (cursor < live.size() && live[cursor]->addr < end) {
-    const LiveBlock& b = *live[cursor];
+    const BlockRecord& b = *live[cursor];
     AllocId id = id_of[cursor];
     ++cursor;
     if (b.addr < at) continue;  // cannot happen for a valid policy (checked by --check)
@@ -75,7 +75,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
       sink(p);
     }
   };
-  auto placed = [&](const Event& e, uint64_t index, const LiveBlock& b) {
+  auto placed = [&](const Event& e, uint64_t index, const BlockRecord& b) {
     PlacedEvent p;
     p.event = e;
     p.event.addr = b.addr;
@@ -122,7 +122,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
         break;
       case EventKind::Free: {
         bool live = e.id < engine.blocks().size() && engine.blocks()[e.id].live;
-        LiveBlock b = live ? engine.blocks()[e.id] : LiveBlock{};
+        BlockRecord b = live ? engine.blocks()[e.id] : BlockRecord{};
         engine.apply(e, i);
         if (live) {
           pending_free[e.id] = 0;
@@ -147,7 +147,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
 
   PlacedReplay out;
   // Final map: live blocks by address, tiled into segments and mapped ranges.
-  std::vector<const LiveBlock*> live;
+  std::vector<const BlockRecord*> live;
   std::vector<AllocId> ids;
   {
     std::vector<std::pair<Addr, AllocId>> order;

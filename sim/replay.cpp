@@ -102,8 +102,8 @@ bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
     return true;
   }
   skipped_[e.id] = false;
-  LiveBlock& b = blocks_[e.id];
-  b = LiveBlock{block->addr, block->size, e.size, block->handle, index, e.stream, true};
+  BlockRecord& b = blocks_[e.id];
+  b = BlockRecord{block->addr, block->size, e.size, block->handle, index, e.stream, true};
   requested_ += e.size;
   allocated_ += block->size;
   live_pos_[e.id] = static_cast<uint32_t>(live_ids_.size());
@@ -138,7 +138,7 @@ void ReplayEngine::on_free(const Event& e) {
     }
     throw std::logic_error("free of id " + std::to_string(e.id) + " which is not live");
   }
-  LiveBlock& b = blocks_[e.id];
+  BlockRecord& b = blocks_[e.id];
   b.live = false;
   uint32_t pos = live_pos_[e.id];  // swap-remove from the live list
   AllocId last = live_ids_.back();
@@ -168,7 +168,7 @@ void ReplayEngine::after_event(const Event& e, uint64_t index, uint64_t reserved
   if (options_.on_event) options_.on_event({index, e.time_us, requested_, allocated_, reserved});
 }
 
-void ReplayEngine::check_new_block(const LiveBlock& b, const Event& e, uint64_t index) {
+void ReplayEngine::check_new_block(const BlockRecord& b, const Event& e, uint64_t index) {
   if (b.size < e.size)
     invariant_broken(index, "block of " + std::to_string(b.size) + " bytes for a request of " + std::to_string(e.size));
   if (!device_.is_backed(b.addr, b.size)) invariant_broken(index, "block lies outside mapped device memory");
@@ -237,13 +237,13 @@ Fragmentation ReplayEngine::measure(uint64_t event_index) const {
     return measure_fragmentation_unsorted(device_.physical(), scratch_, allocated_, requested_, event_index);
   }
   // A block in an alias mapping (a stitched range) occupies the physical pages it shows.
-  std::vector<LiveBlock> pieces;
+  std::vector<BlockRecord> pieces;
   pieces.reserve(blocks_.size());
   for (const auto& b : blocks_) {
     if (!b.live) continue;
     bool first = true;
     device_.for_each_physical_piece(b.addr, b.size, [&](Addr addr, uint64_t size) {
-      LiveBlock piece = b;
+      BlockRecord piece = b;
       piece.addr = addr;
       piece.size = size;
       piece.requested = first ? b.requested : 0;

@@ -129,7 +129,7 @@ class ReplayEngine {
   ReplayResult take_result();
 
   // The state now: blocks by allocation id (entries with live=false are not live).
-  const std::vector<LiveBlock>& blocks() const { return blocks_; }
+  const std::vector<BlockRecord>& blocks() const { return blocks_; }
   const TrackingDevice& device() const { return device_; }
   Fragmentation measure(uint64_t event_index) const;
   uint64_t requested_live() const { return requested_; }
@@ -141,7 +141,7 @@ class ReplayEngine {
   void on_recorded_oom(const Event& e, uint64_t index);
   void on_free(const Event& e);
   void after_event(const Event& e, uint64_t index, uint64_t reserved_before);
-  void check_new_block(const LiveBlock& b, const Event& e, uint64_t index);
+  void check_new_block(const BlockRecord& b, const Event& e, uint64_t index);
   void check_all_backed(uint64_t index) const;
 
   Policy& policy_;
@@ -150,7 +150,7 @@ class ReplayEngine {
   std::vector<Block> adopted_;  // the prologue's blocks as the policy adopted them, by event index
   bool established_ = false;
   ReplayResult result_;
-  std::vector<LiveBlock> blocks_;
+  std::vector<BlockRecord> blocks_;
   std::vector<bool> skipped_;  // allocs that failed under --on-oom skip: their frees are skipped too
   // The live blocks as (address, size), unordered, with their ids and each id's position:
   // measure() reads only live blocks, and a new reserved peak copies them in one move.

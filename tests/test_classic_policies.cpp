@@ -347,7 +347,7 @@ TEST_CASE("SizeBins gives the exact best fit and the largest block", "[classic]"
     }
     uint64_t want = 512 * (1 + rng() % (1u << 20));
     auto fit = model.lower_bound({want, 0, 0});
-    REQUIRE(bins.best_fit(want) == (fit == model.end() ? detail::SizeBins::kNone : std::get<2>(*fit)));
+    REQUIRE(bins.best_fit(want) == (fit == model.end() ? kNoNode : std::get<2>(*fit)));
     if (!model.empty()) {
       auto largest = model.lower_bound({std::get<0>(*model.rbegin()), 0, 0});
       REQUIRE(bins.largest() == std::get<2>(*largest));
@@ -398,7 +398,7 @@ TEST_CASE("TreapIndex first_fit finds the first large-enough block at or after a
     REQUIRE(tree.size() == model.size());
     uint64_t want = 1 + rng() % 100000;
     Addr from = rng() % 2 ? 0 : rng() % (1ull << 40);
-    uint32_t expected = detail::TreapIndex::kNil;
+    uint32_t expected = kNoNode;
     for (auto it = model.lower_bound(from); it != model.end(); ++it)
       if (it->second.first >= want) {
         expected = it->second.second;
@@ -406,7 +406,7 @@ TEST_CASE("TreapIndex first_fit finds the first large-enough block at or after a
       }
     REQUIRE(tree.first_fit(want, from) == expected);
     auto lb = model.lower_bound(from);
-    REQUIRE(tree.lower_bound(from) == (lb == model.end() ? detail::TreapIndex::kNil : lb->second.second));
+    REQUIRE(tree.lower_bound(from) == (lb == model.end() ? kNoNode : lb->second.second));
   }
 }
 

@@ -281,7 +281,7 @@ TEST_CASE("formats: the content decides, whatever the name", "[formats]") {
 }
 
 TEST_CASE("formats: help texts and errors list every format", "[formats]") {
-  for (std::string command : {"replay", "info", "fidelity", "export", "convert", "tune"}) {
+  for (std::string command : {"replay", "info", "fidelity", "export", "convert", "tune", "diagnose", "ops"}) {
     CliResult r = run_cli(command + " --help");
     INFO(command << ": " << r.output);
     CHECK(r.code == 0);
@@ -304,6 +304,27 @@ TEST_CASE("formats: help texts and errors list every format", "[formats]") {
   CHECK(strip_trace_extension("gpt2.default.json.gz") == "gpt2.default");
   CHECK(strip_trace_extension("gpt2.default.pickle.gz") == "gpt2.default");
   CHECK(strip_trace_extension("notes.txt") == "notes.txt");
+  // Commands that write traces offer the formats that have a writer, from the same table.
+  CHECK(writable_format_list() == "native (.fltrace) or jsonl (.jsonl)");
+  for (std::string command : {"convert", "gen random"}) {
+    CliResult r = run_cli(command + " --help");
+    INFO(command << ": " << r.output);
+    CHECK(r.output.find("native (.fltrace) or jsonl (.jsonl)") != std::string::npos);
+  }
+}
+
+TEST_CASE("formats: only a native trace streams, whatever its name", "[formats]") {
+  TempDir dir("streams");
+  std::string jsonl = "{\"fraglab_trace\": 1, \"device\": 0, \"streams\": [0]}\n{\"op\": \"alloc\", \"id\": 1, \"size\": 512}\n";
+  std::string jsonl_path = dir.file("x.jsonl", jsonl);
+  std::string native_path = (dir.path / "n.fltrace").string();
+  save_trace(load_trace(jsonl_path), native_path);
+  CHECK(reads_streaming(native_path));
+  CHECK(reads_streaming(dir.file("native.data", read_file(native_path))));
+  CHECK_FALSE(reads_streaming(jsonl_path));
+  CHECK_FALSE(reads_streaming(dir.file("fake.fltrace", jsonl)));  // the content decides
+  CHECK_FALSE(reads_streaming((dir.path / "missing.fltrace").string()));
+  CHECK_FALSE(reads_streaming(dir.path.string()));  // a directory: opening it says why
 }
 
 TEST_CASE("formats: a directory scan takes .json and .csv files only when they hold a trace", "[formats]") {

@@ -144,7 +144,7 @@ RunOutcome run_checked(const PolicyInfo& info, const Trace& t, std::optional<uin
     const Event& e = t.events[i];
     if (!engine.apply(e, i)) broken("replay stopped", i);
     if (e.kind == EventKind::Alloc && engine.blocks()[e.id].live) {
-      const LiveBlock& b = engine.blocks()[e.id];
+      const BlockRecord& b = engine.blocks()[e.id];
       if (b.addr % info.alignment)
         broken("block at " + std::to_string(b.addr) + " is not " + std::to_string(info.alignment) + "-aligned", i);
     }

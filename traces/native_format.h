@@ -27,6 +27,9 @@
 // Blocks decode independently, so the writer holds one block and the reader one block at a
 // time: traces of any length stream in bounded memory. The meta sits in a trailer so a writer
 // can learn streams and stacks as it goes (the recorder does); the reader seeks to it first.
+//
+// Code: native_codec.cpp (a block's columns, the meta's JSON), native_writer.cpp and
+// native_reader.cpp (framing, zstd, checks); internals shared with tests in native_format_detail.h.
 #pragma once
 
 #include <cstdint>

@@ -30,6 +30,9 @@ inline constexpr uint32_t kColumnTableBytes = 4 * kColumns;
 inline constexpr uint8_t kKindMask = 0x0f;
 inline constexpr uint8_t kHasStream = 0x10, kHasStack = 0x20, kReservedFlags = 0xc0;
 
+// "zstd: " and the library's name for an error code.
+std::string zstd_error(size_t code);
+
 void put_u32(uint8_t* p, uint32_t v);
 void put_u64(uint8_t* p, uint64_t v);
 uint32_t get_u32(const uint8_t* p);
@@ -92,5 +95,9 @@ void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t cou
 
 nlohmann::json meta_to_json(const TraceMeta& meta);
 TraceMeta meta_from_json(const nlohmann::json& j);
+// The meta's "event_pools" ([[event index, pool], ...]), checked against the trace's event
+// and pool counts.
+std::vector<std::pair<uint64_t, PoolIndex>> event_pools_from_json(const nlohmann::json& j, uint64_t events,
+                                                                  size_t pools);
 
 }  // namespace fraglab::native_detail

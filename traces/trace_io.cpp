@@ -52,6 +52,7 @@ struct FormatEntry {
   std::unique_ptr<EventSource> (*open)(const std::string& path, const ReadOptions& options);
   std::unique_ptr<TraceWriter> (*create)(const std::string& path, const TraceMeta& meta);  // null: read only
   const char* no_writer;  // why, when read only
+  bool streams = false;   // the reader decodes block by block instead of loading the file whole
 };
 
 const std::vector<FormatEntry>& formats() {
@@ -78,7 +79,8 @@ const std::vector<FormatEntry>& formats() {
        [](const std::string& path, const TraceMeta& meta) -> std::unique_ptr<TraceWriter> {
          return create_native_writer(path, meta);
        },
-       nullptr},
+       nullptr,
+       true},
       {TraceFormat::Jsonl,
        "jsonl",
        {"jsonl"},
@@ -125,25 +127,53 @@ const FormatEntry* recognise(const std::string& head) {
   return nullptr;
 }
 
+// The reader open_trace picks: by content first; when the content is not recognised
+// (damaged, or empty), by the name, whose reader then says what is wrong and where.
+const FormatEntry* reader_for(const std::string& path) {
+  const FormatEntry* f = recognise(read_head(path).bytes);
+  if (!f) extension_of(path, &f);
+  return f;
+}
+
+// ".jsonl" and ".jsonl.gz" -> ".jsonl[.gz]", once.
+std::string extension_names(const FormatEntry& f) {
+  std::string names;
+  for (const auto& ext : f.extensions) {
+    if (ext.suffix.ends_with(".gz")) continue;  // shown as [.gz] on its plain name
+    bool gz = std::any_of(f.extensions.begin(), f.extensions.end(), [&](const Extension& other) {
+      return other.suffix.size() == ext.suffix.size() + 3 && other.suffix.starts_with(ext.suffix) &&
+             other.suffix.ends_with(".gz");
+    });
+    names += (names.empty() ? "" : " ") + std::string(ext.suffix) + (gz ? "[.gz]" : "");
+  }
+  return names;
+}
+
 }  // namespace
 
 const char* format_name(TraceFormat format) { return entry(format).name; }
 
 std::string format_list() {
   std::string out;
-  for (const auto& f : formats()) {
-    std::string names;
-    for (const auto& ext : f.extensions) {
-      if (ext.suffix.ends_with(".gz")) continue;  // shown as [.gz] on its plain name
-      bool gz = std::any_of(f.extensions.begin(), f.extensions.end(), [&](const Extension& other) {
-        return other.suffix.size() == ext.suffix.size() + 3 && other.suffix.starts_with(ext.suffix) &&
-               other.suffix.ends_with(".gz");
-      });
-      names += (names.empty() ? "" : " ") + std::string(ext.suffix) + (gz ? "[.gz]" : "");
-    }
-    out += (out.empty() ? "" : ", ") + std::string(f.description) + " (" + names + ")";
-  }
+  for (const auto& f : formats())
+    out += (out.empty() ? "" : ", ") + std::string(f.description) + " (" + extension_names(f) + ")";
   return out + "; each recognised by its content, whatever the file's name";
+}
+
+std::string writable_format_list() {
+  std::vector<std::string> items;
+  for (const auto& f : formats()) {
+    if (!f.create) continue;
+    // Writers write their plain form (a .gz name is not compressed), so only that is offered.
+    std::string names;
+    for (const auto& ext : f.extensions)
+      if (!ext.suffix.ends_with(".gz")) names += (names.empty() ? "" : " ") + std::string(ext.suffix);
+    items.push_back(std::string(f.aliases.front()) + " (" + names + ")");
+  }
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return out;
 }
 
 TraceFormat format_for_path(const std::string& path) {
@@ -185,12 +215,19 @@ std::optional<TraceFormat> detect_format(const std::string& path) {
   return std::nullopt;
 }
 
+bool reads_streaming(const std::string& path) {
+  try {
+    require_regular_file(path);  // a FIFO would block read_head
+    const FormatEntry* f = reader_for(path);
+    return f && f->streams;
+  } catch (const FormatError&) {
+    return false;
+  }
+}
+
 std::unique_ptr<EventSource> open_trace(const std::string& path, const ReadOptions& options) {
   require_regular_file(path);  // a directory reads as an empty trace, a FIFO blocks: both refused
-  // Content first; when the content is not recognised (damaged, or empty), the name picks
-  // the reader, whose error then says what is wrong and where.
-  const FormatEntry* f = recognise(read_head(path).bytes);
-  if (!f) extension_of(path, &f);
+  const FormatEntry* f = reader_for(path);
   if (!f) throw FormatError::in_file(path, "not a trace fraglab reads; formats: " + format_list());
   return f->open(path, options);
 }

@@ -25,12 +25,18 @@ enum class TraceFormat { PytorchSnapshot, Native, Jsonl, RmmLog };
 const char* format_name(TraceFormat format);
 // Every readable format with its file names, one line, for help texts and errors.
 std::string format_list();
+// The formats fraglab writes, with their file names: "native (.fltrace) or jsonl (.jsonl)".
+std::string writable_format_list();
 // By extension (for writing); throws FormatError for an unknown one.
 TraceFormat format_for_path(const std::string& path);
 // "snapshot"/"pickle", "native"/"fltrace", "jsonl", "rmm" -> format; throws std::invalid_argument.
 TraceFormat parse_format_name(const std::string& name);
 // By content; nullopt when no format recognises it. Throws FormatError when unreadable.
 std::optional<TraceFormat> detect_format(const std::string& path);
+// True when the file's reader decodes as it goes, in bounded memory (the native format), so a
+// long trace is better replayed as it streams than loaded; false for the others and when the
+// file is unreadable (opening it then says why).
+bool reads_streaming(const std::string& path);
 
 // For directory scans: the name ends in a trace extension, and for names other files share
 // too (.json, .jsonl, .csv) the content is a trace.

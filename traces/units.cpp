@@ -40,6 +40,15 @@ uint64_t parse_size(const std::string& text) {
   return static_cast<uint64_t>(std::llround(bytes));
 }
 
+std::string option_size_text(uint64_t bytes) {
+  const char* units[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (int i = 0; i < 4; ++i) {
+    uint64_t unit = uint64_t{1} << (10 * (4 - i));
+    if (bytes && bytes % unit == 0 && bytes / unit < 1024) return std::to_string(bytes / unit) + units[i];
+  }
+  return std::to_string(bytes);
+}
+
 std::string format_size(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

@@ -14,5 +14,8 @@ namespace fraglab {
 uint64_t parse_size(const std::string& text);
 // 15286140928 -> "14.24 GiB"
 std::string format_size(uint64_t bytes);
+// Exactly, as an option is written: 2097152 -> "2MiB", 512 -> "512", 85017493504 -> itself
+// (a unit only where it gives a whole number below 1024).
+std::string option_size_text(uint64_t bytes);
 
 }  // namespace fraglab

@@ -11,11 +11,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "traces/free_slots.h"
 #include "traces/trace.h"
 
 namespace fraglab::detail {
-
-constexpr uint32_t kNoNode = UINT32_MAX;
 
 struct BlockNode {
   Addr addr = 0;
@@ -29,19 +28,12 @@ struct BlockNode {
 class BlockList {
  public:
   uint32_t create(Addr addr, uint64_t size, uint32_t segment, StreamIndex stream) {
-    uint32_t i;
-    if (!unused_.empty()) {
-      i = unused_.back();
-      unused_.pop_back();
-    } else {
-      i = static_cast<uint32_t>(nodes_.size());
-      nodes_.emplace_back();
-    }
+    uint32_t i = unused_.take(nodes_);
     nodes_[i] = BlockNode{addr, size, kNoNode, kNoNode, segment, stream, false};
     return i;
   }
 
-  void destroy(uint32_t i) { unused_.push_back(i); }
+  void destroy(uint32_t i) { unused_.give_back(i); }
 
   BlockNode& operator[](uint32_t i) { return nodes_[i]; }
   const BlockNode& operator[](uint32_t i) const { return nodes_[i]; }
@@ -77,7 +69,7 @@ class BlockList {
 
  private:
   std::vector<BlockNode> nodes_;
-  std::vector<uint32_t> unused_;
+  FreeSlots unused_;
 };
 
 inline uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }

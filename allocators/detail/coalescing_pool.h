@@ -5,21 +5,17 @@
 // 2.5; Wilson et al. 1995, 3.2-3.5) and that RMM's pool keeps in
 // detail/coalescing_free_list.hpp: segments are obtained from the device on demand
 // (cudaMalloc-like), carved into blocks (BlockList), and a free block is found by the
-// policy's FitIndex. The policies differ only in that index:
+// policy's FitIndex (the concept below). The policies differ only in that index; its
+// optional members are used when present:
 //
-//   struct FitIndex {
-//     void insert(uint32_t node, const BlockNode& b);  // b became free
-//     void erase(uint32_t node, const BlockNode& b);   // b is no longer a free block
-//     uint32_t find(uint64_t size);                     // a free node of >= size, or kNoNode
-//     uint32_t take(uint64_t size);                     // optional: find() and erase() in one search
-//     void allocated(Addr addr, uint64_t size);         // optional: a block was handed out
-//     // Optional: the least block size find(size) can return, when it rounds requests up
-//     // (TLSF's good fit); new segments are made at least this large so that they are
-//     // found again by the same request once free.
-//     uint64_t searched_size(uint64_t size) const;
-//     // Optional, for indexes in address order: new_node (now b) takes old_node's place.
-//     void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b);
-//   };
+//   uint32_t take(uint64_t size);                     // find() and erase() in one search
+//   void allocated(Addr addr, uint64_t size);         // a block was handed out
+//   // The least block size find(size) can return, when it rounds requests up (TLSF's good
+//   // fit); new segments are made at least this large so that they are found again by the
+//   // same request once free.
+//   uint64_t searched_size(uint64_t size) const;
+//   // For indexes in address order: new_node (now b) takes old_node's place.
+//   void replace(uint32_t old_node, uint32_t new_node, const BlockNode& b);
 //
 // A request that finds nothing grows the pool by one segment; when the device is full,
 // wholly free segments are returned and the growth retried once (what bestfit always did
@@ -27,6 +23,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,14 +34,22 @@
 
 namespace fraglab::detail {
 
-struct PoolConfig {
-  uint64_t align = 512;                // block sizes round up to a multiple of this
-  uint64_t min_segment = 2ull << 20;   // smallest segment requested from the device
-  uint64_t segment_round = 2ull << 20; // segment sizes round up to a multiple of this
-  uint64_t min_split = 512;            // a remainder smaller than this stays with the block
+// The options every pool-based policy takes.
+constexpr SizeOption kPoolAlign{"align", 512, "block sizes round up to a multiple of this", kMaxOptionAlign};
+constexpr SizeOption kPoolMinSegment{"min_segment", 2ull << 20, "smallest segment requested from the device"};
+constexpr SizeOption kPoolSegmentRound{"segment_round", 2ull << 20, "segment sizes round up to a multiple of this",
+                                       kMaxOptionAlign};
+constexpr SizeOption kPoolMinSplit{"min_split", 512,
+                                   "a free remainder smaller than this stays with the block (internal slack)"};
 
-  // The options every pool-based policy takes, with these defaults.
-  static std::vector<OptionSpec> option_specs();
+struct PoolConfig {
+  uint64_t align = kPoolAlign.default_value;
+  uint64_t min_segment = kPoolMinSegment.default_value;
+  uint64_t segment_round = kPoolSegmentRound.default_value;
+  uint64_t min_split = kPoolMinSplit.default_value;
+
+  // The options every pool-based policy takes, then a policy's own `more`.
+  static std::vector<OptionSpec> option_specs(std::vector<OptionSpec> more = {});
   // Reads them; throws PolicyConfigError naming `policy` on inconsistent values.
   static PoolConfig from_options(const PolicyOptions& options, const std::string& policy);
 
@@ -52,10 +57,20 @@ struct PoolConfig {
   uint64_t segment_size(uint64_t block) const { return std::max(round_up(block, segment_round), min_segment); }
 };
 
-template <class FitIndex>
+// An index of the free blocks: told when a block becomes free and when it stops being free,
+// and asked for a free block of at least a size (kNoNode when none).
+template <class Index>
+concept FitIndex = std::movable<Index> &&
+                   requires(Index& index, uint32_t node, const BlockNode& b, uint64_t size) {
+                     index.insert(node, b);  // b became free
+                     index.erase(node, b);   // b is no longer a free block
+                     { index.find(size) } -> std::same_as<uint32_t>;
+                   };
+
+template <FitIndex Index>
 class CoalescingPool {
  public:
-  CoalescingPool(Device& device, PoolConfig config, FitIndex index = {})
+  CoalescingPool(Device& device, PoolConfig config, Index index = {})
       : device_(device), config_(config), index_(std::move(index)) {}
 
   // A block of block_size(request) bytes (a little more when the remainder would be
@@ -123,12 +138,12 @@ class CoalescingPool {
 
   const PoolConfig& config() const { return config_; }
   const BlockList& blocks() const { return blocks_; }
-  FitIndex& index() { return index_; }
+  Index& index() { return index_; }
   size_t segment_count() const { return segments_.size(); }
 
  private:
   static constexpr bool kAddressOrdered =
-      requires(FitIndex& index, const BlockNode& b) { index.replace(uint32_t{}, uint32_t{}, b); };
+      requires(Index& index, const BlockNode& b) { index.replace(uint32_t{}, uint32_t{}, b); };
 
   // Splits free block `node` whose remainder keeps its place in an address-ordered index.
   Block split_in_place(uint32_t node, uint64_t size) {
@@ -189,7 +204,7 @@ class CoalescingPool {
 
   Device& device_;
   PoolConfig config_;
-  FitIndex index_;
+  Index index_;
   BlockList blocks_;
   std::map<Addr, uint32_t> segments_;  // segment address -> its head node
 };

@@ -2,19 +2,18 @@
 
 namespace fraglab::detail {
 
-std::vector<OptionSpec> PoolConfig::option_specs() {
-  return {{"align", "512", "block sizes round up to a multiple of this"},
-          {"min_segment", "2MiB", "smallest segment requested from the device"},
-          {"segment_round", "2MiB", "segment sizes round up to a multiple of this"},
-          {"min_split", "512", "a free remainder smaller than this stays with the block (internal slack)"}};
+std::vector<OptionSpec> PoolConfig::option_specs(std::vector<OptionSpec> more) {
+  std::vector<OptionSpec> specs = {kPoolAlign, kPoolMinSegment, kPoolSegmentRound, kPoolMinSplit};
+  specs.insert(specs.end(), more.begin(), more.end());
+  return specs;
 }
 
 PoolConfig PoolConfig::from_options(const PolicyOptions& options, const std::string& policy) {
   PoolConfig c;
-  c.align = options.get_size("align", c.align, kMaxOptionAlign);
-  c.min_segment = options.get_size("min_segment", c.min_segment);
-  c.segment_round = options.get_size("segment_round", c.segment_round, kMaxOptionAlign);
-  c.min_split = options.get_size("min_split", c.min_split);
+  c.align = options.get(kPoolAlign);
+  c.min_segment = options.get(kPoolMinSegment);
+  c.segment_round = options.get(kPoolSegmentRound);
+  c.min_split = options.get(kPoolMinSplit);
   // Segment sizes must be multiples of align so that split remainders stay aligned.
   if (c.align == 0 || c.segment_round == 0 || c.segment_round % c.align || c.min_segment % c.align)
     throw PolicyConfigError(policy + ": align must be positive and divide segment_round and min_segment");

@@ -15,21 +15,16 @@ class BestFitIndex {
  public:
   void insert(uint32_t node, const BlockNode& b) { bins_.insert(node, b.size, b.addr); }
   void erase(uint32_t, const BlockNode& b) { bins_.erase(b.size, b.addr); }
-  uint32_t find(uint64_t size) const {
-    uint32_t node = bins_.best_fit(size);
-    return node == SizeBins::kNone ? kNoNode : node;
-  }
+  uint32_t find(uint64_t size) const { return bins_.best_fit(size); }
   // find() and erase() in one search.
-  uint32_t take(uint64_t size) {
-    uint32_t node = bins_.take_best_fit(size);
-    return node == SizeBins::kNone ? kNoNode : node;
-  }
+  uint32_t take(uint64_t size) { return bins_.take_best_fit(size); }
 
  private:
   SizeBins bins_;
 };
+static_assert(FitIndex<BestFitIndex>);
 
-template <class Index>
+template <FitIndex Index>
 class PoolPolicy final : public Policy {
  public:
   PoolPolicy(Device& device, PoolConfig config) : pool_(device, config) {}

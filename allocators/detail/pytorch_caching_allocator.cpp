@@ -70,15 +70,8 @@ PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocato
 // ---- blocks and pools ------------------------------------------------------------------
 
 uint32_t PytorchCachingAllocator::new_block(Addr addr, uint64_t size, StreamIndex stream, uint16_t pool) {
-  uint32_t i;
-  if (!unused_.empty()) {
-    i = unused_.back();
-    unused_.pop_back();
-  } else {
-    i = static_cast<uint32_t>(blocks_.size());
-    if (i >> kNodeBits) internal_assert("more than 2^25 blocks at once");
-    blocks_.emplace_back();
-  }
+  uint32_t i = unused_.take(blocks_);
+  if (i >> kNodeBits) internal_assert("more than 2^25 blocks at once");
   if (addr % kMinBlockSize || addr + size > kMaxAddress)
     internal_assert("the device gave an address PyTorch's blocks cannot have (not 512-aligned or past 2^48)");
   PytorchBlock& b = blocks_[i];
@@ -191,23 +184,23 @@ bool PytorchCachingAllocator::get_free_block(Params& p) {
   auto same_stream = [&](auto i) { return i != pool.blocks.end() && (i->hi >> kSizeBits) == rank; };
   if (!same_stream(it)) return false;
 
-  if (blocks_[it->node()].segment != kNone) {
+  if (blocks_[it->node()].segment != kNoNode) {
     if (config_.expandable_segments) {
       // A block followed by unmapped space counts as the size it can grow to: look for a
       // block whose reach is smaller (the source's expandable_size loop).
       auto expandable_size = [&](uint32_t b) {
         uint32_t n = blocks_[b].next;
-        return blocks_[b].size + (n != kNone && !blocks_[n].mapped ? blocks_[n].size : 0);
+        return blocks_[b].size + (n != kNoNode && !blocks_[n].mapped ? blocks_[n].size : 0);
       };
       auto next = std::next(it);
-      while (blocks_[it->node()].segment != kNone && same_stream(next) &&
+      while (blocks_[it->node()].segment != kNoNode && same_stream(next) &&
              expandable_size(next->node()) < expandable_size(it->node()))
         it = next++;
     } else {
       // Expandable segments were turned off later: only ordinary blocks qualify.
       do {
         ++it;
-      } while (it != pool.blocks.end() && blocks_[it->node()].segment != kNone && same_stream(it));
+      } while (it != pool.blocks.end() && blocks_[it->node()].segment != kNoNode && same_stream(it));
       if (!same_stream(it)) return false;
     }
   }
@@ -238,7 +231,7 @@ uint32_t PytorchCachingAllocator::alloc_found_block(const Params& p, bool split_
     PytorchBlock& b = blocks_[block];
     b.segment = r.segment;
     b.prev = r.prev;
-    if (b.prev != kNone) blocks_[b.prev].next = block;
+    if (b.prev != kNoNode) blocks_[b.prev].next = block;
     b.next = remaining;
     r.prev = block;
     r.addr += p.size;
@@ -265,8 +258,8 @@ bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
   if (set_fraction_ && total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
   if (config_.expandable_segments) {
     p.block = try_allocate_expandable_block(p.stream, *p.pool, p.size);
-    if (p.block != kNone) count_device_alloc(*p.pool, +1);
-    return p.block != kNone;
+    if (p.block != kNoNode) count_device_alloc(*p.pool, +1);
+    return p.block != kNoNode;
   }
   auto addr = device_.allocate_segment(p.alloc_size, p.stream);
   if (!addr) return false;
@@ -287,7 +280,7 @@ void PytorchCachingAllocator::free(uint32_t b) {
   // last merged neighbour's place in the pool is handed to the merged block (one move).
   std::optional<Key> vacated;
   for (uint32_t src : {blocks_[b].prev, blocks_[b].next}) {
-    if (src == kNone || blocks_[src].allocated || !blocks_[src].mapped) continue;
+    if (src == kNoNode || blocks_[src].allocated || !blocks_[src].mapped) continue;
     if (vacated) pool_of(b).blocks.erase(*vacated);
     vacated = size_key(src);
     absorb(b, src);
@@ -297,7 +290,7 @@ void PytorchCachingAllocator::free(uint32_t b) {
 }
 
 size_t PytorchCachingAllocator::try_merge_blocks(uint32_t dst, uint32_t src) {
-  if (src == kNone || blocks_[src].allocated || blocks_[src].mapped != blocks_[dst].mapped) return 0;
+  if (src == kNoNode || blocks_[src].allocated || blocks_[src].mapped != blocks_[dst].mapped) return 0;
   // The neighbour leaves its set before anything about it changes.
   if (blocks_[src].mapped) erase_from_blocks(src);
   else pool_of(src).unmapped.erase(address_key(src));
@@ -310,10 +303,10 @@ uint64_t PytorchCachingAllocator::absorb(uint32_t dst, uint32_t src) {
   if (d.prev == src) {  // [src dst]
     d.addr = s.addr;
     d.prev = s.prev;
-    if (d.prev != kNone) blocks_[d.prev].next = dst;
+    if (d.prev != kNoNode) blocks_[d.prev].next = dst;
   } else {  // [dst src]
     d.next = s.next;
-    if (d.next != kNone) blocks_[d.next].prev = dst;
+    if (d.next != kNoNode) blocks_[d.next].prev = dst;
   }
   d.size += s.size;
   delete_block(src);
@@ -352,7 +345,7 @@ void PytorchCachingAllocator::release_blocks(Pool& pool) {
   std::vector<uint32_t> order;
   for (const Key& k : pool.blocks) order.push_back(k.node());
   for (uint32_t b : order) {
-    if (blocks_[b].segment != kNone) to_unmap.push_back(b);  // unmapping mutates the pool: later
+    if (blocks_[b].segment != kNoNode) to_unmap.push_back(b);  // unmapping mutates the pool: later
     else if (!blocks_[b].is_split()) release_block(b);
   }
   for (uint32_t b : to_unmap) {
@@ -362,7 +355,7 @@ void PytorchCachingAllocator::release_blocks(Pool& pool) {
 }
 
 void PytorchCachingAllocator::release_block(uint32_t b) {
-  if (blocks_[b].segment != kNone) internal_assert("release_block of an expandable segment's block");
+  if (blocks_[b].segment != kNoNode) internal_assert("release_block of an expandable segment's block");
   device_.free_segment(blocks_[b].addr, blocks_[b].size);
   shrink_reserved(blocks_[b].size);
   count_device_alloc(pool_of(b), -1);
@@ -379,7 +372,7 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
   auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(key_size, kSizeMask), 0});
   // Expandable segments' blocks are never cudaFree'd here (they are unmapped by
   // release_cached_blocks instead): the source skips them.
-  if (it == pool.blocks.end() || (it->hi >> kSizeBits) != rank || blocks_[it->node()].segment != kNone) {
+  if (it == pool.blocks.end() || (it->hi >> kSizeBits) != rank || blocks_[it->node()].segment != kNoNode) {
     // No single block is large enough: free oversize blocks, the largest first.
     if (it == pool.blocks.begin()) return false;
     uint64_t total_released = 0;
@@ -389,7 +382,7 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
       uint32_t cur = it->node();
       bool is_first = it == pool.blocks.begin();
       if (!is_first) --it;
-      if (blocks_[cur].segment == kNone) {
+      if (blocks_[cur].segment == kNoNode) {
         total_released += blocks_[cur].size;
         release_block(cur);
       }
@@ -428,7 +421,7 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
     std::vector<uint32_t> order;
     for (const Key& k : pools_[0].blocks) order.push_back(k.node());
     for (uint32_t b : order) {
-      if (!blocks_[b].is_split() && blocks_[b].segment == kNone &&
+      if (!blocks_[b].is_split() && blocks_[b].segment == kNoNode &&
           static_cast<double>(gc_count(b)) >= age_threshold) {
         block_freed = true;
         gc_reclaimed += blocks_[b].size;
@@ -443,7 +436,7 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
 // ---- expandable segments -------------------------------------------------------------------
 
 uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool& pool, uint64_t size) {
-  auto allocatable = [&](uint32_t b) { return b != kNone && !blocks_[b].allocated; };
+  auto allocatable = [&](uint32_t b) { return b != kNoNode && !blocks_[b].allocated; };
   auto has_available_address_space = [&](uint32_t b) {
     uint64_t bytes = 0;
     while (bytes < size && allocatable(b)) {
@@ -469,7 +462,7 @@ uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool
   es.stream = stream;
   es.live = true;
   auto base = device_.reserve_range(es.size());
-  if (!base) return kNone;
+  if (!base) return kNoNode;
   es.base = *base;
   segments_.push_back(es);
   uint32_t c = new_block(es.base, es.size(), stream, pool.index);
@@ -502,7 +495,7 @@ bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
     r.segment = blocks_[to_map].segment;
     r.prev = to_map;
     r.next = blocks_[to_map].next;
-    if (r.next != kNone) blocks_[r.next].prev = remaining;
+    if (r.next != kNoNode) blocks_[r.next].prev = remaining;
     blocks_[to_map].next = remaining;
     pool.unmapped.insert(address_key(remaining));
     blocks_[to_map].size = mapped_size;
@@ -516,23 +509,23 @@ bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
 
 uint32_t PytorchCachingAllocator::try_allocate_expandable_block(StreamIndex stream, Pool& pool, uint64_t size) {
   uint32_t candidate = find_expandable_block(stream, pool, size);
-  if (candidate == kNone) return kNone;
+  if (candidate == kNoNode) return kNoNode;
   // A request larger than a whole new segment's range (1 1/8 of the GPU's memory) cannot be mapped:
   // PyTorch's cuMemCreate fails first, the GPU having less memory than that. Out of memory, not a crash.
   uint64_t reach = 0;
-  for (uint32_t b = candidate; b != kNone && !blocks_[b].allocated && reach < size; b = blocks_[b].next)
+  for (uint32_t b = candidate; b != kNoNode && !blocks_[b].allocated && reach < size; b = blocks_[b].next)
     reach += blocks_[b].size;
-  if (reach < size) return kNone;
+  if (reach < size) return kNoNode;
   // candidate: unmapped -> null, unmapped -> free -> *, or free -> unmapped -> *
-  if (!blocks_[candidate].mapped && !map_block(candidate, std::min(blocks_[candidate].size, size))) return kNone;
+  if (!blocks_[candidate].mapped && !map_block(candidate, std::min(blocks_[candidate].size, size))) return kNoNode;
   while (blocks_[candidate].size < size) {
     // free -> unmapped: map some of the unmapped part, which merges into the free block
     uint64_t remaining = size - blocks_[candidate].size;
     uint32_t next = blocks_[candidate].next;
     // Nothing left to map: the request is larger than a whole segment's address range (1 1/8 of the
     // GPU's memory). PyTorch's cuMemCreate fails long before, as the GPU has not that much memory.
-    if (next == kNone || blocks_[next].mapped) return kNone;
-    if (!map_block(next, std::min(remaining, blocks_[next].size))) return kNone;
+    if (next == kNoNode || blocks_[next].mapped) return kNoNode;
+    if (!map_block(next, std::min(remaining, blocks_[next].size))) return kNoNode;
     candidate = next;
   }
   erase_from_blocks(candidate);
@@ -556,7 +549,7 @@ void PytorchCachingAllocator::unmap_block(uint32_t b) {
     uint32_t f = new_block(blocks_[b].addr, before_size, blocks_[b].stream, blocks_[b].pool);
     blocks_[f].segment = blocks_[b].segment;
     blocks_[f].prev = blocks_[b].prev;
-    if (blocks_[f].prev != kNone) blocks_[blocks_[f].prev].next = f;
+    if (blocks_[f].prev != kNoNode) blocks_[blocks_[f].prev].next = f;
     blocks_[f].next = b;
     blocks_[b].prev = f;
     insert_into_blocks(f);
@@ -566,7 +559,7 @@ void PytorchCachingAllocator::unmap_block(uint32_t b) {
     uint32_t f = new_block(unmapped_addr + unmapped_size, after_size, blocks_[b].stream, blocks_[b].pool);
     blocks_[f].segment = blocks_[b].segment;
     blocks_[f].next = blocks_[b].next;
-    if (blocks_[f].next != kNone) blocks_[blocks_[f].next].prev = f;
+    if (blocks_[f].next != kNoNode) blocks_[blocks_[f].next].prev = f;
     blocks_[f].prev = b;
     blocks_[b].next = f;
     insert_into_blocks(f);
@@ -611,7 +604,7 @@ uint64_t PytorchCachingAllocator::estimate_block_size(uint64_t requested, uint64
 
 uint32_t PytorchCachingAllocator::chain(uint32_t prev, uint32_t b) {
   blocks_[b].prev = prev;
-  if (prev != kNone) blocks_[prev].next = b;
+  if (prev != kNoNode) blocks_[prev].next = b;
   return b;
 }
 
@@ -641,7 +634,7 @@ uint32_t PytorchCachingAllocator::lay_out(const RecordedSegment& seg, Addr base,
     const Addr boundary = i + 1 < seg.blocks.size() ? std::min(seg.blocks[i + 1].address, end) : end;
     uint64_t size = r.size ? std::min(r.size, boundary - r.address)
                            : estimate_block_size(r.requested_size, boundary - r.address, seg.small_pool,
-                                                 segment != kNone);
+                                                 segment != kNoNode);
     add(r.address, size, true);
     cursor = r.address + size;
   }
@@ -664,7 +657,7 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
       grow_reserved(seg.total_size);
       stats_.segments_peak = std::max(stats_.segments_peak, ++stats_.segments);
       count_device_alloc(pool_for(pool_index_of(seg.pool_id), seg.small_pool), +1);
-      lay_out(seg, *addr, kNone, kNone, live);
+      lay_out(seg, *addr, kNoNode, kNoNode, live);
       continue;
     }
     auto g = std::find_if(groups.begin(), groups.end(), [&](const ExpandableGroup& x) {
@@ -702,7 +695,7 @@ bool PytorchCachingAllocator::adopt_expandable(const ExpandableGroup& g, std::ve
   const Addr recorded_end = g.recorded_base + es.size();
   auto device_addr = [&](Addr recorded) { return es.base + (recorded - g.recorded_base); };
   Pool& pool = pool_for(g.pool, g.small);
-  uint32_t prev = kNone;
+  uint32_t prev = kNoNode;
   Addr cursor = g.recorded_base;
   auto unmapped = [&](Addr from, Addr to) {
     uint32_t b = new_block(device_addr(from), to - from, g.stream, pool.index);

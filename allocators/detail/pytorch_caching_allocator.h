@@ -42,6 +42,7 @@
 #include "allocators/detail/ordered_keys.h"
 #include "allocators/detail/pytorch_config.h"
 #include "device/device.h"
+#include "traces/free_slots.h"
 
 namespace fraglab::detail {
 
@@ -52,7 +53,6 @@ constexpr uint64_t kSmallBuffer = 2 * kMiB;    // small-pool segment size
 constexpr uint64_t kMinLargeAlloc = 10 * kMiB; // requests 1..10 MiB share 20 MiB segments
 constexpr uint64_t kLargeBuffer = 20 * kMiB;
 constexpr uint64_t kRoundLarge = 2 * kMiB;     // larger segments round to this
-constexpr uint32_t kNone = UINT32_MAX;
 // cudaDeviceProp::totalGlobalMem of the GPU the bundled recordings were made on (NVIDIA H100 80GB
 // HBM3): the default GPU memory, which sizes expandable segments' ranges and memory fractions.
 constexpr uint64_t kH100TotalMemory = 85017493504ull;
@@ -76,14 +76,14 @@ struct PytorchStats {
 struct PytorchBlock {
   Addr addr = 0;
   uint64_t size = 0;
-  uint32_t prev = kNone, next = kNone;  // neighbours within the segment
-  uint32_t segment = kNone;             // expandable segment index; kNone = a cudaMalloc segment
+  uint32_t prev = kNoNode, next = kNoNode;  // neighbours within the segment
+  uint32_t segment = kNoNode;             // expandable segment index; kNoNode = a cudaMalloc segment
   StreamIndex stream = 0;
   uint16_t pool = 0;  // owning BlockPool: index into the allocator's pools (its `small` says which kind)
   bool allocated = false;
   bool mapped = true;  // false: unmapped address space of an expandable segment
   int64_t gc_count_base = 0;
-  bool is_split() const { return prev != kNone || next != kNone; }
+  bool is_split() const { return prev != kNoNode || next != kNoNode; }
 };
 
 class PytorchCachingAllocator {
@@ -163,14 +163,14 @@ class PytorchCachingAllocator {
     StreamIndex stream;
     Pool* pool;
     uint64_t alloc_size;
-    uint32_t block = kNone;
+    uint32_t block = kNoNode;
     bool block_in_pool = false;  // found by get_free_block, still in the pool's set
     OrderedKeys<Key>::iterator position{};  // its place there
   };
 
   // blocks
   uint32_t new_block(Addr addr, uint64_t size, StreamIndex stream, uint16_t pool);
-  void delete_block(uint32_t b) { unused_.push_back(b); }
+  void delete_block(uint32_t b) { unused_.give_back(b); }
   Pool& pool_of(uint32_t b) { return pools_[blocks_[b].pool]; }
   Pool& pool_for(PoolIndex owner, bool small);  // get_pool's choice, creating a private pool's BlockPools
   PoolIndex pool_index_of(const std::array<int64_t, 2>& id) const;
@@ -232,7 +232,7 @@ class PytorchCachingAllocator {
   std::deque<Pool> pools_;  // [0] default large, [1] default small, then each private pool's pair
   std::vector<PrivatePool> private_;  // by PoolIndex; [0] unused (the default pools)
   std::vector<PytorchBlock> blocks_;
-  std::vector<uint32_t> unused_;
+  FreeSlots unused_;
   std::vector<ExpandableSegment> segments_;
   PytorchStats stats_;
 };

@@ -15,7 +15,13 @@
 #include <map>
 #include <string>
 
+#include "allocators/policy_options.h"
+
 namespace fraglab::detail {
+
+// The `pytorch` policy's option to start from a trace's recorded allocator_settings (the
+// memory-state report builds the same settings, so it reads the same declaration).
+constexpr BoolOption kRecordedSettings{"recorded_settings", true, "start from the trace's recorded allocator_settings"};
 
 constexpr uint64_t kMiB = 1024 * 1024;
 // The 16 power-of-two intervals roundup_power2_divisions applies to: [1 MiB, 2 MiB) is

@@ -18,14 +18,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "traces/free_slots.h"
 #include "traces/trace.h"
 
 namespace fraglab::detail {
 
 class SizeBins {
  public:
-  static constexpr uint32_t kNone = UINT32_MAX;
-
   struct Entry {
     uint64_t size;
     Addr addr;
@@ -55,16 +54,16 @@ class SizeBins {
     --count_;
   }
 
-  // The smallest block of at least `size` bytes (lowest address among equals), or kNone.
+  // The smallest block of at least `size` bytes (lowest address among equals), or kNoNode.
   uint32_t best_fit(uint64_t size) const {
     Spot at = locate_best_fit(size);
-    return at.bin == kNone ? kNone : at.it->node;
+    return at.bin == kNoBin ? kNoNode : at.it->node;
   }
 
   // best_fit(size) and erase() of what it found in one search (the allocation path).
   uint32_t take_best_fit(uint64_t size) {
     Spot at = locate_best_fit(size);
-    if (at.bin == kNone) return kNone;
+    if (at.bin == kNoBin) return kNoNode;
     uint32_t node = at.it->node;
     auto& bin = bins_[at.bin];
     bin.erase(at.it);
@@ -73,9 +72,9 @@ class SizeBins {
     return node;
   }
 
-  // The largest block (lowest address among equals), or kNone when empty.
+  // The largest block (lowest address among equals), or kNoNode when empty.
   uint32_t largest() const {
-    if (summary_ == 0) return kNone;
+    if (summary_ == 0) return kNoNode;
     uint32_t w = 63 - static_cast<uint32_t>(std::countl_zero(summary_));
     uint32_t b = w * 64 + 63 - static_cast<uint32_t>(std::countl_zero(words_[w]));
     const auto& bin = bins_[b];
@@ -105,9 +104,10 @@ class SizeBins {
   static constexpr uint32_t kBins = kLinearBins + (64 - kLinearLimitLog2) * kSubBins;
   static constexpr uint32_t kWords = (kBins + 63) / 64;
   static_assert(kWords <= 64, "the summary word covers at most 64 bitmap words");
+  static constexpr uint32_t kNoBin = UINT32_MAX;
 
   // Where the best fit for `size` is: the lower bound in its own bin, else the front of the
-  // next non-empty bin (bin kNone when there is none).
+  // next non-empty bin (bin kNoBin when there is none).
   struct Spot {
     uint32_t bin;
     std::vector<Entry>::const_iterator it;
@@ -118,7 +118,7 @@ class SizeBins {
     auto it = std::lower_bound(bin.begin(), bin.end(), Entry{size, 0, 0});
     if (it != bin.end()) return {b, it};
     uint32_t next = next_nonempty(b + 1);
-    if (next == kNone) return {kNone, {}};
+    if (next == kNoBin) return {kNoBin, {}};
     return {next, bins_[next].begin()};
   }
 
@@ -133,14 +133,14 @@ class SizeBins {
     return bins_[b].back();
   }
 
-  // The first non-empty bin at or after `b`, or kNone.
+  // The first non-empty bin at or after `b`, or kNoBin.
   uint32_t next_nonempty(uint32_t b) const {
-    if (b >= kBins) return kNone;
+    if (b >= kBins) return kNoBin;
     uint32_t w = b / 64;
     uint64_t bits = words_[w] & (~0ull << (b % 64));
     if (bits) return w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
     uint64_t higher = (w + 1 < 64) ? summary_ & (~0ull << (w + 1)) : 0;
-    if (!higher) return kNone;
+    if (!higher) return kNoBin;
     w = static_cast<uint32_t>(std::countr_zero(higher));
     return w * 64 + static_cast<uint32_t>(std::countr_zero(words_[w]));
   }

@@ -18,22 +18,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "traces/free_slots.h"
 #include "traces/trace.h"
 
 namespace fraglab::detail {
 
 class TreapIndex {
  public:
-  static constexpr uint32_t kNil = UINT32_MAX;
 
-  bool empty() const { return root_ == kNil; }
+  bool empty() const { return root_ == kNoNode; }
   size_t size() const { return count_; }
   Addr addr(uint32_t node) const { return items_[node].key; }
   uint64_t block_size(uint32_t node) const { return items_[node].size; }
 
   void insert(uint32_t node, Addr key, uint64_t size) {
     if (node >= items_.size()) items_.resize(node + 1);
-    items_[node] = Item{key, size, size, kNil, kNil, next_priority()};
+    items_[node] = Item{key, size, size, kNoNode, kNoNode, next_priority()};
     root_ = insert_at(root_, node);
     ++count_;
   }
@@ -58,10 +58,10 @@ class TreapIndex {
     root_ = replace_at(root_, old_key, old_node, new_node);
   }
 
-  // The first node whose key is >= `key`, or kNil.
+  // The first node whose key is >= `key`, or kNoNode.
   uint32_t lower_bound(Addr key) const {
-    uint32_t x = root_, best = kNil;
-    while (x != kNil) {
+    uint32_t x = root_, best = kNoNode;
+    while (x != kNoNode) {
       if (items_[x].key < key) {
         x = items_[x].right;
       } else {
@@ -72,15 +72,15 @@ class TreapIndex {
     return best;
   }
 
-  // The node with the largest key, or kNil.
+  // The node with the largest key, or kNoNode.
   uint32_t last() const {
     uint32_t x = root_;
-    if (x == kNil) return kNil;
-    while (items_[x].right != kNil) x = items_[x].right;
+    if (x == kNoNode) return kNoNode;
+    while (items_[x].right != kNoNode) x = items_[x].right;
     return x;
   }
 
-  // The first node in key order with key >= `from` and size >= `size`, or kNil. Subtrees
+  // The first node in key order with key >= `from` and size >= `size`, or kNoNode. Subtrees
   // whose largest size is too small are skipped whole, so this is O(depth).
   uint32_t first_fit(uint64_t size, Addr from) const { return first_fit_at(root_, size, from); }
 
@@ -88,7 +88,7 @@ class TreapIndex {
   struct Item {
     Addr key;
     uint64_t size = 0, max_size = 0;  // this block's size; the largest in its subtree
-    uint32_t left = kNil, right = kNil;
+    uint32_t left = kNoNode, right = kNoNode;
     uint32_t priority = 0;
   };
 
@@ -99,7 +99,7 @@ class TreapIndex {
     return static_cast<uint32_t>(z ^ (z >> 31));
   }
 
-  uint64_t max_of(uint32_t x) const { return x == kNil ? 0 : items_[x].max_size; }
+  uint64_t max_of(uint32_t x) const { return x == kNoNode ? 0 : items_[x].max_size; }
   void pull(uint32_t x) {
     Item& it = items_[x];
     it.max_size = std::max({it.size, max_of(it.left), max_of(it.right)});
@@ -107,8 +107,8 @@ class TreapIndex {
 
   // Splits subtree x into keys < k (l) and keys >= k (r).
   void split(uint32_t x, Addr k, uint32_t& l, uint32_t& r) {
-    if (x == kNil) {
-      l = r = kNil;
+    if (x == kNoNode) {
+      l = r = kNoNode;
       return;
     }
     if (items_[x].key < k) {
@@ -123,8 +123,8 @@ class TreapIndex {
 
   // Joins two subtrees, every key of a below every key of b.
   uint32_t merge(uint32_t a, uint32_t b) {
-    if (a == kNil) return b;
-    if (b == kNil) return a;
+    if (a == kNoNode) return b;
+    if (b == kNoNode) return a;
     if (items_[a].priority > items_[b].priority) {
       items_[a].right = merge(items_[a].right, b);
       pull(a);
@@ -136,7 +136,7 @@ class TreapIndex {
   }
 
   uint32_t insert_at(uint32_t x, uint32_t node) {
-    if (x == kNil) return node;
+    if (x == kNoNode) return node;
     if (items_[node].priority > items_[x].priority) {
       split(x, items_[node].key, items_[node].left, items_[node].right);
       pull(node);
@@ -151,7 +151,7 @@ class TreapIndex {
   }
 
   uint32_t erase_at(uint32_t x, Addr k) {
-    assert(x != kNil);
+    assert(x != kNoNode);
     if (items_[x].key == k) return merge(items_[x].left, items_[x].right);
     if (k < items_[x].key)
       items_[x].left = erase_at(items_[x].left, k);
@@ -164,7 +164,7 @@ class TreapIndex {
   // Finds old_node by its old key (compared against the other nodes' keys only: when
   // old_node is new_node its key has already changed) and links new_node in its place.
   uint32_t replace_at(uint32_t x, Addr old_key, uint32_t old_node, uint32_t new_node) {
-    assert(x != kNil);
+    assert(x != kNoNode);
     if (x == old_node) return new_node;
     if (old_key < items_[x].key)
       items_[x].left = replace_at(items_[x].left, old_key, old_node, new_node);
@@ -175,22 +175,22 @@ class TreapIndex {
   }
 
   uint32_t first_fit_at(uint32_t x, uint64_t size, Addr from) const {
-    while (x != kNil && items_[x].max_size >= size) {
+    while (x != kNoNode && items_[x].max_size >= size) {
       const Item& it = items_[x];
       if (it.key < from) {  // x and its left subtree lie before `from`
         x = it.right;
         continue;
       }
       uint32_t left = first_fit_at(it.left, size, from);
-      if (left != kNil) return left;
+      if (left != kNoNode) return left;
       if (it.size >= size) return x;
       x = it.right;  // every key here is >= from: the descent below succeeds if max allows
     }
-    return kNil;
+    return kNoNode;
   }
 
   std::vector<Item> items_;
-  uint32_t root_ = kNil;
+  uint32_t root_ = kNoNode;
   size_t count_ = 0;
   uint64_t counter_ = 0;
 };

@@ -174,7 +174,7 @@ CursorSnapshot PolicyRun::build_snapshot(const TraceInfo& trace, const std::stri
   r.engine.run(source);
   CursorSnapshot snap;
   snap.event_index = event_index;
-  for (const LiveBlock& b : r.engine.blocks())
+  for (const BlockRecord& b : r.engine.blocks())
     if (b.live) snap.blocks.push_back({b.addr, b.size, b.requested, b.alloc_index, b.stream});
   std::sort(snap.blocks.begin(), snap.blocks.end(),
             [](const SnapshotBlock& a, const SnapshotBlock& b) { return a.addr < b.addr; });

@@ -187,7 +187,7 @@ CursorSnapshot recorded_snapshot(const TraceInfo& info, uint64_t event_index, co
   }
   CursorSnapshot snap;
   snap.event_index = event_index;
-  std::vector<LiveBlock> live;
+  std::vector<BlockRecord> live;
   live.reserve(state.blocks().size());
   for (const auto& [addr, b] : state.blocks()) {
     snap.blocks.push_back({addr, b.size, b.requested, b.alloc_index, b.stream});
