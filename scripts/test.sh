@@ -2,6 +2,7 @@
 # The whole test suite, as CI runs it (.ci/run) after scripts/setup-debian.sh:
 #  1. build with warnings as errors and run every test through ctest;
 #  2. a benchmark smoke run (tiny input, no thresholds) so benchmarks keep building and running;
+#     docs/cluster.md's Slurm job array and merge on a real single-node Slurm (scripts/test-slurm.sh);
 #  3. the test suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #  4. each reader's libFuzzer target for a fixed number of runs from a fixed seed (scripts/fuzz.sh).
 # FRAGLAB_QUICK=1 runs step 1 only (for development).
@@ -17,6 +18,9 @@ ctest --test-dir build-test --output-on-failure -j "$jobs"
 echo "== benchmark smoke run"
 FRAGLAB_BENCH_SMOKE=1 build-test/bench/fraglab_bench --benchmark_min_time=0.01 >/dev/null
 echo "benchmarks: smoke run passed"
+
+echo "== the cluster path: Slurm job array + merge on a real single-node Slurm (skipped unless root)"
+FRAGLAB=build-test/fraglab ./scripts/test-slurm.sh
 
 echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 # No -Werror here: GCC 12 reports false -Wmaybe-uninitialized inside Catch2 under -fsanitize.
