@@ -51,7 +51,7 @@ run_array() {
   timeout "$timeout" sbatch --wait --dependency="afterok:$array" "$root/scripts/slurm/merge.sbatch" run1 \
     >/dev/null || status=$?
   if [ "$status" != 0 ] || [ ! -f runs/run1/merged/results.json ]; then
-    echo "slurm: the array or the merge failed (status $status); job states and logs:" >&2
+    echo "slurm: the array or the merge failed (sbatch --wait: status $status; no merged results); job states and logs:" >&2
     show_jobs "$array"
     tail -n 30 logs/* >&2 || true
     return 1
