@@ -11,7 +11,9 @@ packages=(
   libbenchmark-dev
   libglfw3-dev libimgui-dev libstb-dev libgl-dev
   xvfb xauth libgl1-mesa-dri
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format clang-tidy
+  # A single-node Slurm for the cluster-path test (scripts/test-slurm.sh, docs/cluster.md).
+  slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${packages[@]}"; do
