@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run) after scripts/setup-debian.sh:
-#  1. a Release build of every target with warnings as errors, and every test through ctest;
+#  0. every C++ file formatted as .clang-format says (scripts/check-format.sh);
+#  1. a Release build of every target with warnings as errors, and every test through ctest (the
+#     layering probes among them: an include that runs back up the layers must not compile);
 #  2. a benchmark smoke run (tiny input, no thresholds) so benchmarks keep building and running;
-#  3. docs/cluster.md's Slurm job array and merge on a real single-node Slurm (scripts/test-slurm.sh;
-#     skipped, saying why, where Slurm cannot start: not root, not installed);
+#  3. `cmake --install` to a prefix, an out-of-tree policy plugin built against it alone and replayed
+#     through the installed fraglab (scripts/test-install.sh);
+#     then docs/cluster.md's Slurm job array and merge with the installed fraglab on a real single-node
+#     Slurm (scripts/test-slurm.sh; skipped, saying why, where Slurm cannot start: not root, not installed);
 #  4. the test suite again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #  5. the threaded tests and a compare -j 4 of every policy under ThreadSanitizer;
 #  6. each reader's libFuzzer target for a fixed number of runs from a fixed seed (scripts/fuzz.sh).
-# FRAGLAB_QUICK=1 runs step 1 only (for development).
+# FRAGLAB_QUICK=1 runs steps 0 and 1 only (for development).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+
+./scripts/check-format.sh
 
 # Release (-O3, as scripts/main-job.sh builds): GCC's flow-based warnings are most numerous there, so
 # -Werror here keeps the Release build of every target free of warnings.
@@ -23,8 +29,13 @@ echo "== benchmark smoke run"
 FRAGLAB_BENCH_SMOKE=1 build-test/bench/fraglab_bench --benchmark_min_time=0.01 >/dev/null
 echo "benchmarks: smoke run passed"
 
+echo "== install, the CMake package and an out-of-tree policy plugin"
+prefix=$(mktemp -d)
+./scripts/test-install.sh build-test "$prefix"
+
 echo "== the cluster path: Slurm job array + merge on a real single-node Slurm (skipped unless root)"
-FRAGLAB=build-test/fraglab ./scripts/test-slurm.sh
+FRAGLAB="$prefix/bin/fraglab" ./scripts/test-slurm.sh
+rm -rf "$prefix"
 
 echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 # No -Werror here: GCC 12 reports false -Wmaybe-uninitialized inside Catch2 under -fsanitize.
