@@ -21,8 +21,8 @@ PolicyInfo policy_info_bestfit() {
           .origin = "Knuth TAOCP 2.5; Wilson et al. 1995, \"Dynamic Storage Allocation: A Survey\"",
           .options = detail::PoolConfig::option_specs(),
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<detail::BestFitIndex>>(ctx.device,
-                                                                detail::PoolConfig::from_options(ctx.options, "bestfit"));
+            return std::make_unique<detail::PoolPolicy<detail::BestFitIndex>>(
+                ctx.device, detail::PoolConfig::from_options(ctx.options, "bestfit"));
           }};
 }
 

@@ -48,9 +48,8 @@ struct BfcOptions {
 class Bfc final : public Policy {
  public:
   Bfc(Device& device, const BfcOptions& opts) : device_(device), opts_(opts) {
-    curr_region_bytes_ = round_up(opts.allow_growth ? std::min<uint64_t>(opts.memory_limit, 2ull << 20)
-                                                    : opts.memory_limit,
-                                  kMinAllocationSize);
+    curr_region_bytes_ = round_up(
+        opts.allow_growth ? std::min<uint64_t>(opts.memory_limit, 2ull << 20) : opts.memory_limit, kMinAllocationSize);
     max_internal_fragmentation_ =
         opts.fragmentation_fraction > 0
             ? static_cast<uint64_t>(opts.fragmentation_fraction * static_cast<double>(opts.memory_limit))
@@ -67,8 +66,7 @@ class Bfc final : public Policy {
     uint64_t rounded = round_up(std::max<uint64_t>(req.size, 1), kMinAllocationSize);
     uint32_t node = find_chunk(rounded);
     if (node == kNoNode && extend(rounded, req.stream)) node = find_chunk(rounded);
-    if (node == kNoNode && deallocate_free_regions(rounded) && extend(rounded, req.stream))
-      node = find_chunk(rounded);
+    if (node == kNoNode && deallocate_free_regions(rounded) && extend(rounded, req.stream)) node = find_chunk(rounded);
     if (node == kNoNode) return std::nullopt;
     return Block{chunks_[node].addr, chunks_[node].size, node};
   }
@@ -176,9 +174,7 @@ class Bfc final : public Policy {
     return h;
   }
 
-  void insert_free(uint32_t h) {
-    bins_[bin_for_size(chunks_[h].size)].emplace(chunks_[h].size, chunks_[h].addr, h);
-  }
+  void insert_free(uint32_t h) { bins_[bin_for_size(chunks_[h].size)].emplace(chunks_[h].size, chunks_[h].addr, h); }
   void remove_free(uint32_t h) {
     bins_[bin_for_size(chunks_[h].size)].erase(BinKey{chunks_[h].size, chunks_[h].addr, h});
   }
@@ -200,8 +196,8 @@ int bfc_bin_for_size(uint64_t bytes) { return Bfc::bin_for_size(bytes); }
 
 constexpr SizeOption kMemoryLimit{"memory_limit", 0,
                                   "bytes BFC may hold (total_memory); 0 = the device capacity, else unlimited"};
-constexpr BoolOption kAllowGrowth{"allow_growth", true,
-                                  "regions start at 2 MiB and double; false = one region of memory_limit (TF's default)"};
+constexpr BoolOption kAllowGrowth{
+    "allow_growth", true, "regions start at 2 MiB and double; false = one region of memory_limit (TF's default)"};
 constexpr BoolOption kGarbageCollection{"garbage_collection", true,
                                         "free wholly free regions and retry when out of memory"};
 constexpr DoubleOption kFragmentationFraction{"fragmentation_fraction", 0,

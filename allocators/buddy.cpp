@@ -155,8 +155,8 @@ class Buddy final : public Policy {
   FreeSlots unused_;
   std::vector<Arena> arenas_;
   FreeSlots dead_arenas_;
-  std::array<uint32_t, 64> heads_;            // free list head per order
-  uint64_t nonempty_ = 0;                     // bit k: heads_[k] is not empty
+  std::array<uint32_t, 64> heads_;              // free list head per order
+  uint64_t nonempty_ = 0;                       // bit k: heads_[k] is not empty
   std::unordered_map<Addr, uint32_t> free_at_;  // free block address -> node (buddy lookup)
 };
 
@@ -168,17 +168,18 @@ constexpr SizeOption kArena{"arena", 32ull << 20,
                             "arena size requested from the device (a power of two); larger requests get their own"};
 
 PolicyInfo policy_info_buddy() {
-  return {.name = "buddy",
-          .summary = "binary buddy system: power-of-two blocks split from power-of-two arenas, merged with their buddies",
-          .origin = "Knowlton 1965 \"A Fast Storage Allocator\"; Knuth TAOCP 2.5 Algorithms R, S; Wilson et al. 1995 3.6",
-          .options = {kMinBlock, kArena},
-          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            uint64_t min_block = ctx.options.get(kMinBlock);
-            uint64_t arena = ctx.options.get(kArena);
-            if (!std::has_single_bit(min_block) || !std::has_single_bit(arena) || arena < min_block)
-              throw PolicyConfigError("buddy: min_block and arena must be powers of two, arena >= min_block");
-            return std::make_unique<Buddy>(ctx.device, ceil_log2(min_block), ceil_log2(arena));
-          }};
+  return {
+      .name = "buddy",
+      .summary = "binary buddy system: power-of-two blocks split from power-of-two arenas, merged with their buddies",
+      .origin = "Knowlton 1965 \"A Fast Storage Allocator\"; Knuth TAOCP 2.5 Algorithms R, S; Wilson et al. 1995 3.6",
+      .options = {kMinBlock, kArena},
+      .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+        uint64_t min_block = ctx.options.get(kMinBlock);
+        uint64_t arena = ctx.options.get(kArena);
+        if (!std::has_single_bit(min_block) || !std::has_single_bit(arena) || arena < min_block)
+          throw PolicyConfigError("buddy: min_block and arena must be powers of two, arena >= min_block");
+        return std::make_unique<Buddy>(ctx.device, ceil_log2(min_block), ceil_log2(arena));
+      }};
 }
 
 }  // namespace fraglab

@@ -73,8 +73,10 @@ class GranuleBits {
     for (; from < to;) {
       uint64_t end = std::min(to, (from | 63) + 1);
       uint64_t bits = end - from == 64 ? ~uint64_t{0} : ((uint64_t{1} << (end - from)) - 1) << (from % 64);
-      if (mapped) words_[from / 64] |= bits;
-      else words_[from / 64] &= ~bits;
+      if (mapped)
+        words_[from / 64] |= bits;
+      else
+        words_[from / 64] &= ~bits;
       from = end;
     }
   }
@@ -107,8 +109,7 @@ using SizeIndex = detail::OrderedKeys<ExtentKey>;
 
 class CudaAsyncPool final : public Policy {
  public:
-  CudaAsyncPool(Device& device, const AsyncOptions& opts)
-      : device_(device), opts_(opts), page_(device.granularity()) {}
+  CudaAsyncPool(Device& device, const AsyncOptions& opts) : device_(device), opts_(opts), page_(device.granularity()) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kAlign);
@@ -182,8 +183,10 @@ class CudaAsyncPool final : public Policy {
     if (top_ + size > *base_ + opts_.va_size) return std::nullopt;
     uint32_t n = new_node(top_, size);
     blocks_[n].prev = tail_;
-    if (tail_ != kNoNode) blocks_[tail_].next = n;
-    else head_ = n;
+    if (tail_ != kNoNode)
+      blocks_[tail_].next = n;
+    else
+      head_ = n;
     tail_ = n;
     top_ += size;
     return n;
@@ -327,8 +330,10 @@ class CudaAsyncPool final : public Policy {
   void remove_tail() {
     uint32_t n = tail_;
     tail_ = blocks_[n].prev;
-    if (tail_ != kNoNode) blocks_[tail_].next = kNoNode;
-    else head_ = kNoNode;
+    if (tail_ != kNoNode)
+      blocks_[tail_].next = kNoNode;
+    else
+      head_ = kNoNode;
     blocks_[n].free = false;
     blocks_.destroy(n);
   }
@@ -389,14 +394,14 @@ class CudaAsyncPool final : public Policy {
   GranuleBits mapped_;  // per granule of the pool's range
   uint64_t mapped_bytes_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> done_;  // map_under's runs (kept: no allocation per call)
-  detail::BlockList blocks_;                 // [base, top): allocated blocks and free extents
+  detail::BlockList blocks_;                         // [base, top): allocated blocks and free extents
   uint32_t head_ = kNoNode, tail_ = kNoNode;
-  std::vector<uint64_t> seq_;                // per free extent's node: the freeing stream's operation count
+  std::vector<uint64_t> seq_;  // per free extent's node: the freeing stream's operation count
   std::map<uint32_t, std::unique_ptr<SizeIndex>> by_owner_;  // free extents by holder
   static constexpr size_t kSpareIndexes = 4;
-  std::vector<std::unique_ptr<SizeIndex>> spare_;           // emptied indexes, reused
-  std::vector<uint64_t> ops_;                // operations issued per stream (the event clock)
-  std::map<Addr, uint32_t> holding_;         // free extents that may still hold mapped granules (and their node then)
+  std::vector<std::unique_ptr<SizeIndex>> spare_;  // emptied indexes, reused
+  std::vector<uint64_t> ops_;                      // operations issued per stream (the event clock)
+  std::map<Addr, uint32_t> holding_;  // free extents that may still hold mapped granules (and their node then)
 };
 
 }  // namespace
@@ -409,18 +414,19 @@ constexpr BoolOption kInternalDependencies{"internal_dependencies", true,
 constexpr BoolOption kSyncAfterFree{"sync_after_free", true,
                                     "the program synchronises after every free, where the pool releases memory above "
                                     "the threshold (false: only at empty_cache)"};
-constexpr IntOption kEventLag{"event_lag", 1,
-                              "operations a stream issues after a free before its event counts as complete", 0,
-                              INT32_MAX};
+constexpr IntOption kEventLag{
+    "event_lag", 1, "operations a stream issues after a free before its event counts as complete", 0, INT32_MAX};
 constexpr SizeOption kVaSize{"va_size", 0, "virtual range reserved for the pool (0 = 4x capacity, or 1 TiB)",
                              kMaxVaSize};
 
 PolicyInfo policy_info_cuda_async() {
   return {.name = "cuda_async",
-          .summary = "CUDA stream-ordered pool (cudaMallocAsync): per-stream reuse, event-ordered cross-stream reuse, "
-                     "2 MiB granules, release threshold, trim",
-          .origin = "CUDA Programming Guide, Stream Ordered Memory Allocator; cudaMemPoolAttrReleaseThreshold, "
-                    "cudaMemPoolTrimTo, cudaMemPoolReuse* (runtime API reference)",
+          .summary =
+              "CUDA stream-ordered pool (cudaMallocAsync): per-stream reuse, event-ordered cross-stream reuse, "
+              "2 MiB granules, release threshold, trim",
+          .origin =
+              "CUDA Programming Guide, Stream Ordered Memory Allocator; cudaMemPoolAttrReleaseThreshold, "
+              "cudaMemPoolTrimTo, cudaMemPoolReuse* (runtime API reference)",
           .options = {kReleaseThreshold, kOpportunistic, kInternalDependencies, kSyncAfterFree, kEventLag, kVaSize},
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             AsyncOptions o;
@@ -437,11 +443,13 @@ PolicyInfo policy_info_cuda_async() {
             o.va_size = round_up(va, g);
             return std::make_unique<CudaAsyncPool>(ctx.device, o);
           },
-          .checked_against = "cudaMallocAsync, CUDA 13.0 / driver 580.159.04, H100: peak reserved within 6% of "
-                             "ReservedMemHigh (either way; 3.5% with a sync after each free), on the 13 corpus op "
-                             "lists",
-          .accuracy_note = "the real cudaMallocAsync pool peaked at 0.945x to 1.044x this model's prediction on the 13 "
-                           "corpus traces (the driver's placement inside the pool is undocumented; docs/peers.md)"};
+          .checked_against =
+              "cudaMallocAsync, CUDA 13.0 / driver 580.159.04, H100: peak reserved within 6% of "
+              "ReservedMemHigh (either way; 3.5% with a sync after each free), on the 13 corpus op "
+              "lists",
+          .accuracy_note =
+              "the real cudaMallocAsync pool peaked at 0.945x to 1.044x this model's prediction on the 13 "
+              "corpus traces (the driver's placement inside the pool is undocumented; docs/peers.md)"};
 }
 
 }  // namespace fraglab

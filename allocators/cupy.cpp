@@ -139,15 +139,17 @@ constexpr SizeOption kLimit{"limit", 0, "pool size limit, as set_limit / CUPY_GP
 
 PolicyInfo policy_info_cupy() {
   return {.name = "cupy",
-          .summary = "CuPy MemoryPool: 512 B unit, per-stream free lists by bin index, split and merge, "
-                     "free_all_blocks on OOM",
+          .summary =
+              "CuPy MemoryPool: 512 B unit, per-stream free lists by bin index, split and merge, "
+              "free_all_blocks on OOM",
           .origin = "cupy/cuda/memory.pyx (SingleDeviceMemoryPool, _Arena, _Chunk)",
           .options = {kLimit},
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             return std::make_unique<CupyPool>(ctx.device, ctx.options.get(kLimit));
           },
-          .checked_against = "CuPy 14.2.0's MemoryPool, H100: peak total_bytes, used_bytes and cudaMalloc calls "
-                             "equal on the 13 corpus op lists (2 streams on side_stream_prefetch)"};
+          .checked_against =
+              "CuPy 14.2.0's MemoryPool, H100: peak total_bytes, used_bytes and cudaMalloc calls "
+              "equal on the 13 corpus op lists (2 streams on side_stream_prefetch)"};
 }
 
 }  // namespace fraglab

@@ -40,8 +40,8 @@ PolicyInfo policy_info_firstfit() {
           .origin = "Knuth TAOCP 2.5 Algorithm A; Wilson et al. 1995 3.4; Stephenson 1983 Cartesian-tree fast fits",
           .options = detail::PoolConfig::option_specs(),
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<FirstFitIndex>>(ctx.device,
-                                                                detail::PoolConfig::from_options(ctx.options, "firstfit"));
+            return std::make_unique<detail::PoolPolicy<FirstFitIndex>>(
+                ctx.device, detail::PoolConfig::from_options(ctx.options, "firstfit"));
           }};
 }
 

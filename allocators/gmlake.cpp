@@ -42,8 +42,8 @@ enum Kind : uint64_t { kPBlock = 0, kSBlock = 1, kSmall = 2 };
 struct PBlock {
   Addr addr = 0;
   uint64_t size = 0;
-  uint32_t range = 0;             // the virtual range it was mapped into (shared after splits)
-  bool in_use = false;            // allocated directly or through an allocated sBlock
+  uint32_t range = 0;   // the virtual range it was mapped into (shared after splits)
+  bool in_use = false;  // allocated directly or through an allocated sBlock
   bool alive = false;
   std::vector<uint32_t> sblocks;  // cached sBlocks that show it
 };
@@ -66,7 +66,10 @@ struct Range {
 class GmLake final : public Policy {
  public:
   GmLake(Device& device, uint64_t small_size, uint64_t small_segment, size_t max_sblocks)
-      : device_(device), g_(device.granularity()), small_size_(small_size), small_segment_(small_segment),
+      : device_(device),
+        g_(device.granularity()),
+        small_size_(small_size),
+        small_segment_(small_segment),
         max_sblocks_(max_sblocks) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
@@ -240,8 +243,10 @@ class GmLake final : public Policy {
   void set_pblock_use(uint32_t id, bool use) {
     PBlock& p = pblocks_[id];
     p.in_use = use;
-    if (use) free_p_.erase(Candidate{p.size, id});
-    else free_p_.insert(Candidate{p.size, id});
+    if (use)
+      free_p_.erase(Candidate{p.size, id});
+    else
+      free_p_.insert(Candidate{p.size, id});
     for (uint32_t s : p.sblocks) sblocks_[s].busy_parts += use ? 1 : -1;
   }
 
@@ -264,8 +269,7 @@ class GmLake final : public Policy {
 
   void release_free_sblocks(uint32_t keep) {
     for (uint32_t id = 0; id < sblocks_.size(); ++id)
-      if (id != keep && sblocks_[id].alive && !sblocks_[id].in_use && sblocks_[id].busy_parts == 0)
-        release_sblock(id);
+      if (id != keep && sblocks_[id].alive && !sblocks_[id].in_use && sblocks_[id].busy_parts == 0) release_sblock(id);
   }
 
   void release_cache() {
@@ -368,10 +372,12 @@ constexpr IntOption kMaxSblocks{"max_sblocks", 4096, "stitched blocks cached bef
 
 PolicyInfo policy_info_gmlake() {
   return {.name = "gmlake",
-          .summary = "GMLake: 2 MiB physical chunks (pBlocks) stitched into contiguous virtual blocks (sBlocks) via "
-                     "VMM aliasing",
-          .origin = "Guo et al., \"GMLake: Efficient and Transparent GPU Memory Defragmentation for Large-scale DNN "
-                    "Training with Virtual Memory Stitching\", ASPLOS 2024",
+          .summary =
+              "GMLake: 2 MiB physical chunks (pBlocks) stitched into contiguous virtual blocks (sBlocks) via "
+              "VMM aliasing",
+          .origin =
+              "Guo et al., \"GMLake: Efficient and Transparent GPU Memory Defragmentation for Large-scale DNN "
+              "Training with Virtual Memory Stitching\", ASPLOS 2024",
           .options = {kSmallSize, kSmallSegment, kMaxSblocks},
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             uint64_t small_size = ctx.options.get(kSmallSize);

@@ -48,8 +48,8 @@ PolicyInfo policy_info_nextfit() {
           .origin = "Knuth TAOCP 2.5 (roving pointer, exercise 6); Wilson et al. 1995 3.4",
           .options = detail::PoolConfig::option_specs(),
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<NextFitIndex>>(ctx.device,
-                                                                detail::PoolConfig::from_options(ctx.options, "nextfit"));
+            return std::make_unique<detail::PoolPolicy<NextFitIndex>>(
+                ctx.device, detail::PoolConfig::from_options(ctx.options, "nextfit"));
           }};
 }
 

@@ -210,7 +210,8 @@ OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align
     const Interval& iv = intervals[id];
     if (!above && tree.work() > max_work) {
       above = std::make_unique<TopTree>(intervals);
-      for (size_t j = 0; j < k; ++j) above->raise(order[j], intervals[order[j]], offset[order[j]] + intervals[order[j]].size);
+      for (size_t j = 0; j < k; ++j)
+        above->raise(order[j], intervals[order[j]], offset[order[j]] + intervals[order[j]].size);
     }
     if (above) {
       offset[id] = above->top(id, iv);

@@ -55,18 +55,20 @@ class Oracle final : public Policy {
 constexpr SizeOption kAlign{"align", 512, "block sizes round up to a multiple of this", kMaxOptionAlign};
 
 PolicyInfo policy_info_oracle() {
-  return {.name = "oracle",
-          .summary = "offline planner: whole-trace lifetimes placed greedily by size in one segment (a near-optimal bound)",
-          .origin = "Pisarchyk & Lee 2020, \"Efficient Memory Management for Deep Neural Net Inference\" (greedy by "
-                    "size); TFLite GreedyBySizePlanner; XLA GlobalDecreasingSizeBestFitHeap",
-          .options = {kAlign},
-          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            uint64_t align = ctx.options.get(kAlign);
-            if (align == 0 || (align & (align - 1))) throw PolicyConfigError("oracle: align must be a power of two");
-            return std::make_unique<Oracle>(ctx.device, detail::shared_plan_greedy_by_size(*ctx.events, align));
-          },
-          .needs_whole_trace = true,
-          .is_bound = true};  // it sees the future: what no online allocator can do
+  return {
+      .name = "oracle",
+      .summary = "offline planner: whole-trace lifetimes placed greedily by size in one segment (a near-optimal bound)",
+      .origin =
+          "Pisarchyk & Lee 2020, \"Efficient Memory Management for Deep Neural Net Inference\" (greedy by "
+          "size); TFLite GreedyBySizePlanner; XLA GlobalDecreasingSizeBestFitHeap",
+      .options = {kAlign},
+      .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+        uint64_t align = ctx.options.get(kAlign);
+        if (align == 0 || (align & (align - 1))) throw PolicyConfigError("oracle: align must be a power of two");
+        return std::make_unique<Oracle>(ctx.device, detail::shared_plan_greedy_by_size(*ctx.events, align));
+      },
+      .needs_whole_trace = true,
+      .is_bound = true};  // it sees the future: what no online allocator can do
 }
 
 }  // namespace fraglab

@@ -29,8 +29,8 @@ class Passthrough final : public Policy {
 
 }  // namespace
 
-constexpr SizeOption kAlign{"align", 512, "request sizes round up to a multiple of this (cudaMalloc's 512 B granularity)",
-                            kMaxOptionAlign};
+constexpr SizeOption kAlign{
+    "align", 512, "request sizes round up to a multiple of this (cudaMalloc's 512 B granularity)", kMaxOptionAlign};
 
 PolicyInfo policy_info_passthrough() {
   return {.name = "passthrough",

@@ -58,9 +58,9 @@ void load_policy_plugin(const std::string& path);
 
 // The plugin's entry point: FRAGLAB_PLUGIN("my-plugin", my_register) where
 // `void my_register(fraglab::PluginRegistrar& r) { r.add({...}); }`.
-#define FRAGLAB_PLUGIN(plugin_name, register_fn)                                                          \
-  extern "C" __attribute__((visibility("default"))) const fraglab::PluginEntry* fraglab_plugin_entry() {   \
+#define FRAGLAB_PLUGIN(plugin_name, register_fn)                                                             \
+  extern "C" __attribute__((visibility("default"))) const fraglab::PluginEntry* fraglab_plugin_entry() {     \
     static const fraglab::PluginEntry entry{FRAGLAB_PLUGIN_API_VERSION, FRAGLAB_PLUGIN_ABI_TAG, plugin_name, \
                                             sizeof(fraglab::PolicyInfo), register_fn};                       \
-    return &entry;                                                                                       \
+    return &entry;                                                                                           \
   }

@@ -25,11 +25,11 @@ namespace fraglab {
 constexpr AllocId kTransientRequest = UINT32_MAX;
 
 struct AllocRequest {
-  AllocId id;           // the trace's allocation id (dense; reused after the block is freed)
-  uint64_t size;        // requested bytes, as the program asked
-  StreamIndex stream;   // the stream the block is allocated on
-  uint64_t event_index; // position in the trace (unique per allocation; offline planners key on it)
-  PoolIndex pool = 0;   // the recording allocator's pool (TraceMeta::pools; 0 = the default pools)
+  AllocId id;            // the trace's allocation id (dense; reused after the block is freed)
+  uint64_t size;         // requested bytes, as the program asked
+  StreamIndex stream;    // the stream the block is allocated on
+  uint64_t event_index;  // position in the trace (unique per allocation; offline planners key on it)
+  PoolIndex pool = 0;    // the recording allocator's pool (TraceMeta::pools; 0 = the default pools)
 };
 
 // A block handed out by a policy. `handle` is the policy's own (an index into its
@@ -62,9 +62,7 @@ class Policy {
   // histories that began mid-run. A policy that models that allocator recreates it (its segments,
   // cached free blocks and live blocks where they were) and returns the live blocks in prologue order;
   // the default declines, and the engine allocates the prologue through allocate() like any request.
-  virtual std::optional<std::vector<Block>> adopt_initial_state(const InitialState& /*state*/) {
-    return std::nullopt;
-  }
+  virtual std::optional<std::vector<Block>> adopt_initial_state(const InitialState& /*state*/) { return std::nullopt; }
 };
 
 // What a policy is built from.

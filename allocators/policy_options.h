@@ -100,10 +100,8 @@ class PolicyOptions {
   double get(const DoubleOption& o) const { return get_double(std::string(o.key), o.default_value); }
   bool get(const BoolOption& o) const { return get_bool(std::string(o.key), o.default_value); }
   template <class Declared>
-    requires requires(const Declared& o) { o.help; }
-  bool has(const Declared& o) const {
-    return has(std::string(o.key));
-  }
+  requires requires(const Declared& o) { o.help; }
+  bool has(const Declared& o) const { return has(std::string(o.key)); }
 
   // Throws PolicyConfigError when a key is not among `specs`.
   void check_known(const std::string& policy, const std::vector<OptionSpec>& specs) const;

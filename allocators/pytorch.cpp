@@ -108,10 +108,11 @@ PolicyInfo policy_info_pytorch() {
             return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total);
           },
           .models_pools = true,  // private pools are PyTorch's own: the model routes requests itself
-          .checked_against = "PyTorch 2.11.0+cu130, H100: fidelity exact call for call and peak reserved equal to "
-                             "reserved_bytes.all.peak on the 13 corpus recordings and the 20 of tests/data/snapshots "
-                             "(mid-run, ring-buffered, OOM'd, CUDA graphs, torch.compile, MemPool); "
-                             "bench/torch_reference"};
+          .checked_against =
+              "PyTorch 2.11.0+cu130, H100: fidelity exact call for call and peak reserved equal to "
+              "reserved_bytes.all.peak on the 13 corpus recordings and the 20 of tests/data/snapshots "
+              "(mid-run, ring-buffered, OOM'd, CUDA graphs, torch.compile, MemPool); "
+              "bench/torch_reference"};
 }
 
 }  // namespace fraglab

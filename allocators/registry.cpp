@@ -54,8 +54,7 @@ const std::vector<PolicyInfo>& policy_registry() { return registry(); }
 
 void add_policy(PolicyInfo info, const std::string& source) {
   if (!valid_policy_name(info.name))
-    throw PolicyConfigError(source + ": policy name '" + info.name +
-                            "' must be 1-64 letters, digits, '_', '-' or '.'");
+    throw PolicyConfigError(source + ": policy name '" + info.name + "' must be 1-64 letters, digits, '_', '-' or '.'");
   if (find_policy(info.name)) throw PolicyConfigError(source + ": a policy named '" + info.name + "' exists already");
   registry().push_back(std::move(info));
 }

@@ -60,9 +60,9 @@ struct Superblock {
   uint32_t owner = kGlobal;  // kGlobal or the stream of the arena holding it
   uint32_t prev = kNoNode, next = kNoNode;
   bool alive = false;
-  int bucket = -1;                // floor(log2(largest)) it is indexed under, -1 if none
-  uint64_t largest = 0;           // the largest free block
-  std::vector<FreeRange> free;    // free blocks, address-ordered (a few per superblock)
+  int bucket = -1;              // floor(log2(largest)) it is indexed under, -1 if none
+  uint64_t largest = 0;         // the largest free block
+  std::vector<FreeRange> free;  // free blocks, address-ordered (a few per superblock)
   bool empty() const { return free.size() == 1 && free[0].size == size; }
   void recompute_largest() {
     largest = 0;
@@ -185,7 +185,8 @@ class RmmArena final : public Policy {
     if (sb.bucket < 0) return;
     OwnerIndex& ix = index_[sb.owner];
     auto& v = ix.buckets[sb.bucket];
-    auto at = std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
+    auto at =
+        std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
     v.insert(at, OwnerIndex::Entry{sb.addr, s});
     ix.nonempty |= uint64_t{1} << sb.bucket;
   }
@@ -194,7 +195,8 @@ class RmmArena final : public Policy {
     if (sb.bucket >= 0) {
       OwnerIndex& ix = index_[sb.owner];
       auto& v = ix.buckets[sb.bucket];
-      auto at = std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
+      auto at =
+          std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
       v.erase(at);
       if (v.empty()) ix.nonempty &= ~(uint64_t{1} << sb.bucket);
     }
@@ -226,8 +228,8 @@ class RmmArena final : public Policy {
   }
 
   static void give_back(Superblock& sb, Addr addr, uint64_t size) {
-    auto next = std::lower_bound(sb.free.begin(), sb.free.end(), addr,
-                                 [](const FreeRange& f, Addr a) { return f.addr < a; });
+    auto next =
+        std::lower_bound(sb.free.begin(), sb.free.end(), addr, [](const FreeRange& f, Addr a) { return f.addr < a; });
     bool merge_next = next != sb.free.end() && next->addr == addr + size;
     bool merge_prev = next != sb.free.begin() && std::prev(next)->addr + std::prev(next)->size == addr;
     uint64_t merged;
@@ -355,32 +357,35 @@ constexpr SizeOption kArenaSize{"arena_size", 0,
                                 "(0 = half the device capacity; half an H100's memory on an unlimited device)"};
 
 PolicyInfo policy_info_rmm_arena() {
-  return {
-      .name = "rmm_arena",
-      .summary = "RAPIDS RMM arena_memory_resource: global arena of superblocks, per-stream arenas, defragment on "
-                 "failure",
-      .origin = "rapidsai/rmm cpp/include/rmm/mr/arena_memory_resource.hpp, detail/arena.hpp",
-      .options = {kArenaSize},
-      .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-        uint64_t size = ctx.options.get(kArenaSize);
-        if (size == 0) size = ctx.device.capacity().value_or(detail::kH100TotalMemory) / 2;
-        size = size / kAlign * kAlign;
-        if (size < kSuperblockMin) throw PolicyConfigError("rmm_arena: arena_size below the 1 MiB superblock");
-        return std::make_unique<RmmArena>(ctx.device, size);
-      },
-      .alignment = kAlign,
-      .preallocation = [](const PolicyOptions& o, std::optional<uint64_t> capacity) {
-        uint64_t size = o.get(kArenaSize);
-        if (size) return "arena of " + format_size(size);
-        return "arena of half the device (" +
-               format_size(capacity.value_or(detail::kH100TotalMemory) / 2 / kAlign * kAlign) +
-               (capacity ? ")" : ", of an H100's memory on an unlimited device)");
-      },
-      .checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: one cudaMalloc of the arena and no OOM on the "
-                         "13 corpus op lists, as RMM; RMM's default arena is half the free memory, 0.65% smaller",
-      .accuracy_note = "RMM's default arena is half the GPU's free memory, which a trace does not record: on an H100 "
-                       "0.65% below this model's half of total memory (set arena_size to the real one; "
-                       "docs/peers.md)"};
+  return {.name = "rmm_arena",
+          .summary =
+              "RAPIDS RMM arena_memory_resource: global arena of superblocks, per-stream arenas, defragment on "
+              "failure",
+          .origin = "rapidsai/rmm cpp/include/rmm/mr/arena_memory_resource.hpp, detail/arena.hpp",
+          .options = {kArenaSize},
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            uint64_t size = ctx.options.get(kArenaSize);
+            if (size == 0) size = ctx.device.capacity().value_or(detail::kH100TotalMemory) / 2;
+            size = size / kAlign * kAlign;
+            if (size < kSuperblockMin) throw PolicyConfigError("rmm_arena: arena_size below the 1 MiB superblock");
+            return std::make_unique<RmmArena>(ctx.device, size);
+          },
+          .alignment = kAlign,
+          .preallocation =
+              [](const PolicyOptions& o, std::optional<uint64_t> capacity) {
+                uint64_t size = o.get(kArenaSize);
+                if (size) return "arena of " + format_size(size);
+                return "arena of half the device (" +
+                       format_size(capacity.value_or(detail::kH100TotalMemory) / 2 / kAlign * kAlign) +
+                       (capacity ? ")" : ", of an H100's memory on an unlimited device)");
+              },
+          .checked_against =
+              "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: one cudaMalloc of the arena and no OOM on the "
+              "13 corpus op lists, as RMM; RMM's default arena is half the free memory, 0.65% smaller",
+          .accuracy_note =
+              "RMM's default arena is half the GPU's free memory, which a trace does not record: on an H100 "
+              "0.65% below this model's half of total memory (set arena_size to the real one; "
+              "docs/peers.md)"};
 }
 
 }  // namespace fraglab

@@ -39,7 +39,8 @@ constexpr uint64_t kFromPool = 1ull << 63;  // Block::handle flag: a fallback (p
 
 class FixedSizeBin {
  public:
-  FixedSizeBin(uint64_t block_size, uint64_t blocks_per_chunk) : block_size_(block_size), per_chunk_(blocks_per_chunk) {}
+  FixedSizeBin(uint64_t block_size, uint64_t blocks_per_chunk)
+      : block_size_(block_size), per_chunk_(blocks_per_chunk) {}
 
   std::optional<Addr> allocate(StreamOrderedPool& pool, StreamIndex stream) {
     if (auto a = pop(stream)) return a;
@@ -107,7 +108,7 @@ class FixedSizeBin {
   uint64_t block_size_, per_chunk_;
   std::map<StreamIndex, std::deque<Addr>> lists_;
   std::set<StreamIndex> nonempty_;  // streams whose list holds a block
-  std::map<Addr, Chunk> chunks_;  // upstream chunks by start address
+  std::map<Addr, Chunk> chunks_;    // upstream chunks by start address
 };
 
 class RmmBinning final : public Policy {
@@ -152,7 +153,7 @@ class RmmBinning final : public Policy {
  private:
   StreamOrderedPool pool_;
   std::map<uint64_t, FixedSizeBin> bins_;  // by block size
-  StreamIndex default_stream_;  // cuda_stream_legacy, where the constructor's chunks go
+  StreamIndex default_stream_;             // cuda_stream_legacy, where the constructor's chunks go
   bool constructed_ = false;
 };
 
@@ -166,42 +167,46 @@ StreamIndex legacy_stream(const TraceMeta& meta) {
 }  // namespace
 
 constexpr IntOption kMinExponent{"min_exponent", 18, "smallest bin: 2^min_exponent bytes"};
-constexpr IntOption kMaxExponent{"max_exponent", 22, "largest bin: 2^max_exponent bytes; larger requests go to the pool"};
-constexpr IntOption kBlocksToPreallocate{"blocks_to_preallocate", 128, "blocks per upstream chunk of a bin", 1, 1 << 16};
+constexpr IntOption kMaxExponent{"max_exponent", 22,
+                                 "largest bin: 2^max_exponent bytes; larger requests go to the pool"};
+constexpr IntOption kBlocksToPreallocate{"blocks_to_preallocate", 128, "blocks per upstream chunk of a bin", 1,
+                                         1 << 16};
 constexpr SizeOption kInitialSize{"initial_size", 0, "the pool's initial size (0 = grow from the first request)"};
 constexpr SizeOption kMaximumSize{"maximum_size", 0, "the pool's maximum size (0 = none)"};
 
 PolicyInfo policy_info_rmm_binning() {
-  return {
-      .name = "rmm_binning",
-      .summary = "RAPIDS RMM binning_memory_resource: fixed-size bins of powers of two over a pool, the pool for "
-                 "larger sizes",
-      .origin = "rapidsai/rmm cpp/include/rmm/mr/binning_memory_resource.hpp, fixed_size_memory_resource.hpp, "
-                "detail/fixed_size_free_list.hpp",
-      .options = {kMinExponent, kMaxExponent, kBlocksToPreallocate, kInitialSize, kMaximumSize},
-      .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-        int64_t lo = ctx.options.get(kMinExponent), hi = ctx.options.get(kMaxExponent);
-        int64_t per_chunk = ctx.options.get(kBlocksToPreallocate);
-        if (lo < 8 || hi > 40 || lo > hi)
-          throw PolicyConfigError("rmm_binning: need 8 <= min_exponent <= max_exponent <= 40");
-        if (per_chunk < 1) throw PolicyConfigError("rmm_binning: blocks_to_preallocate must be positive");
-        uint64_t initial = ctx.options.get(kInitialSize), maximum = ctx.options.get(kMaximumSize);
-        if (initial % StreamOrderedPool::kAlignment || maximum % StreamOrderedPool::kAlignment)
-          throw PolicyConfigError("rmm_binning: initial_size and maximum_size must be multiples of 256 B");
-        return std::make_unique<RmmBinning>(ctx.device, static_cast<int>(lo), static_cast<int>(hi),
-                                            static_cast<uint64_t>(per_chunk), initial,
-                                            maximum ? std::optional<uint64_t>(maximum) : std::nullopt,
-                                            legacy_stream(ctx.meta));
-      },
-      .alignment = StreamOrderedPool::kAlignment,
-      .preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
-        uint64_t initial = o.get(kInitialSize);
-        std::string note = "each bin takes " + std::to_string(o.get(kBlocksToPreallocate)) +
-                           " blocks at a time, the first chunk of every bin at the start";
-        return initial ? "initial pool of " + format_size(initial) + "; " + note : note;
-      },
-      .checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
-                         "the 13 corpus op lists"};
+  return {.name = "rmm_binning",
+          .summary =
+              "RAPIDS RMM binning_memory_resource: fixed-size bins of powers of two over a pool, the pool for "
+              "larger sizes",
+          .origin =
+              "rapidsai/rmm cpp/include/rmm/mr/binning_memory_resource.hpp, fixed_size_memory_resource.hpp, "
+              "detail/fixed_size_free_list.hpp",
+          .options = {kMinExponent, kMaxExponent, kBlocksToPreallocate, kInitialSize, kMaximumSize},
+          .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            int64_t lo = ctx.options.get(kMinExponent), hi = ctx.options.get(kMaxExponent);
+            int64_t per_chunk = ctx.options.get(kBlocksToPreallocate);
+            if (lo < 8 || hi > 40 || lo > hi)
+              throw PolicyConfigError("rmm_binning: need 8 <= min_exponent <= max_exponent <= 40");
+            if (per_chunk < 1) throw PolicyConfigError("rmm_binning: blocks_to_preallocate must be positive");
+            uint64_t initial = ctx.options.get(kInitialSize), maximum = ctx.options.get(kMaximumSize);
+            if (initial % StreamOrderedPool::kAlignment || maximum % StreamOrderedPool::kAlignment)
+              throw PolicyConfigError("rmm_binning: initial_size and maximum_size must be multiples of 256 B");
+            return std::make_unique<RmmBinning>(
+                ctx.device, static_cast<int>(lo), static_cast<int>(hi), static_cast<uint64_t>(per_chunk), initial,
+                maximum ? std::optional<uint64_t>(maximum) : std::nullopt, legacy_stream(ctx.meta));
+          },
+          .alignment = StreamOrderedPool::kAlignment,
+          .preallocation =
+              [](const PolicyOptions& o, std::optional<uint64_t>) {
+                uint64_t initial = o.get(kInitialSize);
+                std::string note = "each bin takes " + std::to_string(o.get(kBlocksToPreallocate)) +
+                                   " blocks at a time, the first chunk of every bin at the start";
+                return initial ? "initial pool of " + format_size(initial) + "; " + note : note;
+              },
+          .checked_against =
+              "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
+              "the 13 corpus op lists"};
 }
 
 }  // namespace fraglab

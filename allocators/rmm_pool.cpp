@@ -46,8 +46,9 @@ PolicyInfo policy_info_rmm_pool() {
   return {
       .name = "rmm_pool",
       .summary = "RAPIDS RMM pool_memory_resource: per-stream coalescing best fit, grows by max(request, pool size)",
-      .origin = "rapidsai/rmm cpp/include/rmm/mr/pool_memory_resource.hpp, detail/coalescing_free_list.hpp, "
-                "detail/stream_ordered_memory_resource.hpp",
+      .origin =
+          "rapidsai/rmm cpp/include/rmm/mr/pool_memory_resource.hpp, detail/coalescing_free_list.hpp, "
+          "detail/stream_ordered_memory_resource.hpp",
       .options = {kInitialSize, kMaximumSize},
       .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
         uint64_t initial = ctx.options.get(kInitialSize);
@@ -59,12 +60,14 @@ PolicyInfo policy_info_rmm_pool() {
                                          maximum ? std::optional<uint64_t>(maximum) : std::nullopt);
       },
       .alignment = detail::StreamOrderedPool::kAlignment,
-      .preallocation = [](const PolicyOptions& o, std::optional<uint64_t>) {
-        uint64_t initial = o.get(kInitialSize);
-        return initial ? "initial pool of " + format_size(initial) : std::string();
-      },
-      .checked_against = "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
-                         "the 13 corpus op lists"};
+      .preallocation =
+          [](const PolicyOptions& o, std::optional<uint64_t>) {
+            uint64_t initial = o.get(kInitialSize);
+            return initial ? "initial pool of " + format_size(initial) : std::string();
+          },
+      .checked_against =
+          "RMM v25.10.00 (rapidsai/rmm 7aaad1de), H100: peak reserved and cudaMalloc calls equal on "
+          "the 13 corpus op lists"};
 }
 
 }  // namespace fraglab

@@ -42,8 +42,8 @@ class SizeClasses {
   uint32_t index_of(uint64_t n) const {
     uint64_t q = 1ull << lg_quantum_;
     if (n <= 4 * q) return static_cast<uint32_t>((n + q - 1) / q) - 1;
-    uint32_t lg = floor_log2(n - 1);               // the group: (2^lg, 2^(lg+1)]
-    uint64_t delta = 1ull << (lg - 2);             // four classes per group
+    uint32_t lg = floor_log2(n - 1);                           // the group: (2^lg, 2^(lg+1)]
+    uint64_t delta = 1ull << (lg - 2);                         // four classes per group
     uint64_t step = ((n - (1ull << lg)) + delta - 1) / delta;  // 1..4
     return 4 + (lg - (lg_quantum_ + 2)) * 4 + static_cast<uint32_t>(step) - 1;
   }
@@ -113,7 +113,7 @@ class Slab final : public Policy {
     Addr base = 0;
     uint64_t slot_size = 0;
     uint32_t cls = 0, slots = 0, used = 0;
-    uint32_t first_free_word = 0;   // no free slot below this bitmap word
+    uint32_t first_free_word = 0;     // no free slot below this bitmap word
     std::vector<uint64_t> free_bits;  // bit set: slot free
     bool live = false;
   };
@@ -173,7 +173,7 @@ class Slab final : public Policy {
   std::vector<SlabState> slabs_;
   std::vector<uint32_t> dead_;                                // slab slots to reuse
   std::vector<std::set<std::pair<Addr, uint32_t>>> nonfull_;  // per class: slabs with a free slot, by address
-  detail::CoalescingPool<detail::BestFitIndex> large_;  // best fit by (size, address)
+  detail::CoalescingPool<detail::BestFitIndex> large_;        // best fit by (size, address)
 };
 
 }  // namespace
@@ -184,10 +184,12 @@ constexpr SizeOption kLargeThreshold{"large_threshold", 1ull << 20,
 
 PolicyInfo policy_info_slab() {
   return {.name = "slab",
-          .summary = "jemalloc-style size classes (4 per doubling) in slabs; large requests from a coalescing "
-                     "best-fit pool",
-          .origin = "jemalloc include/jemalloc/internal/sc.h, src/sc.c (size classes), bin.h, bitmap.h; mimalloc "
-                    "src/page.c; Wilson et al. 1995 3.6 (segregated storage)",
+          .summary =
+              "jemalloc-style size classes (4 per doubling) in slabs; large requests from a coalescing "
+              "best-fit pool",
+          .origin =
+              "jemalloc include/jemalloc/internal/sc.h, src/sc.c (size classes), bin.h, bitmap.h; mimalloc "
+              "src/page.c; Wilson et al. 1995 3.6 (segregated storage)",
           .options = detail::PoolConfig::option_specs({kSlab, kLargeThreshold}),
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             auto config = detail::PoolConfig::from_options(ctx.options, "slab");

@@ -126,13 +126,14 @@ class Tlsf final : public Policy {
 }  // namespace
 
 constexpr IntOption kSlLog2{"sl_log2", 5,
-                           "log2 of the second-level classes per power of two (SL_INDEX_COUNT_LOG2, 1-6)"};
+                            "log2 of the second-level classes per power of two (SL_INDEX_COUNT_LOG2, 1-6)"};
 
 PolicyInfo policy_info_tlsf() {
   return {.name = "tlsf",
           .summary = "two-level segregated fit: O(1) good fit through first- and second-level bitmaps",
-          .origin = "Masmano et al. 2004 \"TLSF: a New Dynamic Memory Allocator for Real-Time Systems\"; "
-                    "reference tlsf.c (M. Conte): mapping_insert, mapping_search, search_suitable_block",
+          .origin =
+              "Masmano et al. 2004 \"TLSF: a New Dynamic Memory Allocator for Real-Time Systems\"; "
+              "reference tlsf.c (M. Conte): mapping_insert, mapping_search, search_suitable_block",
           .options = detail::PoolConfig::option_specs({kSlLog2}),
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
             auto config = detail::PoolConfig::from_options(ctx.options, "tlsf");

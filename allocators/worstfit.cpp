@@ -39,8 +39,8 @@ PolicyInfo policy_info_worstfit() {
           .origin = "Wilson et al. 1995 3.3; Knuth TAOCP 2.5",
           .options = detail::PoolConfig::option_specs(),
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
-            return std::make_unique<detail::PoolPolicy<WorstFitIndex>>(ctx.device,
-                                                                detail::PoolConfig::from_options(ctx.options, "worstfit"));
+            return std::make_unique<detail::PoolPolicy<WorstFitIndex>>(
+                ctx.device, detail::PoolConfig::from_options(ctx.options, "worstfit"));
           }};
 }
 

@@ -25,9 +25,8 @@ std::vector<std::string> bench_trace_paths() {
   std::sort(paths.begin(), paths.end());
   if (smoke_mode()) {
     // The smallest bundled trace: enough to prove every benchmark still builds and runs.
-    auto smallest = std::min_element(paths.begin(), paths.end(), [](const auto& a, const auto& b) {
-      return fs::file_size(a) < fs::file_size(b);
-    });
+    auto smallest = std::min_element(paths.begin(), paths.end(),
+                                     [](const auto& a, const auto& b) { return fs::file_size(a) < fs::file_size(b); });
     paths = {*smallest};
   }
   if (const char* extra = std::getenv("FRAGLAB_BENCH_TRACES")) {

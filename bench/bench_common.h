@@ -15,7 +15,7 @@ namespace fraglab::bench {
 struct BenchTrace {
   std::string name;  // file name without directory
   std::string path;
-  Trace trace;       // loaded once, replayed many times
+  Trace trace;  // loaded once, replayed many times
 };
 
 bool smoke_mode();

@@ -32,7 +32,9 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-std::string bench_policy() { return env_or("FRAGLAB_BENCH_GUI_POLICY", find_policy("pytorch") ? "pytorch" : "bestfit"); }
+std::string bench_policy() {
+  return env_or("FRAGLAB_BENCH_GUI_POLICY", find_policy("pytorch") ? "pytorch" : "bestfit");
+}
 
 std::string second_policy(const std::string& first) {
   if (first.rfind("pytorch", 0) == 0) return "pytorch:expandable_segments:True";
@@ -40,8 +42,9 @@ std::string second_policy(const std::string& first) {
 }
 
 const std::shared_ptr<const TraceInfo>& bench_trace() {
-  static auto info = load_trace_info(
-      env_or("FRAGLAB_BENCH_GUI_TRACE", std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/bert_varlen_train.default.pickle.gz"));
+  static auto info =
+      load_trace_info(env_or("FRAGLAB_BENCH_GUI_TRACE",
+                             std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/bert_varlen_train.default.pickle.gz"));
   return info;
 }
 
@@ -120,7 +123,8 @@ void run_frames(benchmark::State& state, AppState& app, bool relayout) {
   const ImDrawData* dd = ImGui::GetDrawData();
   state.counters["vertices"] = dd ? dd->TotalVtxCount : 0;
   state.counters["events"] = static_cast<double>(app.trace->events());
-  if (auto snap = app.primary_run()->snapshot()) state.counters["live_blocks"] = static_cast<double>(snap->blocks.size());
+  if (auto snap = app.primary_run()->snapshot())
+    state.counters["live_blocks"] = static_cast<double>(snap->blocks.size());
 }
 
 void BM_steady(benchmark::State& state) {

@@ -54,10 +54,12 @@ void plan_once(benchmark::State& state, const BenchTrace& bt) {
   }
   for (const auto& info : policy_registry()) {
     for (size_t i = 0; i < bench_trace_paths().size(); ++i) {
-      const std::string name = "replay/" + info.name + "/" + std::string(std::filesystem::path(bench_trace_paths()[i]).filename());
-      benchmark::RegisterBenchmark(name.c_str(), [i, spec = PolicySpec::parse(info.name)](benchmark::State& s) {
-        replay_once(s, bench_traces()[i], spec);
-      })->Unit(benchmark::kMillisecond)->UseRealTime();
+      const std::string name =
+          "replay/" + info.name + "/" + std::string(std::filesystem::path(bench_trace_paths()[i]).filename());
+      benchmark::RegisterBenchmark(name.c_str(), [i, spec = PolicySpec::parse(info.name)](
+                                                     benchmark::State& s) { replay_once(s, bench_traces()[i], spec); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
   return true;

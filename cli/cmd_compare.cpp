@@ -67,8 +67,8 @@ class ProgressBar {
     const size_t width = 30, filled = total ? done * width / total : width;
     std::string what = trace_display_name(trace) + " x " + policy;
     if (what.size() > 50) what = what.substr(0, 47) + "...";
-    fmt::print(stderr, "\r[{}{}] {}/{} {:<50}", std::string(filled, '#'), std::string(width - filled, ' '), done,
-               total, what);
+    fmt::print(stderr, "\r[{}{}] {}/{} {:<50}", std::string(filled, '#'), std::string(width - filled, ' '), done, total,
+               what);
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -92,7 +92,8 @@ int run_compare_command(const CompareArgs& a) {
   };
   CompareResults results = run_compare(o);
   std::string md = write_reports(results, a.out, command_line(a));
-  if (!a.out.any()) fmt::print("{}", md);
+  if (!a.out.any())
+    fmt::print("{}", md);
   else if (!a.quiet)
     fmt::print("{} traces x {} policies{}: {} replays written\n", o.traces.size(), o.policies.size(),
                o.shard ? fmt::format(" (shard {}/{})", o.shard->index, o.shard->count) : "", results.rows.size());
@@ -119,11 +120,14 @@ void add_compare(CLI::App& app, CommandFn& run) {
                   "Policy configurations: names ('bestfit,passthrough'), strings with options "
                   "('pytorch:expandable_segments:True'), 'all' for every registered policy")
       ->take_all();
-  cmd->add_option("--grid", a.grids, "Option grid with brace sets, e.g. 'pytorch:max_split_size_mb:{64,128,256}'; repeatable");
+  cmd->add_option("--grid", a.grids,
+                  "Option grid with brace sets, e.g. 'pytorch:max_split_size_mb:{64,128,256}'; repeatable");
   cmd->add_option("-j,--jobs", a.jobs, "Worker threads (default: every core)");
   add_addresses_option(cmd, a.addresses);
   add_pools_option(cmd, a.pools);
-  cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited); failed allocations are counted as OOMs and skipped");
+  cmd->add_option(
+      "--capacity", a.capacity,
+      "Device capacity, e.g. 80GiB (default unlimited); failed allocations are counted as OOMs and skipped");
   cmd->add_option("--shard", a.shard, "Run only slice K of N of the trace x policy matrix (K/N), for fraglab merge");
   add_report_outputs(cmd, a.out);
   cmd->add_flag("-q,--quiet", a.quiet, "No progress bar or summary line");

@@ -7,10 +7,10 @@
 
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
-#include "sim/capacity.h"
 #include "report/alloc_groups.h"
 #include "report/diagnose.h"
 #include "report/diagnose_html.h"
+#include "sim/capacity.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
 
@@ -38,8 +38,12 @@ const char* verdict_name(Verdict::Kind k) {
 nlohmann::json shares_json(const std::vector<ByteShare>& shares) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& s : shares)
-    out.push_back({{"key", s.key}, {"bytes", s.bytes}, {"count", s.count}, {"largest", s.largest},
-                   {"oldest_events", s.oldest_events}, {"oldest_seconds", s.oldest_seconds}});
+    out.push_back({{"key", s.key},
+                   {"bytes", s.bytes},
+                   {"count", s.count},
+                   {"largest", s.largest},
+                   {"oldest_events", s.oldest_events},
+                   {"oldest_seconds", s.oldest_seconds}});
   return out;
 }
 
@@ -47,7 +51,8 @@ nlohmann::json verdict_json(const Verdict& v) {
   return {{"kind", verdict_name(v.kind)},
           {"conf", v.conf},
           {"env", v.kind == Verdict::Kind::Fits || v.kind == Verdict::Kind::NoOom
-                      ? nlohmann::json("PYTORCH_CUDA_ALLOC_CONF=" + v.conf) : nlohmann::json(nullptr)},
+                      ? nlohmann::json("PYTORCH_CUDA_ALLOC_CONF=" + v.conf)
+                      : nlohmann::json(nullptr)},
           {"peak_reserved", v.peak_reserved},
           {"recorded_conf", v.recorded_conf},
           {"recorded_setting_peak", v.recorded_setting_peak},
@@ -63,10 +68,15 @@ nlohmann::json diagnosis_json(const Diagnosis& d, const Trace& trace, const nloh
   nlohmann::json could = nlohmann::json::array();
   for (const auto& c : d.could_serve) {
     const StateSegment& s = st.segments[c.segment];
-    could.push_back({{"address", s.addr}, {"size", s.size}, {"kind", s.kind}, {"pool", s.pool},
+    could.push_back({{"address", s.addr},
+                     {"size", s.size},
+                     {"kind", s.kind},
+                     {"pool", s.pool},
                      {"stream", s.stream ? nlohmann::json(*s.stream) : nlohmann::json(nullptr)},
-                     {"free_bytes", s.free_bytes}, {"largest_free", s.largest_free},
-                     {"free_ranges", s.free_ranges.size()}, {"live_blocks", s.blocks.size()},
+                     {"free_bytes", s.free_bytes},
+                     {"largest_free", s.largest_free},
+                     {"free_ranges", s.free_ranges.size()},
+                     {"live_blocks", s.blocks.size()},
                      {"pinned_by", shares_json(c.pinned_by)}});
   }
   return {{"event_index", d.event_index},
@@ -151,8 +161,10 @@ void print_diagnosis(const Diagnosis& d, const DiagnoseReport& r, const Trace& t
       fmt::print("  no segment holds {} free: merging within a segment would not have served it\n",
                  format_size(d.request_bytes));
     else
-      fmt::print("  segments whose free bytes would serve the request if they were one range (pinned by their live "
-                 "blocks, by {}):\n", by);
+      fmt::print(
+          "  segments whose free bytes would serve the request if they were one range (pinned by their live "
+          "blocks, by {}):\n",
+          by);
     for (const auto& c : d.could_serve) {
       const StateSegment& s = st.segments[c.segment];
       fmt::print("    {:#x} {} segment of {}, {}: {} free in {} ranges (largest {}), {} live blocks\n", s.addr, s.kind,
@@ -167,14 +179,15 @@ void print_diagnosis(const Diagnosis& d, const DiagnoseReport& r, const Trace& t
   for (size_t k = 0; k < d.stranded_by.size() && k < top; ++k) {
     const auto& s = d.stranded_by[k];
     bool whole = s.oldest_events == 0 && s.key.rfind("(wholly", 0) == 0;  // counts segments, not blocks
-    fmt::print("    {:>10}  {:>5} {}  {}{}\n", format_size(s.bytes), s.count, whole ? "segment(s)" : "block(s)  ", s.key,
-               s.oldest_events ? "  (" + age_text(s) + ")" : "");
+    fmt::print("    {:>10}  {:>5} {}  {}{}\n", format_size(s.bytes), s.count, whole ? "segment(s)" : "block(s)  ",
+               s.key, s.oldest_events ? "  (" + age_text(s) + ")" : "");
   }
   if (d.stranded_by.size() > top) fmt::print("    ({} more: --top or --json)\n", d.stranded_by.size() - top);
 }
 
 void print_text(const DiagnoseReport& r, const Trace& trace, size_t top) {
-  fmt::print("trace     {}: {} events, live-bytes bound {}", r.trace, trace.events.size(), format_size(r.live_bytes_bound));
+  fmt::print("trace     {}: {} events, live-bytes bound {}", r.trace, trace.events.size(),
+             format_size(r.live_bytes_bound));
   if (r.recorded_peak_reserved) fmt::print(", recorded peak reserved {}", format_size(r.recorded_peak_reserved));
   fmt::print("\npolicy    {} on {}; replayed peak reserved {}\n", r.policy,
              r.capacity ? fmt::format("a device of {} ({} bytes)", format_size(*r.capacity), *r.capacity)
@@ -189,14 +202,16 @@ void print_text(const DiagnoseReport& r, const Trace& trace, size_t top) {
 
 void add_diagnose(CLI::App& app, CommandFn& run) {
   static DiagnoseArgs a;
-  auto* cmd = app.add_subcommand("diagnose", "Why an allocation failed (or what is stranded at the peak), who pins the "
-                                             "free memory, and which PYTORCH_CUDA_ALLOC_CONF would have fit");
+  auto* cmd = app.add_subcommand("diagnose",
+                                 "Why an allocation failed (or what is stranded at the peak), who pins the "
+                                 "free memory, and which PYTORCH_CUDA_ALLOC_CONF would have fit");
   cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
   cmd->add_option("--capacity", a.capacity,
                   "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; without recorded OOMs the "
                   "replay under it finds them");
-  cmd->add_option("--at", a.at, "oom (default: each recorded OOM, else each the capacity causes, else the peak), "
-                                "peak, or an event index");
+  cmd->add_option("--at", a.at,
+                  "oom (default: each recorded OOM, else each the capacity causes, else the peak), "
+                  "peak, or an event index");
   cmd->add_option("--policy", a.policy, "Policy replayed (default pytorch: the recorded settings)");
   cmd->add_option("-j,--jobs", a.jobs, "Threads for the verdict's search (default: every core)");
   cmd->add_option("--top", a.top, "Rows per list in the text output");
@@ -223,8 +238,10 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
         out.write(diagnose_html(r, trace, "fraglab diagnose " + a.path));
         out.commit();
       }
-      if (a.json) fmt::print("{}", report_json(r, trace));
-      else print_text(r, trace, a.top);
+      if (a.json)
+        fmt::print("{}", report_json(r, trace));
+      else
+        print_text(r, trace, a.top);
       return 0;
     };
   });

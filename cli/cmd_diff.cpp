@@ -31,15 +31,20 @@ std::string percent(uint64_t a, uint64_t b) {
 }
 
 nlohmann::json fragmentation_json(const Fragmentation& f) {
-  return {{"event_index", f.event_index}, {"reserved", f.reserved},        {"allocated", f.allocated},
+  return {{"event_index", f.event_index}, {"reserved", f.reserved},         {"allocated", f.allocated},
           {"free_bytes", f.free_bytes},   {"largest_free", f.largest_free}, {"free_ranges", f.free_ranges},
           {"external", f.external()}};
 }
 
 nlohmann::json calls_json(const DeviceCallCounts& c) {
-  return {{"total", c.total()},  {"segment_allocs", c.segment_allocs}, {"segment_frees", c.segment_frees},
-          {"maps", c.maps},      {"unmaps", c.unmaps},                 {"reserves", c.reserves},
-          {"releases", c.releases}, {"failed", c.failed}};
+  return {{"total", c.total()},
+          {"segment_allocs", c.segment_allocs},
+          {"segment_frees", c.segment_frees},
+          {"maps", c.maps},
+          {"unmaps", c.unmaps},
+          {"reserves", c.reserves},
+          {"releases", c.releases},
+          {"failed", c.failed}};
 }
 
 nlohmann::json run_json(const RunSummary& s) {
@@ -65,11 +70,12 @@ nlohmann::json run_json(const RunSummary& s) {
 nlohmann::json groups_json(const std::vector<GroupDiff>& groups) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& g : groups)
-    out.push_back({{"key", g.key},
-                   {"a", {{"allocs", g.a.allocs}, {"bytes", g.a.bytes}, {"live_at_peak", g.a.live_at_peak}}},
-                   {"b", {{"allocs", g.b.allocs}, {"bytes", g.b.bytes}, {"live_at_peak", g.b.live_at_peak}}},
-                   {"delta", {{"allocs", g.delta_allocs()}, {"bytes", g.delta_bytes()},
-                              {"live_at_peak", g.delta_live_at_peak()}}}});
+    out.push_back(
+        {{"key", g.key},
+         {"a", {{"allocs", g.a.allocs}, {"bytes", g.a.bytes}, {"live_at_peak", g.a.live_at_peak}}},
+         {"b", {{"allocs", g.b.allocs}, {"bytes", g.b.bytes}, {"live_at_peak", g.b.live_at_peak}}},
+         {"delta",
+          {{"allocs", g.delta_allocs()}, {"bytes", g.delta_bytes()}, {"live_at_peak", g.delta_live_at_peak()}}}});
   return out;
 }
 
@@ -120,12 +126,13 @@ std::string fragmentation_text(const Fragmentation& f) {
 void print_groups(const char* title, const std::vector<GroupDiff>& groups, size_t top) {
   fmt::print("\nby {} ({} groups, largest difference first: bytes live at the live peak, then bytes allocated)\n",
              title, groups.size());
-  fmt::print("  {:>12} {:>12} {:>12}  {:>12} {:>9}  {}\n", "live A", "live B", "delta live", "delta bytes",
-             "delta n", "group");
+  fmt::print("  {:>12} {:>12} {:>12}  {:>12} {:>9}  {}\n", "live A", "live B", "delta live", "delta bytes", "delta n",
+             "group");
   for (size_t i = 0; i < groups.size() && i < top; ++i) {
     const auto& g = groups[i];
-    fmt::print("  {:>12} {:>12} {:>12}  {:>12} {:>+9}  {}\n", format_size(g.a.live_at_peak), format_size(g.b.live_at_peak),
-               signed_size(g.delta_live_at_peak()), signed_size(g.delta_bytes()), g.delta_allocs(), g.key);
+    fmt::print("  {:>12} {:>12} {:>12}  {:>12} {:>+9}  {}\n", format_size(g.a.live_at_peak),
+               format_size(g.b.live_at_peak), signed_size(g.delta_live_at_peak()), signed_size(g.delta_bytes()),
+               g.delta_allocs(), g.key);
   }
   if (groups.size() > top) fmt::print("  ({} more: --top or --json)\n", groups.size() - top);
 }
@@ -133,8 +140,9 @@ void print_groups(const char* title, const std::vector<GroupDiff>& groups, size_
 void print_text(const TraceDiff& d, size_t top) {
   const RunSummary &a = d.a, &b = d.b;
   fmt::print("A  {}\nB  {}\n", a.trace, b.trace);
-  fmt::print("replayed under {} on {}\n\n", d.policy,
-             d.capacity ? "a simulated device of " + format_size(*d.capacity) : std::string("an unlimited simulated device"));
+  fmt::print(
+      "replayed under {} on {}\n\n", d.policy,
+      d.capacity ? "a simulated device of " + format_size(*d.capacity) : std::string("an unlimited simulated device"));
   fmt::print("{:<24} {:>26} {:>26} {:>22}\n", "", "A", "B", "B - A");
   auto conf = [](const std::string& c) { return c.empty() ? std::string("(default)") : c; };
   text_row("recorded settings", conf(a.recorded_conf), conf(b.recorded_conf));
@@ -151,8 +159,10 @@ void print_text(const TraceDiff& d, size_t top) {
   text_row("fragmentation at peak", fragmentation_text(a.at_peak), fragmentation_text(b.at_peak));
   count_row("device calls (replay)", a.calls.total(), b.calls.total());
   if (a.ooms || b.ooms) count_row("OOMs (replay)", a.ooms, b.ooms);
-  if (a.groups.has_stacks || b.groups.has_stacks) print_groups("call site", d.by_site, top);
-  else fmt::print("\nby call site: no stacks recorded (record with context=\"alloc\", stacks=\"python\")\n");
+  if (a.groups.has_stacks || b.groups.has_stacks)
+    print_groups("call site", d.by_site, top);
+  else
+    fmt::print("\nby call site: no stacks recorded (record with context=\"alloc\", stacks=\"python\")\n");
   print_groups("size class", d.by_size_class, top);
   print_groups("stream", d.by_stream, top);
 }
@@ -161,8 +171,9 @@ void print_text(const TraceDiff& d, size_t top) {
 
 void add_diff(CLI::App& app, CommandFn& run) {
   static DiffArgs a;
-  auto* cmd = app.add_subcommand("diff", "Compare two traces (runs, steps, ranks): peaks, fragmentation, device calls, "
-                                         "allocations by call site, size class and stream");
+  auto* cmd = app.add_subcommand("diff",
+                                 "Compare two traces (runs, steps, ranks): peaks, fragmentation, device calls, "
+                                 "allocations by call site, size class and stream");
   cmd->add_option("a", a.a, "First trace (A)")->required();
   cmd->add_option("b", a.b, "Second trace (B)")->required();
   cmd->add_option("--policy", a.policy,
@@ -177,8 +188,10 @@ void add_diff(CLI::App& app, CommandFn& run) {
       o.policy = a.policy;
       if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
       TraceDiff d = diff_traces(a.a, a.b, o);
-      if (a.json) print_json(d);
-      else print_text(d, a.top);
+      if (a.json)
+        print_json(d);
+      else
+        print_text(d, a.top);
       return 0;
     };
   });

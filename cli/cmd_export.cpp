@@ -34,8 +34,8 @@ int run_export(const ExportArgs& a) {
   Trace trace = load_trace(a.trace, {a.device.resolve().trace_device});
   PolicySpec spec = PolicySpec::parse(a.policy);
   SimDeviceConfig config = sim_config(a.capacity);
-  ExportSummary s = format == "snapshot" ? export_snapshot(trace, spec, config, a.out)
-                                         : export_perfetto(trace, spec, config, a.out);
+  ExportSummary s =
+      format == "snapshot" ? export_snapshot(trace, spec, config, a.out) : export_perfetto(trace, spec, config, a.out);
   fmt::print("wrote {} ({} {}) : {} under {}, peak reserved {}, peak allocated {}{}\n", a.out, s.records,
              format == "snapshot" ? "trace entries" : "trace events", a.trace, spec.text,
              format_size(s.result.reserved.bytes), format_size(s.result.allocated.bytes),

@@ -69,9 +69,10 @@ int run_fidelity(const FidelityArgs& args) {
     if (!r.exact) j["divergence"] = {{"event_index", r.event_index}, {"what", r.what}, {"context", r.context}};
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (r.exact) {
-    fmt::print("exact: {} events replayed, {} device calls and {} reserved-byte values compared, {} OOMs; "
-               "peak reserved {} bytes (recorded {})\n",
-               r.replay_events, r.device_calls, r.reserved_checks, r.ooms, r.simulated_peak, r.recorded_peak);
+    fmt::print(
+        "exact: {} events replayed, {} device calls and {} reserved-byte values compared, {} OOMs; "
+        "peak reserved {} bytes (recorded {})\n",
+        r.replay_events, r.device_calls, r.reserved_checks, r.ooms, r.simulated_peak, r.recorded_peak);
   } else {
     fmt::print("DIVERGED at event {}: {}\n", r.event_index, r.what);
     for (const auto& line : r.context) fmt::print("  {}\n", line);
@@ -85,9 +86,13 @@ int run_fidelity(const FidelityArgs& args) {
 
 void add_fidelity(CLI::App& app, CommandFn& run) {
   auto args = std::make_shared<FidelityArgs>();
-  auto* cmd = app.add_subcommand("fidelity", "check a policy's model against a recorded allocator trace, call for call");
-  cmd->add_option("trace", args->path, "recorded trace with the allocator's device calls (a PyTorch snapshot, or a "
-                                       "trace converted from one); formats: " + format_list())->required();
+  auto* cmd =
+      app.add_subcommand("fidelity", "check a policy's model against a recorded allocator trace, call for call");
+  cmd->add_option("trace", args->path,
+                  "recorded trace with the allocator's device calls (a PyTorch snapshot, or a "
+                  "trace converted from one); formats: " +
+                      format_list())
+      ->required();
   cmd->add_option("--capacity", args->capacity,
                   "the recording's memory limit (set_per_process_memory_fraction x total memory), e.g. 17003498700");
   cmd->add_option("--policy", args->policy, "the model to check (default: pytorch under the recorded settings)");

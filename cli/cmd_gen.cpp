@@ -86,11 +86,15 @@ void add_gen(CLI::App& app, CommandFn& run) {
     cmd->add_option("--optimizer", o.optimizer, "adamw (two fp32 states per parameter) or sgd")->capture_default_str();
     cmd->add_option("--attention", o.attention, "flash (SDPA, no s x s tensor) or eager (materializes s x s scores)")
         ->capture_default_str();
-    cmd->add_option("--gelu", o.gelu, "tanh (GPT-2's elementwise NewGELU) or fused (one kernel)")->capture_default_str();
-    cmd->add_option("--dropout", o.dropout, "Dropout probability (> 0 keeps masks for backward)")->capture_default_str();
+    cmd->add_option("--gelu", o.gelu, "tanh (GPT-2's elementwise NewGELU) or fused (one kernel)")
+        ->capture_default_str();
+    cmd->add_option("--dropout", o.dropout, "Dropout probability (> 0 keeps masks for backward)")
+        ->capture_default_str();
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
-      run = [cmd] { return write_generated("train", cmd, c, [](gen::EventSink& s) { gen::generate_train(o, c.seed, s); }); };
+      run = [cmd] {
+        return write_generated("train", cmd, c, [](gen::EventSink& s) { gen::generate_train(o, c.seed, s); });
+      };
     });
   }
   {
@@ -99,13 +103,15 @@ void add_gen(CLI::App& app, CommandFn& run) {
     auto* cmd = gen->add_subcommand("serve", "LLM inference serving: Poisson arrivals, continuous batching, KV cache");
     cmd->add_option("--rate", o.rate, "Requests per second (Poisson)")->capture_default_str();
     cmd->add_option("--requests", o.requests, "Requests in all")->capture_default_str();
-    cmd->add_option("--prompt", o.prompt, "Prompt tokens: a distribution (fixed:N, uniform:LO:HI, lognormal:MEDIAN:SIGMA, ...)")
+    cmd->add_option("--prompt", o.prompt,
+                    "Prompt tokens: a distribution (fixed:N, uniform:LO:HI, lognormal:MEDIAN:SIGMA, ...)")
         ->capture_default_str();
     cmd->add_option("--output-tokens", o.output, "Generated tokens: a distribution")->capture_default_str();
     cmd->add_option("--max-tokens", o.max_tokens, "Prompt + output clipped to this")->capture_default_str();
     cmd->add_option("--max-batch", o.max_batch, "Requests running at once")->capture_default_str();
     cmd->add_option("--kv", o.kv, "KV cache: contiguous (grown by copy) or paged")->capture_default_str();
-    cmd->add_option("--growth", o.growth, "contiguous: capacity factor on regrowth (1 = every token)")->capture_default_str();
+    cmd->add_option("--growth", o.growth, "contiguous: capacity factor on regrowth (1 = every token)")
+        ->capture_default_str();
     cmd->add_option("--page-tokens", o.page_tokens, "paged: tokens per page")->capture_default_str();
     cmd->add_option("--kv-tensors", o.kv_tensors, "Separately allocated KV tensors per request")->capture_default_str();
     size_option(cmd, "--kv-bytes-per-token", o.kv_bytes_per_token,
@@ -116,7 +122,9 @@ void add_gen(CLI::App& app, CommandFn& run) {
     size_option(cmd, "--weights", o.weights, "Model weight bytes (0: 12 * layers * hidden^2 * 2)");
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
-      run = [cmd] { return write_generated("serve", cmd, c, [](gen::EventSink& s) { gen::generate_serve(o, c.seed, s); }); };
+      run = [cmd] {
+        return write_generated("serve", cmd, c, [](gen::EventSink& s) { gen::generate_serve(o, c.seed, s); });
+      };
     });
   }
   {
@@ -124,23 +132,28 @@ void add_gen(CLI::App& app, CommandFn& run) {
     static GenCommon c;
     auto* cmd = gen->add_subcommand("random", "Sizes and lifetimes from distributions around a target live footprint");
     cmd->add_option("--allocs", o.allocs, "Allocations")->capture_default_str();
-    cmd->add_option("--size", o.size, "Size distribution: uniform:LO:HI, lognormal:MEDIAN:SIGMA, powerlaw:MIN:MAX:ALPHA, "
-                                      "fixed:V, exp:MEAN (units allowed)")
+    cmd->add_option("--size", o.size,
+                    "Size distribution: uniform:LO:HI, lognormal:MEDIAN:SIGMA, powerlaw:MIN:MAX:ALPHA, "
+                    "fixed:V, exp:MEAN (units allowed)")
         ->capture_default_str();
-    cmd->add_option("--lifetime", o.lifetime, "Lifetime shape: exp, uniform, fixed, lognormal[:SIGMA], powerlaw[:ALPHA]")
+    cmd->add_option("--lifetime", o.lifetime,
+                    "Lifetime shape: exp, uniform, fixed, lognormal[:SIGMA], powerlaw[:ALPHA]")
         ->capture_default_str();
     size_option(cmd, "--target-live", o.target_live, "Live bytes the trace settles at");
     size_option(cmd, "--align", o.align, "Round sizes up to a multiple");
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
-      run = [cmd] { return write_generated("random", cmd, c, [](gen::EventSink& s) { gen::generate_random(o, c.seed, s); }); };
+      run = [cmd] {
+        return write_generated("random", cmd, c, [](gen::EventSink& s) { gen::generate_random(o, c.seed, s); });
+      };
     });
   }
   {
     static gen::AdversarialOptions o;
     static GenCommon c;
     auto* cmd = gen->add_subcommand("adversarial", "Patterns that defeat placement policies: robson, buddy, growth");
-    cmd->add_option("--pattern", o.pattern, "robson (best/first fit), buddy (2^k + align sizes), growth (realloc by copy)")
+    cmd->add_option("--pattern", o.pattern,
+                    "robson (best/first fit), buddy (2^k + align sizes), growth (realloc by copy)")
         ->capture_default_str();
     size_option(cmd, "--live", o.live, "Live bytes the pattern keeps (about)");
     size_option(cmd, "--min-size", o.min_size, "Smallest block");
@@ -150,7 +163,8 @@ void add_gen(CLI::App& app, CommandFn& run) {
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
       run = [cmd] {
-        return write_generated("adversarial", cmd, c, [](gen::EventSink& s) { gen::generate_adversarial(o, c.seed, s); });
+        return write_generated("adversarial", cmd, c,
+                               [](gen::EventSink& s) { gen::generate_adversarial(o, c.seed, s); });
       };
     });
   }

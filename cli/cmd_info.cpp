@@ -56,7 +56,7 @@ std::string time_span(const TraceMeta& m, const TraceStats& s) {
 }
 
 nlohmann::json dist_json(const Distribution& d) {
-  return {{"count", d.count}, {"min", d.min}, {"p50", d.p50}, {"p90", d.p90},
+  return {{"count", d.count}, {"min", d.min}, {"p50", d.p50},  {"p90", d.p90},
           {"p99", d.p99},     {"max", d.max}, {"mean", d.mean}};
 }
 
@@ -75,7 +75,8 @@ std::string pools_line(const TraceMeta& m, const TraceStats& s) {
 }  // namespace
 
 void add_info(CLI::App& app, CommandFn& run) {
-  auto* cmd = app.add_subcommand("info", "Summarize a trace: events, streams, peak live bytes, size and lifetime distributions");
+  auto* cmd = app.add_subcommand(
+      "info", "Summarize a trace: events, streams, peak live bytes, size and lifetime distributions");
   static std::string path;
   static DeviceOptions device;
   static bool as_json = false;
@@ -92,45 +93,49 @@ void add_info(CLI::App& app, CommandFn& run) {
       if (as_json) {
         nlohmann::json kinds;
         for (int k = 0; k < kEventKindCount; ++k) kinds[event_kind_name(static_cast<EventKind>(k))] = s.by_kind[k];
-        nlohmann::json j{{"trace", path},
-                         {"format", m.format},
-                         {"events", s.events},
-                         {"by_kind", kinds},
-                         {"allocations", s.by_kind[0]},
-                         {"streams", s.streams_used},
-                         {"time_span_us", m.has_times ? nlohmann::json(s.time_span_us())
-                                                      : nlohmann::json(nullptr)},
-                         {"unreplayed", [&] {
-                            nlohmann::json u = nlohmann::json::object();
-                            for (const auto& [key, count] : m.unreplayed) u[key] = count;
-                            return u;
-                          }()},
-                         {"pools", [&] {
-                            nlohmann::json pools = nlohmann::json::array();
-                            for (size_t i = 0; i < m.pools.size(); ++i)
-                              pools.push_back({{"id", m.pools[i].id},
-                                               {"allocations", i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0}});
-                            return pools;
-                          }()},
-                         {"history", m.history_absent ? "none" : m.initial.empty() ? "from start" : "mid-run"},
-                         {"state_at_first_entry",
-                          {{"segments", st.segments},
-                           {"reserved", st.reserved},
-                           {"allocated", st.allocated},
-                           {"live_blocks", st.live_blocks},
-                           {"free_blocks", st.free_blocks},
-                           {"largest_free", st.largest_free},
-                           {"unplaced_frees", m.initial.unplaced_frees},
-                           {"estimated_requests", m.initial.estimated_requests}}},
-                         {"peak_live_requested", {{"bytes", s.peak_live_requested}, {"event_index", s.peak_live_index}}},
-                         {"peak_live_count", s.peak_live_count},
-                         {"never_freed", s.never_freed},
-                         {"dropped_unknown_frees", m.dropped_unknown_frees},
-                         {"recorded_peak_reserved", s.recorded_peak_reserved},
-                         {"allocator_settings", m.allocator_settings},
-                         {"sizes", dist_json(s.sizes)},
-                         {"lifetimes_events", dist_json(s.lifetimes_events)},
-                         {"lifetimes_us", dist_json(s.lifetimes_us)}};
+        nlohmann::json j{
+            {"trace", path},
+            {"format", m.format},
+            {"events", s.events},
+            {"by_kind", kinds},
+            {"allocations", s.by_kind[0]},
+            {"streams", s.streams_used},
+            {"time_span_us", m.has_times ? nlohmann::json(s.time_span_us()) : nlohmann::json(nullptr)},
+            {"unreplayed",
+             [&] {
+               nlohmann::json u = nlohmann::json::object();
+               for (const auto& [key, count] : m.unreplayed) u[key] = count;
+               return u;
+             }()},
+            {"pools",
+             [&] {
+               nlohmann::json pools = nlohmann::json::array();
+               for (size_t i = 0; i < m.pools.size(); ++i)
+                 pools.push_back(
+                     {{"id", m.pools[i].id}, {"allocations", i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0}});
+               return pools;
+             }()},
+            {"history", m.history_absent    ? "none"
+                        : m.initial.empty() ? "from start"
+                                            : "mid-run"},
+            {"state_at_first_entry",
+             {{"segments", st.segments},
+              {"reserved", st.reserved},
+              {"allocated", st.allocated},
+              {"live_blocks", st.live_blocks},
+              {"free_blocks", st.free_blocks},
+              {"largest_free", st.largest_free},
+              {"unplaced_frees", m.initial.unplaced_frees},
+              {"estimated_requests", m.initial.estimated_requests}}},
+            {"peak_live_requested", {{"bytes", s.peak_live_requested}, {"event_index", s.peak_live_index}}},
+            {"peak_live_count", s.peak_live_count},
+            {"never_freed", s.never_freed},
+            {"dropped_unknown_frees", m.dropped_unknown_frees},
+            {"recorded_peak_reserved", s.recorded_peak_reserved},
+            {"allocator_settings", m.allocator_settings},
+            {"sizes", dist_json(s.sizes)},
+            {"lifetimes_events", dist_json(s.lifetimes_events)},
+            {"lifetimes_us", dist_json(s.lifetimes_us)}};
         fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         return 0;
       }
@@ -143,18 +148,21 @@ void add_info(CLI::App& app, CommandFn& run) {
       if (m.pools.size() > 1) fmt::print("pools        {}\n", pools_line(m, s));
       fmt::print("time span    {}\n", time_span(m, s));
       if (m.history_absent) {
-        fmt::print("history      none: the snapshot holds the allocator's state only (record with "
-                   "torch.cuda.memory._record_memory_history() for a history to replay)\n");
-        fmt::print("state        {} segments, {} reserved, {} allocated in {} blocks, {} free in {} blocks "
-                   "(largest {}, fragmentation {:.1f}%)\n",
-                   st.segments, format_size(st.reserved), format_size(st.allocated), st.live_blocks,
-                   format_size(st_free), st.free_blocks, format_size(st.largest_free),
-                   st_free ? 100.0 * (1.0 - static_cast<double>(st.largest_free) / static_cast<double>(st_free)) : 0.0);
+        fmt::print(
+            "history      none: the snapshot holds the allocator's state only (record with "
+            "torch.cuda.memory._record_memory_history() for a history to replay)\n");
+        fmt::print(
+            "state        {} segments, {} reserved, {} allocated in {} blocks, {} free in {} blocks "
+            "(largest {}, fragmentation {:.1f}%)\n",
+            st.segments, format_size(st.reserved), format_size(st.allocated), st.live_blocks, format_size(st_free),
+            st.free_blocks, format_size(st.largest_free),
+            st_free ? 100.0 * (1.0 - static_cast<double>(st.largest_free) / static_cast<double>(st_free)) : 0.0);
       } else if (!m.initial.empty()) {
-        fmt::print("mid-run      the history began mid-run: before its first entry the allocator held {} segments, "
-                   "{} ({} bytes) reserved, {} live blocks ({} allocated), {} free\n",
-                   st.segments, format_size(st.reserved), st.reserved, st.live_blocks, format_size(st.allocated),
-                   format_size(st_free));
+        fmt::print(
+            "mid-run      the history began mid-run: before its first entry the allocator held {} segments, "
+            "{} ({} bytes) reserved, {} live blocks ({} allocated), {} free\n",
+            st.segments, format_size(st.reserved), st.reserved, st.live_blocks, format_size(st.allocated),
+            format_size(st_free));
       }
       fmt::print("peak live    {} ({} bytes) requested, at event {}; {} blocks live at most\n",
                  format_size(s.peak_live_requested), s.peak_live_requested, s.peak_live_index, s.peak_live_count);
@@ -165,7 +173,8 @@ void add_info(CLI::App& app, CommandFn& run) {
       for (const auto& [key, count] : m.unreplayed)
         fmt::print("not replayed {} {} (read; host memory and annotations are not device memory)\n", count, key);
       if (m.dropped_unknown_frees)
-        fmt::print("dropped      {} frees of blocks that lie in no segment the snapshot shows\n", m.dropped_unknown_frees);
+        fmt::print("dropped      {} frees of blocks that lie in no segment the snapshot shows\n",
+                   m.dropped_unknown_frees);
       fmt::print("sizes        {}\n", dist_line(s.sizes, true));
       fmt::print("lifetimes    {} events\n", dist_line(s.lifetimes_events, false));
       fmt::print("lifetimes    {} us\n", dist_line(s.lifetimes_us, false));

@@ -31,8 +31,11 @@ int run_merge(const MergeArgs& a) {
   if (!a.out.dir.empty()) command += " -o " + a.out.dir;
   CompareResults merged = merge_results(std::move(shards), a.inputs);
   std::string md = write_reports(merged, a.out, command);
-  if (!a.out.any()) fmt::print("{}", md);
-  else fmt::print("merged {} shards: {} traces x {} policies\n", a.inputs.size(), merged.traces.size(), merged.policies.size());
+  if (!a.out.any())
+    fmt::print("{}", md);
+  else
+    fmt::print("merged {} shards: {} traces x {} policies\n", a.inputs.size(), merged.traces.size(),
+               merged.policies.size());
   return 0;
 }
 

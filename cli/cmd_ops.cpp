@@ -35,10 +35,17 @@ int run_ops(const OpsArgs& a) {
   uint64_t written = 0;
   for (const Event& e : trace.events) {
     switch (e.kind) {
-      case EventKind::Alloc: chunk += fmt::format("a {} {} {}\n", e.id, e.size, e.stream); break;
-      case EventKind::Free: chunk += fmt::format("f {}\n", e.id); break;
-      case EventKind::EmptyCache: chunk += "e\n"; break;
-      default: continue;  // reference events are the recorder's, not the program's
+      case EventKind::Alloc:
+        chunk += fmt::format("a {} {} {}\n", e.id, e.size, e.stream);
+        break;
+      case EventKind::Free:
+        chunk += fmt::format("f {}\n", e.id);
+        break;
+      case EventKind::EmptyCache:
+        chunk += "e\n";
+        break;
+      default:
+        continue;  // reference events are the recorder's, not the program's
     }
     ++written;
     if (chunk.size() > (1u << 20)) {
@@ -56,8 +63,9 @@ int run_ops(const OpsArgs& a) {
 
 void add_ops(CLI::App& app, CommandFn& run) {
   static OpsArgs a;
-  auto* cmd = app.add_subcommand("ops", "Write a trace's allocations and frees as a plain op list "
-                                        "(input of bench/torch_reference)");
+  auto* cmd = app.add_subcommand("ops",
+                                 "Write a trace's allocations and frees as a plain op list "
+                                 "(input of bench/torch_reference)");
   cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
   cmd->add_option("-o,--output", a.out, "Op list to write")->required();
   add_device_options(cmd, a.device);

@@ -18,9 +18,15 @@ void add_policies(CLI::App& app, CommandFn& run) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& p : policy_registry()) {
           nlohmann::json opts = nlohmann::json::array();
-          for (const auto& o : p.options) opts.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}});
-          out.push_back({{"name", p.name}, {"summary", p.summary}, {"origin", p.origin}, {"options", opts},
-                         {"offline", p.needs_whole_trace}, {"checked_against", p.checked_against}, {"accuracy_note", p.accuracy_note}});
+          for (const auto& o : p.options)
+            opts.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}});
+          out.push_back({{"name", p.name},
+                         {"summary", p.summary},
+                         {"origin", p.origin},
+                         {"options", opts},
+                         {"offline", p.needs_whole_trace},
+                         {"checked_against", p.checked_against},
+                         {"accuracy_note", p.accuracy_note}});
         }
         fmt::print("{}\n", out.dump(2));
         return 0;

@@ -5,16 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/registry.h"
+#include "cli/cmd_replay_gpu.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
-#include "cli/cmd_replay_gpu.h"
 #include "sim/bounds.h"
 #include "sim/capacity.h"
+#include "sim/replay_simulated.h"
 #include "sim/result_json.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
-#include "sim/replay_simulated.h"
 
 namespace fraglab::cli {
 
@@ -49,8 +49,8 @@ std::vector<std::string> expand_policies(const std::vector<std::string>& given) 
 }
 
 void print_table(const std::vector<ReplayResult>& results, uint64_t bound) {
-  fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8} {:>7} {:>8} {:>5} {:>9}\n", "policy", "peak reserved",
-             "peak alloc", "gap to bound", "res/bound", "frag", "dev calls", "OOMs", "time");
+  fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8} {:>7} {:>8} {:>5} {:>9}\n", "policy", "peak reserved", "peak alloc",
+             "gap to bound", "res/bound", "frag", "dev calls", "OOMs", "time");
   for (const auto& r : results) {
     int64_t gap = static_cast<int64_t>(r.reserved.bytes) - static_cast<int64_t>(bound);
     fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8.3f} {:>7.3f} {:>8} {:>5} {:>8.3f}s\n", r.policy,
@@ -87,9 +87,10 @@ void print_one(const ReplayResult& r, uint64_t bound) {
       fmt::print("OUT OF MEMORY     at event {}: {} requested with {} reserved, {} allocated\n", o.event_index,
                  format_size(o.size), format_size(o.reserved), format_size(o.allocated));
   if (!r.recorded_ooms.empty()) {
-    fmt::print("recorded OOMs     {} of {} would have been served under this policy (each tried where the recording "
-               "failed it, then given back: the program went on without it)\n",
-               r.recorded_ooms_served(), r.recorded_ooms.size());
+    fmt::print(
+        "recorded OOMs     {} of {} would have been served under this policy (each tried where the recording "
+        "failed it, then given back: the program went on without it)\n",
+        r.recorded_ooms_served(), r.recorded_ooms.size());
     for (const auto& o : r.recorded_ooms)
       fmt::print("  event {:>8}: {} requested: {} ({} reserved, {} allocated then)\n", o.event_index,
                  format_size(o.size), o.served ? "served" : "OUT OF MEMORY, as recorded", format_size(o.reserved),
@@ -128,7 +129,8 @@ int run_replay(const ReplayArgs& a) {
   if (!a.pools.empty()) specs = with_pool_mode(std::move(specs), a.pools);
   DeviceArg device = a.device.resolve();
   if (!device.exec_device.empty() && device.exec_device != "sim")
-    return run_cuda_replay({a.path, specs, a.capacity, a.on_oom, device.trace_device, device.exec_device, a.touch, a.json});
+    return run_cuda_replay(
+        {a.path, specs, a.capacity, a.on_oom, device.trace_device, device.exec_device, a.touch, a.json});
   bool streamed = false;
   TraceBounds bounds;
   if (reads_streaming(a.path)) {
@@ -136,7 +138,8 @@ int run_replay(const ReplayArgs& a) {
     streamed = pass.events > kStreamAboveEvents;
     if (streamed) {
       bounds.live_bytes = pass.live_bytes;
-      fmt::print(stderr, "note: {} has {} events: replayed as it streams, not loaded; the oracle bound is not computed\n",
+      fmt::print(stderr,
+                 "note: {} has {} events: replayed as it streams, not loaded; the oracle bound is not computed\n",
                  a.path, pass.events);
     }
   }
@@ -158,8 +161,10 @@ int run_replay(const ReplayArgs& a) {
     if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
   }
   if (!streamed && trace.meta.history_absent)
-    fmt::print(stderr, "note: {} holds no history (a snapshot of segments only): nothing to replay but its state; "
-                       "`fraglab info` summarises it\n", a.path);
+    fmt::print(stderr,
+               "note: {} holds no history (a snapshot of segments only): nothing to replay but its state; "
+               "`fraglab info` summarises it\n",
+               a.path);
 
   std::unique_ptr<AtomicFile> timeline;
   if (!a.timeline.empty()) {
@@ -177,8 +182,8 @@ int run_replay(const ReplayArgs& a) {
     if (timeline) {
       options.on_event = [&](const TimelinePoint& p) {
         if (p.event_index % a.timeline_every) return;
-        rows += fmt::format("{},{},{},{},{},{}\n", text, p.event_index, p.time_us, p.requested, p.allocated,
-                            p.reserved);
+        rows +=
+            fmt::format("{},{},{},{},{},{}\n", text, p.event_index, p.time_us, p.requested, p.allocated, p.reserved);
       };
     }
     if (streamed) {
@@ -206,7 +211,8 @@ int run_replay(const ReplayArgs& a) {
       if (auto note = accuracy_note(r.policy); !note.empty()) j["accuracy_note"] = note;
       out.push_back(j);
     }
-    fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    fmt::print("{}\n",
+               (results.size() == 1 ? out[0] : out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (results.size() == 1) {
     print_one(results[0], bound);
   } else {

@@ -45,9 +45,14 @@ std::string signed_size(int64_t bytes) {
 }
 
 nlohmann::json candidate_json(const TuneCandidate& c) {
-  return {{"conf", c.conf},           {"stage", c.stage}, {"peak_reserved", c.peak_reserved},
-          {"peak_allocated", c.peak_allocated}, {"device_calls", c.device_calls}, {"ooms", c.ooms},
-          {"recorded_ooms", c.recorded_ooms}, {"recorded_ooms_served", c.recorded_ooms_served},
+  return {{"conf", c.conf},
+          {"stage", c.stage},
+          {"peak_reserved", c.peak_reserved},
+          {"peak_allocated", c.peak_allocated},
+          {"device_calls", c.device_calls},
+          {"ooms", c.ooms},
+          {"recorded_ooms", c.recorded_ooms},
+          {"recorded_ooms_served", c.recorded_ooms_served},
           {"replay_seconds", c.seconds}};
 }
 
@@ -80,34 +85,44 @@ void print_json(const TuneReport& r) {
 
 void print_text(const TuneReport& r, size_t top) {
   const TuneCandidate& best = r.best();
-  fmt::print("trace             {}: {} events, live-bytes bound {}", r.trace, r.events, format_size(r.live_bytes_bound));
+  fmt::print("trace             {}: {} events, live-bytes bound {}", r.trace, r.events,
+             format_size(r.live_bytes_bound));
   if (r.recorded_peak_reserved) fmt::print(", recorded peak reserved {}", format_size(r.recorded_peak_reserved));
   fmt::print("\nrecorded settings {}: predicted peak reserved {}\n", conf_text(r.recorded_conf),
              format_size(r.recorded.peak_reserved));
-  if (r.policy == "pytorch") fmt::print("best              PYTORCH_CUDA_ALLOC_CONF=\"{}\"\n", best.conf);
-  else fmt::print("best              {}\n", policy_string(r.policy, best.conf));
+  if (r.policy == "pytorch")
+    fmt::print("best              PYTORCH_CUDA_ALLOC_CONF=\"{}\"\n", best.conf);
+  else
+    fmt::print("best              {}\n", policy_string(r.policy, best.conf));
   int64_t saving = static_cast<int64_t>(r.recorded.peak_reserved) - static_cast<int64_t>(best.peak_reserved);
   fmt::print("predicted peak    {} ({} bytes), {} against the recorded settings ({:+.1f}%)\n",
              format_size(best.peak_reserved), best.peak_reserved, signed_size(-saving),
-             r.recorded.peak_reserved ? -100.0 * static_cast<double>(saving) / static_cast<double>(r.recorded.peak_reserved) : 0.0);
+             r.recorded.peak_reserved
+                 ? -100.0 * static_cast<double>(saving) / static_cast<double>(r.recorded.peak_reserved)
+                 : 0.0);
   if (!r.capacity_note.empty()) fmt::print("note              {}\n", r.capacity_note);
   if (best.recorded_ooms) {
     if (best.recorded_ooms_failed() == 0)
-      fmt::print("recorded OOMs     all {} would have been served under the best setting (the recorded one serves {})\n",
-                 best.recorded_ooms, r.recorded.recorded_ooms_served);
+      fmt::print(
+          "recorded OOMs     all {} would have been served under the best setting (the recorded one serves {})\n",
+          best.recorded_ooms, r.recorded.recorded_ooms_served);
     else
-      fmt::print("recorded OOMs     no setting serves them all: the best serves {} of {}; at the worst OOM the live "
-                 "bytes exceed the capacity by {} (reduce the batch by about {:.0f}%)\n",
-                 best.recorded_ooms_served, best.recorded_ooms, format_size(r.oom_live_excess),
-                 r.capacity && *r.capacity ? 100.0 * static_cast<double>(r.oom_live_excess) /
-                                                 static_cast<double>(*r.capacity + r.oom_live_excess)
-                                           : 0.0);
+      fmt::print(
+          "recorded OOMs     no setting serves them all: the best serves {} of {}; at the worst OOM the live "
+          "bytes exceed the capacity by {} (reduce the batch by about {:.0f}%)\n",
+          best.recorded_ooms_served, best.recorded_ooms, format_size(r.oom_live_excess),
+          r.capacity && *r.capacity
+              ? 100.0 * static_cast<double>(r.oom_live_excess) / static_cast<double>(*r.capacity + r.oom_live_excess)
+              : 0.0);
   }
   if (r.capacity)
     fmt::print("capacity          {}: {}\n", format_size(*r.capacity),
-               r.fits() ? "fits" : best.ooms ? fmt::format("does NOT fit ({} allocations fail)", best.ooms) : "does NOT fit");
+               r.fits()    ? "fits"
+               : best.ooms ? fmt::format("does NOT fit ({} allocations fail)", best.ooms)
+                           : "does NOT fit");
   else
-    fmt::print("capacity          unlimited (give --capacity to check a fit and search garbage_collection_threshold)\n");
+    fmt::print(
+        "capacity          unlimited (give --capacity to check a fit and search garbage_collection_threshold)\n");
   fmt::print("search            {} settings replayed of {} in the full grid, {:.2f} s on {} threads\n\n",
              r.ranking.size(), r.search_space_size, r.seconds, r.threads);
   fmt::print("{:>4}  {:>13}  {:>12}  {:>8}  {:>5}  {:<8}  {}\n", "rank", "peak reserved", "vs recorded", "dev calls",
@@ -134,8 +149,10 @@ int run_tune(const TuneArgs& a) {
   o.jobs = a.jobs;
   o.keep_per_dimension = a.keep;
   TuneReport r = tune(a.path, o);
-  if (a.json) print_json(r);
-  else print_text(r, a.top);
+  if (a.json)
+    print_json(r);
+  else
+    print_text(r, a.top);
   return r.fits() ? 0 : 1;
 }
 
@@ -145,8 +162,9 @@ void add_tune(CLI::App& app, CommandFn& run) {
   static TuneArgs a;
   auto* cmd = app.add_subcommand("tune", "Search PyTorch's allocator settings (PYTORCH_CUDA_ALLOC_CONF) for a trace");
   cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
-  cmd->add_option("--capacity", a.capacity,
-                  "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; exit 1 when the best does not fit");
+  cmd->add_option(
+      "--capacity", a.capacity,
+      "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; exit 1 when the best does not fit");
   cmd->add_option("-j,--jobs", a.jobs, "Threads (default: every core)");
   cmd->add_option("--policy", a.policy, "Policy whose options are searched (default pytorch)");
   cmd->add_option("--space", a.space,

@@ -51,7 +51,8 @@ void add_limit_option(CLI::App& app) {
           } catch (const std::exception&) {
             used = 0;
           }
-          if (used == 0 || used != v.size()) throw CLI::ValidationError("--max-expansion", "'" + v + "' is not a positive integer or 'unlimited'");
+          if (used == 0 || used != v.size())
+            throw CLI::ValidationError("--max-expansion", "'" + v + "' is not a positive integer or 'unlimited'");
           limits.ratio = n;
         }
         set_read_limits(limits);
@@ -64,8 +65,9 @@ void add_plugin_option(CLI::App& app) {
   static std::vector<std::string> paths;
   for (const char* name : {"replay", "compare", "tune", "policies", "fidelity", "export"}) {
     app.get_subcommand(name)
-        ->add_option("--plugin", paths, "A shared library of policies built against the fraglab package (repeatable; "
-                                 "docs/architecture.md, 'Writing a policy out of tree')")
+        ->add_option("--plugin", paths,
+                     "A shared library of policies built against the fraglab package (repeatable; "
+                     "docs/architecture.md, 'Writing a policy out of tree')")
         ->each([](const std::string& path) {
           try {
             load_policy_plugin(path);

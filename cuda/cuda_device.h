@@ -64,8 +64,8 @@ class CudaDevice final : public Device {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
   uint64_t do_reserved_bytes() const override { return reserved_; }
   std::optional<uint64_t> do_capacity() const override { return config_.capacity; }
- public:
 
+ public:
   int ordinal() const { return config_.ordinal; }
   const std::string& name() const { return name_; }
   // Samples cudaMemGetInfo now (the device also does so after each call that changes memory).

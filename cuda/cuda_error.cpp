@@ -5,8 +5,7 @@
 namespace fraglab::cuda {
 
 void throw_runtime_error(cudaError_t status, const char* call) {
-  throw CudaError(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
-                  ")");
+  throw CudaError(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 
 void throw_driver_error(CUresult status, const char* call) {

@@ -107,8 +107,7 @@ bool is_native_baseline(const std::string& policy_name) {
   return policy_name == "cuda_malloc" || policy_name == "cuda_malloc_async";
 }
 
-CudaReplayResult replay_on_cuda(const Trace& trace, const std::string& policy_text,
-                                const CudaReplayOptions& options) {
+CudaReplayResult replay_on_cuda(const Trace& trace, const std::string& policy_text, const CudaReplayOptions& options) {
   PolicySpec spec = PolicySpec::parse(policy_text);
   if (spec.name == "cuda_malloc") return replay_cuda_malloc(trace, spec, options);
   if (spec.name == "cuda_malloc_async") return replay_cuda_malloc_async(trace, spec, options);

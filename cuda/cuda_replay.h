@@ -45,8 +45,8 @@ struct CudaReplayResult {
   DriverMemory driver;  // cudaMemGetInfo: used_peak is the driver-measured reserved peak
   std::optional<uint64_t> pool_reserved_high, pool_used_high;  // cuda_malloc_async
   uint64_t free_before = 0, free_after = 0;  // free device bytes before the first and after the last call
-  uint64_t held_at_end = 0;  // bytes the policy still held after freeing everything and empty_cache
-  double seconds = 0;        // the replay loop's wall time
+  uint64_t held_at_end = 0;                  // bytes the policy still held after freeing everything and empty_cache
+  double seconds = 0;                        // the replay loop's wall time
 };
 
 bool is_native_baseline(const std::string& policy_name);

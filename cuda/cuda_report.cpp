@@ -30,7 +30,8 @@ nlohmann::json to_json(const CudaReplayResult& r) {
       {"counted", fraglab::to_json(r.counted)},
   };
   if (r.simulated) j["simulated"] = fraglab::to_json(*r.simulated);
-  if (r.pool_reserved_high) j["pool"] = {{"reserved_mem_high", *r.pool_reserved_high}, {"used_mem_high", *r.pool_used_high}};
+  if (r.pool_reserved_high)
+    j["pool"] = {{"reserved_mem_high", *r.pool_reserved_high}, {"used_mem_high", *r.pool_used_high}};
   return j;
 }
 
@@ -55,8 +56,8 @@ std::string format_table(const std::vector<CudaReplayResult>& results) {
     out += fmt::format("{:<40} {:>26} {:>26} {:>15} {:>15} {:>15} {:>15} {:>15} {:>15} {:>5}\n", r.policy,
                        micros(r.malloc_latency), micros(r.free_latency), r.driver.used_peak, r.counted.reserved.bytes,
                        r.simulated ? std::to_string(r.simulated->reserved.bytes) : "-",
-                       r.pool_reserved_high ? std::to_string(*r.pool_reserved_high) : "-", r.free_before,
-                       r.free_after, r.counted.ooms.size());
+                       r.pool_reserved_high ? std::to_string(*r.pool_reserved_high) : "-", r.free_before, r.free_after,
+                       r.counted.ooms.size());
   }
   for (const auto& r : results) {
     if (!memory_returned(r))
@@ -64,8 +65,9 @@ std::string format_table(const std::vector<CudaReplayResult>& results) {
                          r.free_before, r.free_after,
                          static_cast<int64_t>(r.free_after) - static_cast<int64_t>(r.free_before));
     if (r.held_at_end)
-      out += fmt::format("{}: the policy still held {} after freeing every block and empty_cache (released by the device)\n",
-                         r.policy, format_size(r.held_at_end));
+      out += fmt::format(
+          "{}: the policy still held {} after freeing every block and empty_cache (released by the device)\n", r.policy,
+          format_size(r.held_at_end));
     for (const auto& o : r.counted.ooms)
       out += fmt::format("{}: OUT OF MEMORY at event {}: {} requested with {} reserved\n", r.policy, o.event_index,
                          format_size(o.size), format_size(o.reserved));

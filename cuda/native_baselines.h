@@ -10,7 +10,6 @@
 namespace fraglab::cuda {
 
 CudaReplayResult replay_cuda_malloc(const Trace& trace, const PolicySpec& spec, const CudaReplayOptions& options);
-CudaReplayResult replay_cuda_malloc_async(const Trace& trace, const PolicySpec& spec,
-                                          const CudaReplayOptions& options);
+CudaReplayResult replay_cuda_malloc_async(const Trace& trace, const PolicySpec& spec, const CudaReplayOptions& options);
 
 }  // namespace fraglab::cuda

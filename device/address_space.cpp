@@ -20,8 +20,7 @@ class BumpAddressSpace final : public AddressSpace {
   std::optional<Addr> take(uint64_t size) {
     Addr addr = next_;
     // Room for the allocation and the gap after it, checked without overflowing.
-    if (addr > kAddressSpaceEnd || size > kAddressSpaceEnd - addr ||
-        kAddressSpaceEnd - addr - size < 2 * alignment_)
+    if (addr > kAddressSpaceEnd || size > kAddressSpaceEnd - addr || kAddressSpaceEnd - addr - size < 2 * alignment_)
       return std::nullopt;
     next_ = (addr + size + alignment_ - 1) / alignment_ * alignment_ + alignment_;
     return addr;

@@ -35,14 +35,14 @@
 namespace fraglab {
 
 struct CudaAddressLayout {
-  uint64_t chunk = 32ull << 20;     // unit and alignment of the driver's address-space chunks
-  uint64_t page = 2ull << 20;       // alignment of allocations of a page or more inside a chunk
-  uint64_t small = 512;             // size granularity and alignment below a page
+  uint64_t chunk = 32ull << 20;        // unit and alignment of the driver's address-space chunks
+  uint64_t page = 2ull << 20;          // alignment of allocations of a page or more inside a chunk
+  uint64_t small = 512;                // size granularity and alignment below a page
   Addr context_base = 0x7f0000000000;  // the fresh context's chunk; cudaMalloc chunks grow down from it
                                        // (context_base + context_size <= kAddressSpaceEnd)
   uint64_t context_size = 512ull << 20;
   std::vector<std::pair<uint64_t, uint64_t>> context_free = {{0x19e00000, 2ull << 20}, {0x1e800000, 24ull << 20}};
-  Addr vmm_base = 0x302000000;      // the first cuMemAddressReserve; reserved ranges grow up from it
+  Addr vmm_base = 0x302000000;  // the first cuMemAddressReserve; reserved ranges grow up from it
 };
 
 class CudaAddressSpace final : public AddressSpace {
@@ -60,8 +60,8 @@ class CudaAddressSpace final : public AddressSpace {
     uint64_t size;
     std::map<Addr, uint64_t> gaps;  // free stretches inside the chunk, by address
     uint64_t free_bytes = 0;
-    uint64_t gap_bound = 0;         // no gap is larger (exact after a search that found no room)
-    uint32_t live = 0;              // allocations in it (the context's own chunk is pinned)
+    uint64_t gap_bound = 0;  // no gap is larger (exact after a search that found no room)
+    uint32_t live = 0;       // allocations in it (the context's own chunk is pinned)
   };
   using Age = uint64_t;  // chunks by creation order: the newest is searched first
 

@@ -43,8 +43,8 @@ class HintedDevice final : public Device {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
   uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes() + local_reserved_; }
   std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
- public:
 
+ public:
   uint64_t hints_used() const { return hints_used_; }
 
  private:

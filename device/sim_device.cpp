@@ -61,7 +61,8 @@ size_t SimDevice::cut(std::vector<VirtualRun>& runs, Addr at) {
 }
 
 size_t SimDevice::cut(std::vector<PhysicalRun>& runs, uint64_t at) {
-  auto it = std::partition_point(runs.begin(), runs.end(), [&](const PhysicalRun& r) { return r.offset + r.size <= at; });
+  auto it =
+      std::partition_point(runs.begin(), runs.end(), [&](const PhysicalRun& r) { return r.offset + r.size <= at; });
   auto i = static_cast<size_t>(it - runs.begin());
   if (it == runs.end() || it->offset >= at) return i;
   uint64_t offset = at - it->offset;
@@ -82,8 +83,10 @@ void SimDevice::count_mappings(uint32_t alloc, uint64_t offset, uint64_t size, i
   size_t from = cut(runs, offset), to = cut(runs, offset + size), kept = from;
   for (size_t i = from; i < to; ++i) {
     runs[i].mappings += delta;
-    if (runs[i].mappings > 0) runs[kept++] = runs[i];
-    else reserved_ -= runs[i].size;  // the last mapping went: the physical memory is freed
+    if (runs[i].mappings > 0)
+      runs[kept++] = runs[i];
+    else
+      reserved_ -= runs[i].size;  // the last mapping went: the physical memory is freed
   }
   runs.erase(runs.begin() + static_cast<ptrdiff_t>(kept), runs.begin() + static_cast<ptrdiff_t>(to));
   if (runs.empty()) unused_allocs_.give_back(alloc);  // its slot (and the vector's capacity) is reused
@@ -109,7 +112,8 @@ bool SimDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
   for (; i < last && runs[i].addr == expect; ++i) expect += runs[i].size;
   if (expect != src + size) misuse("alias_pages of pages that are not mapped");
   // Copied first: the destination may be the source's own range.
-  std::vector<VirtualRun> pieces(runs.begin() + static_cast<ptrdiff_t>(first), runs.begin() + static_cast<ptrdiff_t>(last));
+  std::vector<VirtualRun> pieces(runs.begin() + static_cast<ptrdiff_t>(first),
+                                 runs.begin() + static_cast<ptrdiff_t>(last));
   for (VirtualRun run : pieces) {
     count_mappings(run.alloc, run.offset, run.size, +1);
     run.addr = dst + (run.addr - src);

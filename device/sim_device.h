@@ -1,6 +1,7 @@
 // SimDevice: a simulated GPU of unlimited memory; a card's size or set_per_process_memory_fraction is
-// a LimitingDevice over it (device/simulated_gpu.h builds the pair from a SimDeviceConfig). Addresses come from an AddressSpace (device/address_space.h): by default the CUDA driver's
-// measured placement, so that address-ordered policies decide as they would on the GPU.
+// a LimitingDevice over it (device/simulated_gpu.h builds the pair from a SimDeviceConfig). Addresses come from an
+// AddressSpace (device/address_space.h): by default the CUDA driver's measured placement, so that address-ordered
+// policies decide as they would on the GPU.
 //
 // VMM pages are modelled like the driver does: every map_pages creates physical memory
 // (cuMemCreate) mapped at one virtual range; alias_pages maps the same physical pages at a
@@ -25,8 +26,8 @@
 namespace fraglab {
 
 struct SimDeviceConfig {
-  std::optional<uint64_t> capacity;    // bytes; nullopt = unlimited (enforced by a LimitingDevice)
-  uint64_t granularity = 2ull << 20;   // VMM page size
+  std::optional<uint64_t> capacity;         // bytes; nullopt = unlimited (enforced by a LimitingDevice)
+  uint64_t granularity = 2ull << 20;        // VMM page size
   uint64_t segment_alignment = 2ull << 20;  // the bump model's alignment (and gap) between allocations
   AddressModel addresses = AddressModel::Cuda;
 };
@@ -48,8 +49,8 @@ class SimDevice final : public Device {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
   uint64_t do_reserved_bytes() const override { return reserved_; }
   std::optional<uint64_t> do_capacity() const override { return std::nullopt; }
- public:
 
+ public:
  private:
   // A mapped stretch of virtual pages and the physical bytes behind it: `offset` bytes into
   // physical allocation `alloc`.

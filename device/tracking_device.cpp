@@ -68,8 +68,10 @@ void TrackingDevice::do_unmap_pages(Addr addr, uint64_t size) {
   uint64_t before = upstream_.reserved_bytes();
   upstream_.unmap_pages(addr, size);
   ++counts_.unmaps;
-  if (alias) remove_alias(addr, size);
-  else remove_physical(addr, size);
+  if (alias)
+    remove_alias(addr, size);
+  else
+    remove_physical(addr, size);
   uint64_t freed = before - upstream_.reserved_bytes();
   reserved_ -= std::min(freed, reserved_);
   log(EventKind::SegmentUnmap, addr, size);
@@ -178,8 +180,7 @@ void TrackingDevice::remove_physical(Addr addr, uint64_t size) {
   --it;
   Addr start = it->first;
   uint64_t total = it->second;
-  if (addr < start || addr + size > start + total)
-    throw std::logic_error("device misuse: freeing memory not held");
+  if (addr < start || addr + size > start + total) throw std::logic_error("device misuse: freeing memory not held");
   // The interval's node is kept where it can be (its head stays, or it is re-keyed to the
   // tail): one unmap per free is the common case, and it should not cost a heap allocation.
   const Addr end = addr + size;

@@ -54,8 +54,8 @@ class TrackingDevice final : public Device {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
   uint64_t do_reserved_bytes() const override { return reserved_; }
   std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
- public:
 
+ public:
   uint64_t peak_reserved() const { return peak_reserved_; }
   const DeviceCallCounts& counts() const { return counts_; }
 

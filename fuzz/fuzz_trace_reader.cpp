@@ -8,8 +8,8 @@
 // any sanitizer report, is a finding.
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -22,8 +22,7 @@
 
 static std::string input_path() {
   const char* dir = std::getenv("FRAGLAB_FUZZ_TMP");
-  return std::string(dir ? dir : "/dev/shm") + "/fraglab-fuzz-" + std::to_string(getpid()) + "." +
-         FRAGLAB_FUZZ_FORMAT;
+  return std::string(dir ? dir : "/dev/shm") + "/fraglab-fuzz-" + std::to_string(getpid()) + "." + FRAGLAB_FUZZ_FORMAT;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -167,8 +167,7 @@ void AppState::remove_policy(size_t index) {
   policies.erase(policies.begin() + static_cast<ptrdiff_t>(index));
   if (index < runs.size()) {
     const PolicyRun* gone = runs[index].get();
-    for (auto it = strips.begin(); it != strips.end();)
-      it = it->first.first == gone ? strips.erase(it) : std::next(it);
+    for (auto it = strips.begin(); it != strips.end();) it = it->first.first == gone ? strips.erase(it) : std::next(it);
     for (auto it = diffs.begin(); it != diffs.end();)
       it = it->first.first == gone || it->first.second == gone ? diffs.erase(it) : std::next(it);
     runs.erase(runs.begin() + static_cast<ptrdiff_t>(index));

@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,8 +21,8 @@
 #include "gui/model/oom_diagnosis.h"
 #include "gui/model/policy_run.h"
 #include "gui/model/recent_files.h"
-#include "gui/model/trace_pair.h"
 #include "gui/model/trace_info.h"
+#include "gui/model/trace_pair.h"
 
 namespace fraglab::gui {
 
@@ -65,15 +65,15 @@ class AppState {
   std::shared_ptr<const TraceInfo> trace;
   std::string load_error;
   RecentFiles recent;
-  std::string path_field;    // the "open" text field
+  std::string path_field;  // the "open" text field
 
   // --- a second trace (fraglab-gui A B), compared with the first in the compare view ---
   void open_second(const std::string& path);  // asynchronous, like open()
   std::string second_path;
   std::shared_ptr<const TraceInfo> other;
   std::string other_error;
-  std::unique_ptr<PolicyRun> other_run;   // the primary policy on the second trace
-  std::unique_ptr<TracePairRun> pair;     // fraglab diff's comparison and the step boundaries
+  std::unique_ptr<PolicyRun> other_run;  // the primary policy on the second trace
+  std::unique_ptr<TracePairRun> pair;    // fraglab diff's comparison and the step boundaries
   Align align = Align::Time;
 
   // --- policies -------------------------------------------------------------------
@@ -99,8 +99,8 @@ class AppState {
     view_changed = true;
   }
   void jump_to_peak();
-  void jump_to_oom(int direction);           // the next (+1) or previous (-1) OOM of the primary policy
-  void jump_to_device_grow(int direction);   // the next or previous segment allocation / page map
+  void jump_to_oom(int direction);          // the next (+1) or previous (-1) OOM of the primary policy
+  void jump_to_device_grow(int direction);  // the next or previous segment allocation / page map
   // Every replay and the snapshots at the cursor are finished (headless screenshots).
   bool settled() const;
   // Starts the workers a view needs (the command line's --view before any frame).
@@ -117,7 +117,7 @@ class AppState {
     MinMaxPyramid pyramid;
   };
   std::map<std::pair<const PolicyRun*, const PolicyRun*>, DiffCache> diffs;  // (run, baseline)
-  std::map<std::pair<const PolicyRun*, int>, StripCache> strips;  // (run, panel) -> layout
+  std::map<std::pair<const PolicyRun*, int>, StripCache> strips;             // (run, panel) -> layout
 
   // Active memory view: the model is built on a worker the first time the view is shown.
   std::unique_ptr<ActiveMemoryRun> memory;
@@ -133,7 +133,7 @@ class AppState {
   // Event list view.
   struct EventsState {
     std::string query;
-    std::string error;           // the query's, when malformed
+    std::string error;              // the query's, when malformed
     std::vector<uint64_t> matches;  // event indices, ascending
     bool searched = false, only_matches = false;
     uint64_t scrolled_to = UINT64_MAX;  // the cursor the list last scrolled to
@@ -148,7 +148,7 @@ class AppState {
  private:
   void start_runs();
   void place_recorded_lane();
-  void start_pair();  // the second trace's run and the diff, once both traces are there
+  void start_pair();             // the second trace's run and the diff, once both traces are there
   bool recorded_added_ = false;  // place_recorded_lane put it there
   void apply_pending_at();
 

@@ -56,7 +56,8 @@ void handle_shortcuts(AppState& app) {
   if (app.view == ViewId::Events) {  // the list steps with the arrows up and down (matches only: match to match)
     bool matches = app.events.only_matches && !app.events.matches.empty();
     if (pressed_named(ImGuiKey_DownArrow)) matches ? app.step_match(+1) : app.set_cursor(app.cursor + 1);
-    if (pressed_named(ImGuiKey_UpArrow)) matches ? app.step_match(-1) : app.set_cursor(app.cursor > 0 ? app.cursor - 1 : 0);
+    if (pressed_named(ImGuiKey_UpArrow))
+      matches ? app.step_match(-1) : app.set_cursor(app.cursor > 0 ? app.cursor - 1 : 0);
   }
 }
 

@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
                  "'recorded' (the recording itself: its own blocks and segments); repeat to compare (default: recorded "
                  "for snapshots, then bestfit)")
       ->take_all();
-  cli.add_option("--at", o.at, "Put the cursor at 'peak' (reserved memory of the first policy), 'oom' (its first OOM) or an event index");
+  cli.add_option(
+      "--at", o.at,
+      "Put the cursor at 'peak' (reserved memory of the first policy), 'oom' (its first OOM) or an event index");
   std::vector<std::string> views(fraglab::gui::kAlwaysShown.begin(), fraglab::gui::kAlwaysShown.end());
   std::string view_help = "View below the timeline:";
   for (const auto& v : fraglab::gui::kViews) {
@@ -35,7 +37,8 @@ int main(int argc, char** argv) {
   }
   cli.add_option("--view", o.view, view_help)->check(CLI::IsMember(views));
   cli.add_option("--color", o.color, "Block and band colors")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(fraglab::gui::kColorNames), std::end(fraglab::gui::kColorNames))));
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(fraglab::gui::kColorNames), std::end(fraglab::gui::kColorNames))));
   cli.add_option("--search", o.search, "Events view: search for this (0xADDR, size:A..B, action:NAME, frame text)");
   cli.add_option("--align", o.align, "Two traces: align the second's timeline by time, step or events")
       ->check(CLI::IsMember({"time", "step", "events"}));

@@ -31,8 +31,8 @@ void block_tooltip(const AppState& app, const CursorSnapshot& snap, const StripH
     ImGui::EndTooltip();
     return;
   }
-  ImGui::Text("block 0x%llx (+%s), %s", static_cast<unsigned long long>(b->addr), bytes_label(b->addr - reg.addr).c_str(),
-              bytes_label(b->size).c_str());
+  ImGui::Text("block 0x%llx (+%s), %s", static_cast<unsigned long long>(b->addr),
+              bytes_label(b->addr - reg.addr).c_str(), bytes_label(b->size).c_str());
   allocation_details(app, b->alloc_index, 12);
   ImGui::EndTooltip();
 }
@@ -97,7 +97,8 @@ void draw_blockmap(AppState& app, const PolicyRun* run, int panel, ImVec2 size, 
   }
 
   ImGui::SetCursorScreenPos(p0);
-  ImGui::InvisibleButton(fmt::format("##map{}", panel).c_str(), {static_cast<float>(width), static_cast<float>(rows) * pitch});
+  ImGui::InvisibleButton(fmt::format("##map{}", panel).c_str(),
+                         {static_cast<float>(width), static_cast<float>(rows) * pitch});
   if (ImGui::IsItemHovered()) {
     ImVec2 m = ImGui::GetIO().MousePos;
     int row = static_cast<int>((m.y - p0.y) / pitch);

@@ -26,25 +26,32 @@ std::string duration_label(int64_t us) {
 
 ImU32 series_color(Series s) {
   switch (s) {
-    case Series::Requested: return IM_COL32(120, 200, 120, 255);
-    case Series::Allocated: return IM_COL32(90, 160, 240, 255);
-    case Series::Reserved: return IM_COL32(250, 160, 60, 255);
+    case Series::Requested:
+      return IM_COL32(120, 200, 120, 255);
+    case Series::Allocated:
+      return IM_COL32(90, 160, 240, 255);
+    case Series::Reserved:
+      return IM_COL32(250, 160, 60, 255);
   }
   return IM_COL32_WHITE;
 }
 
 const char* series_name(Series s) {
   switch (s) {
-    case Series::Requested: return "requested";
-    case Series::Allocated: return "allocated";
-    case Series::Reserved: return "reserved";
+    case Series::Requested:
+      return "requested";
+    case Series::Allocated:
+      return "allocated";
+    case Series::Reserved:
+      return "reserved";
   }
   return "?";
 }
 
 uint32_t block_color(const AppState& app, const SnapshotBlock& b) {
   switch (app.color) {
-    case ColorMode::Size: return size_class_color(b.size);
+    case ColorMode::Size:
+      return size_class_color(b.size);
     case ColorMode::Age: {
       // Square root: recent allocations differ most and get most of the gradient.
       double age = app.cursor > b.alloc_index ? static_cast<double>(app.cursor - b.alloc_index) : 0.0;
@@ -52,14 +59,16 @@ uint32_t block_color(const AppState& app, const SnapshotBlock& b) {
     }
     case ColorMode::Site: {
       const TraceInfo& info = *app.trace;
-      uint32_t site = b.alloc_index < info.events() ? info.site_of(info.trace.events[b.alloc_index]) : info.no_stack_site;
+      uint32_t site =
+          b.alloc_index < info.events() ? info.site_of(info.trace.events[b.alloc_index]) : info.no_stack_site;
       return site_color(info, site);
     }
     case ColorMode::Pool: {
       const TraceInfo& info = *app.trace;
       return pool_color(b.alloc_index < info.events() ? info.trace.events[b.alloc_index].pool : 0);
     }
-    case ColorMode::Stream: return stream_color(b.stream);
+    case ColorMode::Stream:
+      return stream_color(b.stream);
   }
   return kNoSiteColor;
 }
@@ -141,7 +150,8 @@ void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_fr
               static_cast<unsigned long long>(alloc_index));
   const auto& streams = info.trace.meta.streams;
   const auto& pools = info.trace.meta.pools;
-  ImGui::Text("stream %#llx, pool %s", static_cast<unsigned long long>(alloc.stream < streams.size() ? streams[alloc.stream] : 0),
+  ImGui::Text("stream %#llx, pool %s",
+              static_cast<unsigned long long>(alloc.stream < streams.size() ? streams[alloc.stream] : 0),
               alloc.pool < pools.size() ? pool_name(pools[alloc.pool]).c_str() : "?");
   uint64_t freed = info.free_index[alloc_index];
   if (freed == TraceInfo::kNever) {
@@ -189,11 +199,12 @@ uint32_t pool_color(PoolIndex pool) {
 
 uint32_t site_color(const TraceInfo& info, uint32_t site) {
   int slot = info.color_slot(site);
-  return slot >= 0 && slot < static_cast<int>(kSiteColors.size()) ? kSiteColors[static_cast<size_t>(slot)] : kNoSiteColor;
+  return slot >= 0 && slot < static_cast<int>(kSiteColors.size()) ? kSiteColors[static_cast<size_t>(slot)]
+                                                                  : kNoSiteColor;
 }
 
-const BlockStrip& strip_for(AppState& app, const PolicyRun* run, int panel, const std::shared_ptr<const CursorSnapshot>& snap,
-                            int width, int rows) {
+const BlockStrip& strip_for(AppState& app, const PolicyRun* run, int panel,
+                            const std::shared_ptr<const CursorSnapshot>& snap, int width, int rows) {
   StripCache& cache = app.strips[{run, panel}];
   if (cache.snap != snap || cache.width != width || cache.rows != rows || cache.color != app.color) {
     cache.snap = snap;

@@ -66,7 +66,8 @@ void summary_table(AppState& app) {
     if (auto s = r.snapshot()) ImGui::Text("%.3f", s->frag.external());
   });
   line("device calls", [&](const PolicyRun& r) {
-    if (const RunResult* res = r.result()) ImGui::Text("%llu", static_cast<unsigned long long>(res->replay.calls.total()));
+    if (const RunResult* res = r.result())
+      ImGui::Text("%llu", static_cast<unsigned long long>(res->replay.calls.total()));
   });
   line("OOMs", [&](const PolicyRun& r) {
     if (const RunResult* res = r.result()) ImGui::Text("%zu", res->replay.ooms.size());
@@ -98,10 +99,12 @@ void diff_plot(AppState& app, ImVec2 size) {
   auto y_of = [&](int64_t kib) { return mid - static_cast<float>(static_cast<double>(kib) * scale); };
   dl->AddLine({p0.x, mid}, {p0.x + w, mid}, IM_COL32(120, 120, 120, 255));
   ImU32 dim = IM_COL32(170, 170, 170, 255);
-  dl->AddText({origin.x + 2, p0.y}, dim, signed_bytes_label(static_cast<int64_t>(ByteSeries::to_bytes(static_cast<uint32_t>(extent)))).c_str());
-  dl->AddText({origin.x + 2, p0.y + h - 14}, dim, signed_bytes_label(-static_cast<int64_t>(ByteSeries::to_bytes(static_cast<uint32_t>(extent)))).c_str());
-  static const ImU32 kColors[] = {IM_COL32(250, 160, 60, 255), IM_COL32(90, 160, 240, 255), IM_COL32(200, 100, 220, 255),
-                                  IM_COL32(120, 200, 120, 255)};
+  dl->AddText({origin.x + 2, p0.y}, dim,
+              signed_bytes_label(static_cast<int64_t>(ByteSeries::to_bytes(static_cast<uint32_t>(extent)))).c_str());
+  dl->AddText({origin.x + 2, p0.y + h - 14}, dim,
+              signed_bytes_label(-static_cast<int64_t>(ByteSeries::to_bytes(static_cast<uint32_t>(extent)))).c_str());
+  static const ImU32 kColors[] = {IM_COL32(250, 160, 60, 255), IM_COL32(90, 160, 240, 255),
+                                  IM_COL32(200, 100, 220, 255), IM_COL32(120, 200, 120, 255)};
   for (size_t i = 0; i < diffs.size(); ++i) {
     if (!diffs[i]) continue;
     ImU32 color = kColors[i % 4];
@@ -135,8 +138,9 @@ void draw_compare(AppState& app, ImVec2 size) {
     return;
   }
   if (app.runs.size() < 2) {
-    ImGui::TextDisabled("Add a second policy (the policy field above, or --policy twice) to compare, or open two "
-                        "traces (fraglab-gui A B).");
+    ImGui::TextDisabled(
+        "Add a second policy (the policy field above, or --policy twice) to compare, or open two "
+        "traces (fraglab-gui A B).");
     return;
   }
   ImVec2 start = ImGui::GetCursorScreenPos();

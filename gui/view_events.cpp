@@ -20,10 +20,11 @@ void search_row(AppState& app) {
   bool enter = ImGui::InputTextWithHint("##query", "0x7f..  size:1MiB..4MiB  action:alloc  frame text", &field,
                                         ImGuiInputTextFlags_EnterReturnsTrue);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("terms, all of which must hold:\n  0x...           an address inside the event's block or segment\n"
-                      "  size:A..B       a size range (either end optional), size:A one size\n"
-                      "  action:NAME     alloc, free, free_requested, segment_alloc, segment_map, oom, ...\n"
-                      "  other words     in a frame's function or file name");
+    ImGui::SetTooltip(
+        "terms, all of which must hold:\n  0x...           an address inside the event's block or segment\n"
+        "  size:A..B       a size range (either end optional), size:A one size\n"
+        "  action:NAME     alloc, free, free_requested, segment_alloc, segment_map, oom, ...\n"
+        "  other words     in a frame's function or file name");
   if (field != st.query || enter) {
     if (field != st.query) app.search_events(field);
     if (enter) app.step_match(+1);
@@ -48,8 +49,10 @@ void event_row(AppState& app, uint64_t i, bool is_match) {
   const TraceInfo& info = *app.trace;
   const Event& e = info.trace.events[i];
   ImGui::TableNextRow();
-  if (i == app.cursor) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(70, 90, 140, 255));
-  else if (is_match) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(60, 60, 30, 255));
+  if (i == app.cursor)
+    ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(70, 90, 140, 255));
+  else if (is_match)
+    ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(60, 60, 30, 255));
   ImGui::TableNextColumn();
   std::string label = fmt::format("{}", i);
   if (ImGui::Selectable(label.c_str(), i == app.cursor, ImGuiSelectableFlags_SpanAllColumns)) app.set_cursor(i);
@@ -93,9 +96,10 @@ void event_table(AppState& app, ImVec2 size) {
                             c.width);
   ImGui::TableHeadersRow();
   // The row the cursor is on (or the first match past it), kept in view when the cursor moves.
-  uint64_t cursor_row = filtered ? static_cast<uint64_t>(std::lower_bound(st.matches.begin(), st.matches.end(), app.cursor) -
-                                                         st.matches.begin())
-                                 : app.cursor;
+  uint64_t cursor_row = filtered
+                            ? static_cast<uint64_t>(std::lower_bound(st.matches.begin(), st.matches.end(), app.cursor) -
+                                                    st.matches.begin())
+                            : app.cursor;
   float row_h = ImGui::GetTextLineHeightWithSpacing();
   if (st.scrolled_to != app.cursor) {
     ImGui::SetScrollY(std::max(0.0f, static_cast<float>(cursor_row) * row_h - size.y / 2));

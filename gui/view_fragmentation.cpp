@@ -38,8 +38,8 @@ void free_range_histogram(const CursorSnapshot& snap, float width) {
   }
   std::vector<float> values;
   for (int k = lo; k <= hi; ++k) values.push_back(static_cast<float>(bytes[static_cast<size_t>(k)]));
-  ImGui::PlotHistogram("##freehist", values.data(), static_cast<int>(values.size()), 0, "free bytes by range size",
-                       0, FLT_MAX, {width, 80});
+  ImGui::PlotHistogram("##freehist", values.data(), static_cast<int>(values.size()), 0, "free bytes by range size", 0,
+                       FLT_MAX, {width, 80});
   if (ImGui::BeginTable("##freetable", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     ImGui::TableSetupColumn("range size");
     ImGui::TableSetupColumn("ranges");

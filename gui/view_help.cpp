@@ -32,14 +32,17 @@ void draw_help(AppState&, ImVec2 size) {
   }
   ImGui::Spacing();
   ImGui::Text("Mouse");
-  ImGui::BulletText("Timeline: click or drag to move the cursor, wheel to zoom, right-drag to pan, double-click for all.");
+  ImGui::BulletText(
+      "Timeline: click or drag to move the cursor, wheel to zoom, right-drag to pan, double-click for all.");
   ImGui::BulletText("Block map: hover a block for its size, request, id, lifetime and allocation stack.");
-  ImGui::BulletText("Active memory: hover a band for its allocation and full stack, click to move the cursor; wheel, right-drag as the timeline.");
+  ImGui::BulletText(
+      "Active memory: hover a band for its allocation and full stack, click to move the cursor; wheel, right-drag as the timeline.");
   ImGui::BulletText("Events: click a row to move the cursor; Enter in the search field finds the next match.");
   ImGui::BulletText("Drop a trace file on the window to open it.");
   ImGui::Spacing();
   ImGui::Text("Reading the block map");
-  ImGui::BulletText("Memory is drawn to scale in address order, wrapped into rows; white ticks start a segment or range.");
+  ImGui::BulletText(
+      "Memory is drawn to scale in address order, wrapped into rows; white ticks start a segment or range.");
   ImGui::BulletText("Grey is free physical memory, near black a reserved virtual range without pages.");
   ImGui::BulletText("A pixel holding several small blocks shows their mix; darker pixels have free gaps among them.");
 }

@@ -109,9 +109,9 @@ void draw_memory(AppState& app, ImVec2 size) {
     float x = p0.x + column_of(app.cursor);
     dl->AddLine({x, p0.y}, {x, p0.y + h}, IM_COL32(255, 255, 255, 230), 1.5f);
   }
-  std::string axis = fmt::format("events {} .. {}   live requested at the cursor: {}{}", static_cast<uint64_t>(shown.begin),
-                                 static_cast<uint64_t>(shown.end), bytes_label(model->total().bytes_at(app.cursor)),
-                                 current ? "" : "   (updating)");
+  std::string axis = fmt::format("events {} .. {}   live requested at the cursor: {}{}",
+                                 static_cast<uint64_t>(shown.begin), static_cast<uint64_t>(shown.end),
+                                 bytes_label(model->total().bytes_at(app.cursor)), current ? "" : "   (updating)");
   dl->AddText({p0.x, p0.y + h + 2}, dim, axis.c_str());
 
   ImGui::SetCursorScreenPos(p0);
@@ -119,7 +119,8 @@ void draw_memory(AppState& app, ImVec2 size) {
   ImGuiIO& io = ImGui::GetIO();
   bool hovered = ImGui::IsItemHovered();
   float mx = std::clamp(io.MousePos.x - p0.x, 0.0f, w - 1);
-  auto col = std::min(raster->column_event.size() - 1, static_cast<size_t>(mx / w * static_cast<float>(raster->column_event.size())));
+  auto col = std::min(raster->column_event.size() - 1,
+                      static_cast<size_t>(mx / w * static_cast<float>(raster->column_event.size())));
   uint64_t mouse_event = raster->column_event[col];
   if (hovered && io.MouseWheel != 0)
     zoom_range(app, begin, end, static_cast<double>(mouse_event), std::pow(0.8, io.MouseWheel));

@@ -73,12 +73,14 @@ void details(const DiagnoseReport& r, const Diagnosis& d) {
   } else {
     ImGui::Text("at the peak: largest free range %s", bytes_label(st.largest_free).c_str());
   }
-  ImGui::Text("reserved %s   allocated %s   free inside reserved %s   rounding waste %s", bytes_label(st.reserved).c_str(),
-              bytes_label(st.allocated).c_str(), bytes_label(st.free_bytes).c_str(), bytes_label(d.rounding_waste).c_str());
+  ImGui::Text("reserved %s   allocated %s   free inside reserved %s   rounding waste %s",
+              bytes_label(st.reserved).c_str(), bytes_label(st.allocated).c_str(), bytes_label(st.free_bytes).c_str(),
+              bytes_label(d.rounding_waste).c_str());
   if (r.capacity)
     ImGui::Text("capacity %s: %s not reserved", bytes_label(*r.capacity).c_str(),
                 bytes_label(*r.capacity > st.reserved ? *r.capacity - st.reserved : 0).c_str());
-  if (d.served_in_replay) ImGui::TextColored({1, 0.8f, 0.3f, 1}, "the model serves this request here (it disagrees with the recording)");
+  if (d.served_in_replay)
+    ImGui::TextColored({1, 0.8f, 0.3f, 1}, "the model serves this request here (it disagrees with the recording)");
   ImGui::Spacing();
   shares("free bytes by segment kind", d.free_by_kind, "ranges", 6);
   shares("free bytes by pool", d.free_by_pool, "ranges", 6);
@@ -127,7 +129,8 @@ void draw_oom(AppState& app, ImVec2 size) {
   size_t selected = selected_oom(app, *report);
   if (ImGui::Button("< OOM") && selected > 0) app.set_cursor(report->ooms[selected - 1].event_index);
   ImGui::SameLine();
-  if (ImGui::Button("OOM >") && selected + 1 < report->ooms.size()) app.set_cursor(report->ooms[selected + 1].event_index);
+  if (ImGui::Button("OOM >") && selected + 1 < report->ooms.size())
+    app.set_cursor(report->ooms[selected + 1].event_index);
   ImGui::SameLine();
   ImGui::Text("%zu of %zu", selected + 1, report->ooms.size());
   ImGui::SameLine(0, 20);

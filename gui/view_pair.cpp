@@ -84,15 +84,16 @@ void pair_plot(AppState& app, const TracePairRun::Result* steps, ImVec2 size) {
   }
   ImU32 dim = IM_COL32(170, 170, 170, 255);
   dl->AddText({origin.x + 2, p0.y}, dim, bytes_label(ByteSeries::to_bytes(static_cast<uint32_t>(top))).c_str());
-  std::string head = fmt::format("reserved (lines) and allocated (areas) under {}:  A {} (peak {})   B {} (peak {}), by {}",
-                                 app.primary_run()->spec(), file_name(app.trace->path), bytes_label(ra->replay.reserved.bytes),
-                                 file_name(app.other->path), bytes_label(rb->replay.reserved.bytes),
-                                 kAlignNames[static_cast<int>(app.align)]);
+  std::string head = fmt::format(
+      "reserved (lines) and allocated (areas) under {}:  A {} (peak {})   B {} (peak {}), by {}",
+      app.primary_run()->spec(), file_name(app.trace->path), bytes_label(ra->replay.reserved.bytes),
+      file_name(app.other->path), bytes_label(rb->replay.reserved.bytes), kAlignNames[static_cast<int>(app.align)]);
   dl->AddText(origin, IM_COL32_WHITE, head.c_str());
 }
 
 void summary_rows(const TraceDiff& d) {
-  if (!ImGui::BeginTable("##pairsum", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
+  if (!ImGui::BeginTable("##pairsum", 4,
+                         ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
     return;
   ImGui::TableSetupColumn("");
   ImGui::TableSetupColumn("A");
@@ -171,8 +172,8 @@ void draw_trace_pair(AppState& app, ImVec2 size) {
   ImGui::AlignTextToFramePadding();
   ImGui::Text("A %s (%llu events%s)  vs  B %s (%llu events%s)   align by", file_name(app.trace->path).c_str(),
               static_cast<unsigned long long>(app.trace->events()),
-              result ? fmt::format(", {} steps", result->steps_a.size()).c_str() : "", file_name(app.other->path).c_str(),
-              static_cast<unsigned long long>(app.other->events()),
+              result ? fmt::format(", {} steps", result->steps_a.size()).c_str() : "",
+              file_name(app.other->path).c_str(), static_cast<unsigned long long>(app.other->events()),
               result ? fmt::format(", {} steps", result->steps_b.size()).c_str() : "");
   for (int a = 0; a < 3; ++a) {
     ImGui::SameLine();

@@ -44,8 +44,8 @@ void draw_summary(AppState& app, ImVec2 size) {
   float half = size.x / 2 - 12;
   ImGui::BeginChild("##sumleft", {half, size.y}, false);
   ImGui::Text("%s", info.path.c_str());
-  ImGui::TextDisabled("%s, %llu events over %s", info.trace.meta.format.c_str(), static_cast<unsigned long long>(s.events),
-                      duration_label(s.time_span_us()).c_str());
+  ImGui::TextDisabled("%s, %llu events over %s", info.trace.meta.format.c_str(),
+                      static_cast<unsigned long long>(s.events), duration_label(s.time_span_us()).c_str());
   ImGui::Text("allocs %llu   frees %llu   empty_cache %llu   streams %llu",
               static_cast<unsigned long long>(s.by_kind[static_cast<size_t>(EventKind::Alloc)]),
               static_cast<unsigned long long>(s.by_kind[static_cast<size_t>(EventKind::Free)]),

@@ -24,10 +24,10 @@ void draw_marker(ImDrawList* dl, float x, float top, float bottom, ImU32 color, 
 void handle_input(AppState& app, ImVec2 p0, float w, double begin, double end) {
   ImGuiIO& io = ImGui::GetIO();
   bool hovered = ImGui::IsItemHovered();
-  double mouse_event =
-      static_cast<double>(column_event(app, begin, end, std::clamp(io.MousePos.x - p0.x, 0.0f, w), w));
+  double mouse_event = static_cast<double>(column_event(app, begin, end, std::clamp(io.MousePos.x - p0.x, 0.0f, w), w));
   if (hovered && io.MouseWheel != 0) zoom_range(app, begin, end, mouse_event, std::pow(0.8, io.MouseWheel));
-  if (ImGui::IsItemActive() && ImGui::IsMouseDown(ImGuiMouseButton_Left)) app.set_cursor(static_cast<uint64_t>(mouse_event));
+  if (ImGui::IsItemActive() && ImGui::IsMouseDown(ImGuiMouseButton_Left))
+    app.set_cursor(static_cast<uint64_t>(mouse_event));
   if (hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Right))
     pan_range(app, begin, end, -static_cast<double>(io.MouseDelta.x) / w * (end - begin));
   if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) app.timeline.begin = app.timeline.end = 0;
@@ -61,7 +61,8 @@ void draw_timeline(AppState& app, ImVec2 size) {
   int64_t top = 1;
   for (int k = 0; k < kSeriesCount; ++k)
     if (app.timeline.show[k])
-      top = std::max(top, result->pyramid[k].range(static_cast<uint64_t>(begin), static_cast<uint64_t>(std::ceil(end))).second);
+      top = std::max(
+          top, result->pyramid[k].range(static_cast<uint64_t>(begin), static_cast<uint64_t>(std::ceil(end))).second);
   double y_scale = h / (static_cast<double>(top) * 1.08);
   auto y_of = [&](int64_t kib) { return p0.y + h - static_cast<float>(static_cast<double>(kib) * y_scale); };
 
@@ -91,11 +92,15 @@ void draw_timeline(AppState& app, ImVec2 size) {
   }
   if (app.timeline.show[2]) {
     ImU32 color = series_color(Series::Reserved);
-    columns(2, [&](float x, int64_t lo, int64_t hi) { dl->AddRectFilled({x, y_of(hi) - 2}, {x + 1, y_of(lo) + 1}, color); });
+    columns(2, [&](float x, int64_t lo, int64_t hi) {
+      dl->AddRectFilled({x, y_of(hi) - 2}, {x + 1, y_of(lo) + 1}, color);
+    });
   }
   if (app.timeline.show[1]) {
     ImU32 color = series_color(Series::Allocated);
-    columns(1, [&](float x, int64_t lo, int64_t hi) { dl->AddRectFilled({x, y_of(hi)}, {x + 1, y_of(lo) + 1.5f}, color); });
+    columns(1, [&](float x, int64_t lo, int64_t hi) {
+      dl->AddRectFilled({x, y_of(hi)}, {x + 1, y_of(lo) + 1.5f}, color);
+    });
   }
 
   auto x_of = [&](uint64_t e) { return p0.x + static_cast<float>(event_x(app, begin, end, e, w)); };
@@ -133,8 +138,8 @@ void draw_timeline(AppState& app, ImVec2 size) {
   dl->AddText({lx, origin.y}, IM_COL32_WHITE, head.c_str());
   lx += ImGui::CalcTextSize(head.c_str()).x + 16;
   for (int k = 0; k < kSeriesCount; ++k) {
-    std::string s = fmt::format("{} {}", series_name(static_cast<Series>(k)),
-                                bytes_label(result->series[k].bytes_at(app.cursor)));
+    std::string s =
+        fmt::format("{} {}", series_name(static_cast<Series>(k)), bytes_label(result->series[k].bytes_at(app.cursor)));
     dl->AddText({lx, origin.y}, app.timeline.show[k] ? series_color(static_cast<Series>(k)) : dim, s.c_str());
     lx += ImGui::CalcTextSize(s.c_str()).x + 16;
   }

@@ -55,7 +55,8 @@ void policy_row(AppState& app) {
     ImGui::SameLine();
     ImGui::PushID(static_cast<int>(i));
     if (ImGui::RadioButton(run.spec().c_str(), app.primary == i)) app.primary = i;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("show this policy in the timeline, block map and fragmentation views");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("show this policy in the timeline, block map and fragmentation views");
     ImGui::SameLine(0, 4);
     if (run.state() == PolicyRun::State::Running) {
       ImGui::ProgressBar(static_cast<float>(run.progress()), {80, 0});
@@ -104,7 +105,8 @@ void navigation_row(AppState& app) {
   ImGui::TextUnformatted("Colors");
   for (int c = 0; c < kColorModes; ++c) {
     ImGui::SameLine();
-    if (ImGui::RadioButton(kColorNames[c], app.color == static_cast<ColorMode>(c))) app.color = static_cast<ColorMode>(c);
+    if (ImGui::RadioButton(kColorNames[c], app.color == static_cast<ColorMode>(c)))
+      app.color = static_cast<ColorMode>(c);
   }
   ImGui::SameLine(0, 20);
   ImGui::TextUnformatted("Axis");

@@ -24,8 +24,8 @@ void draw_summary(AppState& app, ImVec2 size);
 void draw_help(AppState& app, ImVec2 size);
 
 // Shared helpers (view_common.cpp).
-std::string bytes_label(uint64_t bytes);          // "14.24 GiB"
-std::string signed_bytes_label(int64_t bytes);    // "+1.50 GiB" / "-512.00 MiB"
+std::string bytes_label(uint64_t bytes);           // "14.24 GiB"
+std::string signed_bytes_label(int64_t bytes);     // "+1.50 GiB" / "-512.00 MiB"
 std::string duration_label(int64_t microseconds);  // "3.2 s", "41 ms"
 ImU32 series_color(Series s);
 const char* series_name(Series s);
@@ -37,8 +37,8 @@ uint32_t stream_color(StreamIndex stream);
 // The color of an allocation site (one of the first kSiteColors recorded sites, else grey).
 uint32_t site_color(const TraceInfo& info, uint32_t site);
 // The strip for `run`'s snapshot at this size and color mode, from the cache when it fits.
-const BlockStrip& strip_for(AppState& app, const PolicyRun* run, int panel, const std::shared_ptr<const CursorSnapshot>& snap,
-                            int width, int rows);
+const BlockStrip& strip_for(AppState& app, const PolicyRun* run, int panel,
+                            const std::shared_ptr<const CursorSnapshot>& snap, int width, int rows);
 // Event range [begin, end) the timeline shows (zoom), clamped to the trace.
 std::pair<double, double> visible_range(const AppState& app);
 // Zooms the visible range by `factor` around event `anchor`; pans it by `shift` events.

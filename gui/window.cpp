@@ -1,8 +1,8 @@
 #include "gui/window.h"
 
 #define GLFW_INCLUDE_NONE
-#include <GLFW/glfw3.h>
 #include <GL/gl.h>
+#include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
@@ -15,9 +15,9 @@
 #include "allocators/registry.h"
 #include "gui/app_state.h"
 #include "gui/frame.h"
-#include "gui/view_table.h"
 #include "gui/model/recorded_run.h"
 #include "gui/screenshot.h"
+#include "gui/view_table.h"
 
 namespace fraglab::gui {
 

@@ -11,13 +11,13 @@ struct LaunchOptions {
   std::string trace;
   std::string second_trace;  // compared with the first (the compare view)
   std::vector<std::string> policies;
-  std::string at;          // "peak" or an event index
+  std::string at;  // "peak" or an event index
   std::string view = "blockmap";
   std::string color = "size";
-  std::string search;      // the events view's query
+  std::string search;          // the events view's query
   std::string align = "time";  // two traces: time, step or events
-  std::string capacity;    // device capacity, e.g. 80GiB; empty = unlimited
-  std::string screenshot;  // write the window to this PNG once everything is shown, then exit
+  std::string capacity;        // device capacity, e.g. 80GiB; empty = unlimited
+  std::string screenshot;      // write the window to this PNG once everything is shown, then exit
   int width = 1600, height = 1000;
   double screenshot_timeout_s = 300;
 };

@@ -40,9 +40,7 @@ RecordBuffer& buffer() {
 }
 const Clock::time_point start_time = Clock::now();
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_time).count();
-}
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_time).count(); }
 
 uint64_t handle(const void* p) { return reinterpret_cast<uint64_t>(p); }
 

@@ -17,8 +17,8 @@ enum class CallKind : uint8_t { Malloc, Free, MallocFailed };
 struct Record {
   uint64_t ptr;
   uint64_t size;
-  uint64_t stream;    // cudaStream_t handle (0 = legacy default stream)
-  int64_t time_ns;    // steady clock, since the recorder started
+  uint64_t stream;  // cudaStream_t handle (0 = legacy default stream)
+  int64_t time_ns;  // steady clock, since the recorder started
   CallKind kind;
   std::atomic<bool> ready;  // set last: the slot is complete
 };

@@ -64,7 +64,9 @@ code { background: #f3f3f3; padding: 1px 4px; border-radius: 3px; }
 .chart .axis { font-size: 12px; fill: #222; } .oom { color: #b00; font-weight: bold; }
 )";
 
-std::string swatch(size_t p) { return fmt::format("<span class=\"sw\" style=\"background:{}\"></span>", svg::palette(p)); }
+std::string swatch(size_t p) {
+  return fmt::format("<span class=\"sw\" style=\"background:{}\"></span>", svg::palette(p));
+}
 
 std::string html_policy_cell(const CompareResults& r, size_t p) {
   std::string note = policy_note(r, p);
@@ -79,8 +81,7 @@ std::string html_summary_row(const CompareResults& r, const PolicySummary& ps, c
       "<td class=n>{:.3f} s</td></tr>\n",
       rank, html_policy_cell(r, ps.policy), ratio_text(ps.geomean_ratio), ratio_text(ps.worst_ratio),
       ps.calls_per_alloc, pareto_mark(ps.pareto), std::isnan(ps.mean_rank) ? "-" : fmt::format("{:.2f}", ps.mean_rank),
-      ps.bound ? "-" : std::to_string(ps.wins), ps.traces, ps.ooms ? " oom" : "", ps.ooms,
-      ps.replay_seconds);
+      ps.bound ? "-" : std::to_string(ps.wins), ps.traces, ps.ooms ? " oom" : "", ps.ooms, ps.replay_seconds);
 }
 
 std::string html_ranking(const CompareResults& r, const CompareSummary& s) {
@@ -100,10 +101,11 @@ std::string html_ranking(const CompareResults& r, const CompareSummary& s) {
   }
   out += "</table>\n";
   if (!s.bounds.empty()) {
-    out += "<p>Bounds, not contenders: <code>passthrough</code> reserves the least memory a policy can without "
-           "caching, at one cudaMalloc and one cudaFree per request (~60 µs each on an H100 against ~0.2 µs for a "
-           "cached block); <code>oracle</code> plans with the whole future known.</p>\n" +
-           std::string(head);
+    out +=
+        "<p>Bounds, not contenders: <code>passthrough</code> reserves the least memory a policy can without "
+        "caching, at one cudaMalloc and one cudaFree per request (~60 µs each on an H100 against ~0.2 µs for a "
+        "cached block); <code>oracle</code> plans with the whole future known.</p>\n" +
+        std::string(head);
     for (const auto& ps : s.bounds) out += html_summary_row(r, ps, "bound");
     out += "</table>\n";
   }
@@ -117,7 +119,8 @@ std::string html_trace(const CompareResults& r, const CompareSummary& s, const s
   const CompareRow* any = nullptr;
   for (size_t p = 0; p < P && !any; ++p) any = cells[t * P + p];
   std::string name = trace_display_name(r.traces[t]);
-  std::string out = fmt::format("<h3 id=\"t{}\">{}</h3>\n<p><code>{}</code>", t, svg::escape(name), svg::escape(r.traces[t]));
+  std::string out =
+      fmt::format("<h3 id=\"t{}\">{}</h3>\n<p><code>{}</code>", t, svg::escape(name), svg::escape(r.traces[t]));
   if (!any) return out + ": no results in these shards.</p>\n";
   out += fmt::format(": {} replay events, live-bytes bound {}", any->events, format_size(any->live_bytes_bound));
   if (any->recorded_peak_reserved)
@@ -172,30 +175,34 @@ std::string html_trace(const CompareResults& r, const CompareSummary& s, const s
 
 std::string html_report(const CompareResults& r, const CompareSummary& s, const std::string& command) {
   auto cells = r.cell_table();
-  std::string out = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fraglab compare</title>\n<style>";
+  std::string out =
+      "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fraglab compare</title>\n<style>";
   out += kStyle;
   out += "</style></head><body>\n";
   out += fmt::format("<h1>fraglab compare: {} traces &times; {} policy configurations</h1>\n", r.traces.size(),
                      r.policies.size());
-  out += fmt::format("<p>Made by <code>{}</code>{}. Simulated device{}; peak reserved is compared with the live-bytes "
-                     "bound (the most bytes the program held at once: no allocator can reserve less).</p>\n",
-                     svg::escape(command), r.shard ? fmt::format(" (shard {}/{})", r.shard->index, r.shard->count) : "",
-                     r.capacity ? " of " + format_size(*r.capacity) + " (allocations that do not fit are skipped and counted as OOMs)"
-                                : " without a capacity limit");
+  out += fmt::format(
+      "<p>Made by <code>{}</code>{}. Simulated device{}; peak reserved is compared with the live-bytes "
+      "bound (the most bytes the program held at once: no allocator can reserve less).</p>\n",
+      svg::escape(command), r.shard ? fmt::format(" (shard {}/{})", r.shard->index, r.shard->count) : "",
+      r.capacity ? " of " + format_size(*r.capacity) + " (allocations that do not fit are skipped and counted as OOMs)"
+                 : " without a capacity limit");
   out += "<h2>Ranking</h2>\n" + html_ranking(r, s);
-  out += "<h2>Traces</h2>\n<p>The best policy of each trace is its best contender (bounds left out).</p>\n"
-         "<table><tr><th>trace</th><th>live-bytes bound</th><th>recorded peak</th><th>best policy</th>"
-         "<th>its peak reserved</th><th>reserved / bound</th><th>its device calls / alloc</th></tr>\n";
+  out +=
+      "<h2>Traces</h2>\n<p>The best policy of each trace is its best contender (bounds left out).</p>\n"
+      "<table><tr><th>trace</th><th>live-bytes bound</th><th>recorded peak</th><th>best policy</th>"
+      "<th>its peak reserved</th><th>reserved / bound</th><th>its device calls / alloc</th></tr>\n";
   for (size_t t = 0; t < r.traces.size(); ++t) {
     auto order = ranked_policies(s, t);
     if (order.empty()) continue;
     const CompareRow* best = cells[t * r.policies.size() + order[0]];
-    out += fmt::format("<tr><td><a href=\"#t{}\">{}</a></td><td class=n>{}</td><td class=n>{}</td><td><code>{}</code></td>"
-                       "<td class=n>{}</td><td class=n>{}</td><td class=n>{:.3f}</td></tr>\n",
-                       t, svg::escape(trace_display_name(r.traces[t])), format_size(best->live_bytes_bound),
-                       best->recorded_peak_reserved ? format_size(best->recorded_peak_reserved) : "-",
-                       svg::escape(r.policies[order[0]]), format_size(best->peak_reserved),
-                       ratio_text(best->reserved_over_bound()), calls_per_alloc(*best));
+    out += fmt::format(
+        "<tr><td><a href=\"#t{}\">{}</a></td><td class=n>{}</td><td class=n>{}</td><td><code>{}</code></td>"
+        "<td class=n>{}</td><td class=n>{}</td><td class=n>{:.3f}</td></tr>\n",
+        t, svg::escape(trace_display_name(r.traces[t])), format_size(best->live_bytes_bound),
+        best->recorded_peak_reserved ? format_size(best->recorded_peak_reserved) : "-",
+        svg::escape(r.policies[order[0]]), format_size(best->peak_reserved), ratio_text(best->reserved_over_bound()),
+        calls_per_alloc(*best));
   }
   out += "</table>\n";
   for (size_t t = 0; t < r.traces.size(); ++t) out += html_trace(r, s, cells, t);
@@ -209,33 +216,37 @@ std::string markdown_report(const CompareResults& r, const CompareSummary& s, co
   out += fmt::format("Made by `{}`{}; simulated device {}.\n\n", command,
                      r.shard ? fmt::format(" (shard {}/{})", r.shard->index, r.shard->count) : "",
                      r.capacity ? "of " + format_size(*r.capacity) : "without a capacity limit");
-  out += "## Ranking\n\nGeometric mean over the traces of peak reserved / live-bytes bound (1.000 = no overhead); "
-         "per-trace ranks by peak reserved, runs with OOMs last. Device calls per allocation sit beside it: a driver "
-         "call costs ~60 µs on an H100 against ~0.2 µs for a cached block. ★ marks the Pareto front of memory against "
-         "device calls (no other policy reserves less and calls the driver less often). Policies that take memory "
-         "up front say so; their peak reserved includes it.\n\n";
-  const char* head = "| rank | policy | geo. mean reserved/bound | worst | device calls / alloc | Pareto | mean rank | wins | "
-                     "OOMs | replay time |\n| ---: | --- | ---: | ---: | ---: | :---: | ---: | ---: | ---: | ---: |\n";
+  out +=
+      "## Ranking\n\nGeometric mean over the traces of peak reserved / live-bytes bound (1.000 = no overhead); "
+      "per-trace ranks by peak reserved, runs with OOMs last. Device calls per allocation sit beside it: a driver "
+      "call costs ~60 µs on an H100 against ~0.2 µs for a cached block. ★ marks the Pareto front of memory against "
+      "device calls (no other policy reserves less and calls the driver less often). Policies that take memory "
+      "up front say so; their peak reserved includes it.\n\n";
+  const char* head =
+      "| rank | policy | geo. mean reserved/bound | worst | device calls / alloc | Pareto | mean rank | wins | "
+      "OOMs | replay time |\n| ---: | --- | ---: | ---: | ---: | :---: | ---: | ---: | ---: | ---: |\n";
   auto summary_row = [&](const PolicySummary& ps, const std::string& rank) {
     std::string note = policy_note(r, ps.policy);
-    return fmt::format("| {} | `{}`{} | {} | {} | {:.3f} | {} | {} | {} | {} | {:.2f} s |\n", rank, r.policies[ps.policy],
-                       note.empty() ? "" : " (" + note + ")", ratio_text(ps.geomean_ratio), ratio_text(ps.worst_ratio),
-                       ps.calls_per_alloc, ps.pareto ? "★" : "",
+    return fmt::format("| {} | `{}`{} | {} | {} | {:.3f} | {} | {} | {} | {} | {:.2f} s |\n", rank,
+                       r.policies[ps.policy], note.empty() ? "" : " (" + note + ")", ratio_text(ps.geomean_ratio),
+                       ratio_text(ps.worst_ratio), ps.calls_per_alloc, ps.pareto ? "★" : "",
                        std::isnan(ps.mean_rank) ? "-" : fmt::format("{:.2f}", ps.mean_rank),
                        ps.bound ? "-" : std::to_string(ps.wins), ps.ooms, ps.replay_seconds);
   };
   out += head;
   for (size_t i = 0; i < s.ranking.size(); ++i) out += summary_row(s.ranking[i], std::to_string(i + 1));
   if (!s.bounds.empty()) {
-    out += "\nBounds, not contenders: `passthrough` reserves the least memory a policy can without caching, at one "
-           "cudaMalloc and one cudaFree per request; `oracle` plans with the whole future known.\n\n";
+    out +=
+        "\nBounds, not contenders: `passthrough` reserves the least memory a policy can without caching, at one "
+        "cudaMalloc and one cudaFree per request; `oracle` plans with the whole future known.\n\n";
     out += head;
     for (const auto& ps : s.bounds) out += summary_row(ps, "bound");
   }
-  out += "\n## Per trace\n\nBest and worst among the contenders (bounds left out).\n\n"
-         "| trace | live-bytes bound | recorded peak | best policy | its peak reserved | reserved/bound |"
-         " its device calls / alloc | worst policy | its peak reserved |\n"
-         "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: |\n";
+  out +=
+      "\n## Per trace\n\nBest and worst among the contenders (bounds left out).\n\n"
+      "| trace | live-bytes bound | recorded peak | best policy | its peak reserved | reserved/bound |"
+      " its device calls / alloc | worst policy | its peak reserved |\n"
+      "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: |\n";
   for (size_t t = 0; t < r.traces.size(); ++t) {
     auto order = ranked_policies(s, t);
     if (order.empty()) continue;

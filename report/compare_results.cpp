@@ -70,7 +70,8 @@ size_t CompareResults::policy_index(const std::string& policy) const {
 
 void CompareResults::sort_rows() {
   std::vector<std::pair<size_t, CompareRow>> keyed;
-  for (auto& row : rows) keyed.emplace_back(trace_index(row.trace) * policies.size() + policy_index(row.policy), std::move(row));
+  for (auto& row : rows)
+    keyed.emplace_back(trace_index(row.trace) * policies.size() + policy_index(row.policy), std::move(row));
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   rows.clear();
   for (auto& [key, row] : keyed) rows.push_back(std::move(row));
@@ -100,8 +101,8 @@ std::string results_csv(const CompareResults& r) {
                        csv_field(row.policy), row.events, row.allocs, row.live_bytes_bound, row.peak_reserved,
                        row.peak_allocated, row.reserved_over_bound(), row.gap_bytes(), row.fragmentation_at_peak(),
                        row.free_at_peak, row.largest_free_at_peak, row.free_ranges_at_peak, row.device_calls(),
-                       row.segment_allocs, row.segment_frees, row.maps, row.unmaps, row.failed_device_calls,
-                       row.ooms, row.recorded_peak_reserved);
+                       row.segment_allocs, row.segment_frees, row.maps, row.unmaps, row.failed_device_calls, row.ooms,
+                       row.recorded_peak_reserved);
   return out;
 }
 
@@ -143,14 +144,17 @@ std::string document(const json& head, const std::vector<json>& rows) {
   std::string out = "{\n";
   for (auto it = head.begin(); it != head.end(); ++it) out += fmt::format("  \"{}\": {},\n", it.key(), it->dump());
   out += "  \"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n    " : "\n    ") + rows[i].dump(-1, ' ', false, json::error_handler_t::replace);
+  for (size_t i = 0; i < rows.size(); ++i)
+    out += (i ? ",\n    " : "\n    ") + rows[i].dump(-1, ' ', false, json::error_handler_t::replace);
   out += rows.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;
 }
 
 json head_json(const CompareResults& r) {
-  json head = {{"fraglab_compare", 1}, {"capacity", r.capacity ? json(*r.capacity) : json(nullptr)},
-               {"traces", r.traces}, {"policies", r.policies}};
+  json head = {{"fraglab_compare", 1},
+               {"capacity", r.capacity ? json(*r.capacity) : json(nullptr)},
+               {"traces", r.traces},
+               {"policies", r.policies}};
   if (r.shard) head["shard"] = fmt::format("{}/{}", r.shard->index, r.shard->count);
   return head;
 }
@@ -201,7 +205,8 @@ template <typename T>
 T field(const json& j, const char* key, const std::string& path, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end()) throw FormatError::in_file(path, where + ": missing \"" + key + "\"");
-  if (!has_type<T>(*it)) throw FormatError::in_file(path, where + ": \"" + key + "\" is out of range or has the wrong type");
+  if (!has_type<T>(*it))
+    throw FormatError::in_file(path, where + ": \"" + key + "\" is out of range or has the wrong type");
   try {
     return it->template get<T>();
   } catch (const json::exception&) {
@@ -303,11 +308,13 @@ CompareResults merge_results(std::vector<CompareResults> shards, const std::vect
     int index = s.shard ? s.shard->index : 1;
     if ((s.shard ? s.shard->count : 1) != count)
       throw std::invalid_argument(names[i] + " is from a run split into a different number of shards");
-    if (!seen.insert(index).second) throw std::invalid_argument(names[i] + ": shard " + std::to_string(index) + " given twice");
+    if (!seen.insert(index).second)
+      throw std::invalid_argument(names[i] + ": shard " + std::to_string(index) + " given twice");
     for (auto& row : s.rows) merged.rows.push_back(std::move(row));
   }
   for (int k = 1; k <= count; ++k)
-    if (!seen.count(k)) throw std::invalid_argument("shard " + std::to_string(k) + "/" + std::to_string(count) + " is missing");
+    if (!seen.count(k))
+      throw std::invalid_argument("shard " + std::to_string(k) + "/" + std::to_string(count) + " is missing");
   merged.sort_rows();
   std::set<std::pair<std::string, std::string>> cells;
   for (const auto& row : merged.rows)

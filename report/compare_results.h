@@ -22,11 +22,11 @@ namespace fraglab {
 constexpr size_t kSeriesPoints = 200;
 
 struct CompareRow {
-  std::string trace;   // path as expanded
-  std::string policy;  // configuration string as given
-  uint64_t events = 0;            // replay events (alloc, free, empty_cache) replayed
-  uint64_t allocs = 0;            // of which allocations
-  uint64_t live_bytes_bound = 0;  // the trace's peak live requested bytes: no policy can reserve less
+  std::string trace;                    // path as expanded
+  std::string policy;                   // configuration string as given
+  uint64_t events = 0;                  // replay events (alloc, free, empty_cache) replayed
+  uint64_t allocs = 0;                  // of which allocations
+  uint64_t live_bytes_bound = 0;        // the trace's peak live requested bytes: no policy can reserve less
   uint64_t recorded_peak_reserved = 0;  // what the recording allocator reserved at peak (0: not recorded)
   uint64_t peak_reserved = 0, peak_reserved_event = 0;
   uint64_t peak_allocated = 0;
@@ -35,20 +35,18 @@ struct CompareRow {
   uint64_t failed_device_calls = 0;
   uint64_t ooms = 0;
   std::vector<uint64_t> series_event, series_reserved;  // see kSeriesPoints
-  double replay_seconds = 0;  // not reproducible: timings.json only
+  double replay_seconds = 0;                            // not reproducible: timings.json only
 
   uint64_t device_calls() const { return segment_allocs + segment_frees + maps + unmaps + reserves + releases; }
   // Peak reserved over the live-bytes bound (1 = no overhead at all); 0 when the bound is 0.
   double reserved_over_bound() const;
-  int64_t gap_bytes() const {
-    return static_cast<int64_t>(peak_reserved) - static_cast<int64_t>(live_bytes_bound);
-  }
+  int64_t gap_bytes() const { return static_cast<int64_t>(peak_reserved) - static_cast<int64_t>(live_bytes_bound); }
   // 1 - largest free range / free bytes inside reserved memory at the reserved peak.
   double fragmentation_at_peak() const;
 };
 
 struct ShardId {
-  int index = 1, count = 1;  // 1-based: shard K of N
+  int index = 1, count = 1;                       // 1-based: shard K of N
   static ShardId parse(const std::string& text);  // "K/N"; throws std::invalid_argument
 };
 
@@ -63,7 +61,7 @@ struct CompareResults {
   std::vector<const CompareRow*> cell_table() const;
   size_t trace_index(const std::string& trace) const;    // throws std::invalid_argument
   size_t policy_index(const std::string& policy) const;  // throws std::invalid_argument
-  void sort_rows();  // into matrix order
+  void sort_rows();                                      // into matrix order
 };
 
 std::string results_csv(const CompareResults& r);

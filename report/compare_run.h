@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "report/compare_results.h"
 #include "device/address_space.h"
+#include "report/compare_results.h"
 
 namespace fraglab {
 

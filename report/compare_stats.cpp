@@ -119,7 +119,8 @@ CompareSummary summarize(const CompareResults& results) {
   }
   std::vector<std::optional<std::tuple<bool, double, double>>> points;
   for (const auto& ps : s.ranking)
-    points.push_back(std::tuple(ps.ooms > 0, std::isnan(ps.geomean_ratio) ? HUGE_VAL : ps.geomean_ratio, ps.calls_per_alloc));
+    points.push_back(
+        std::tuple(ps.ooms > 0, std::isnan(ps.geomean_ratio) ? HUGE_VAL : ps.geomean_ratio, ps.calls_per_alloc));
   auto front = pareto_front(points);
   for (size_t i = 0; i < s.ranking.size(); ++i) s.ranking[i].pareto = front[i];
   auto key = [](const PolicySummary& a) {

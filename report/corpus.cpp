@@ -60,8 +60,10 @@ std::vector<std::string> expand_corpus(const std::vector<std::string>& paths) {
   for (const auto& p : paths) {
     if (!fs::exists(p) && is_glob(p)) {
       for (const auto& m : glob_matches(p)) {
-        if (fs::is_directory(m)) add_directory(m, out);
-        else if (has_trace_extension(m)) out.push_back(m);
+        if (fs::is_directory(m))
+          add_directory(m, out);
+        else if (has_trace_extension(m))
+          out.push_back(m);
       }
     } else {
       add_path(p, out);

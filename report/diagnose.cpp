@@ -10,8 +10,8 @@
 #include "allocators/policy_options.h"
 #include "allocators/registry.h"
 #include "report/alloc_groups.h"
-#include "traces/trace_stats.h"
 #include "sim/replay_simulated.h"
+#include "traces/trace_stats.h"
 
 namespace fraglab {
 
@@ -107,9 +107,9 @@ std::vector<ByteShare> stranded(const MemoryState& st, const BlockNamer& namer) 
     for (size_t k = 0; k < s.blocks.size(); ++k) {
       const StateBlock& b = st.blocks[s.blocks[k]];
       uint64_t part = k + 1 == s.blocks.size() ? s.free_bytes - given
-                                                : static_cast<uint64_t>(static_cast<long double>(s.free_bytes) *
-                                                                        static_cast<long double>(b.size) /
-                                                                        static_cast<long double>(s.allocated));
+                                               : static_cast<uint64_t>(static_cast<long double>(s.free_bytes) *
+                                                                       static_cast<long double>(b.size) /
+                                                                       static_cast<long double>(s.allocated));
       given += part;
       namer.add(shares, b, part);
     }
@@ -176,13 +176,15 @@ Verdict verdict_without_oom(const Trace& trace, const std::string& name, std::op
   v.recorded_conf = r.recorded_conf;
   v.recorded_setting_peak = r.recorded.peak_reserved;
   v.settings_tried = r.ranking.size();
-  double saving = r.recorded.peak_reserved ? 100.0 * (1.0 - static_cast<double>(v.peak_reserved) /
-                                                               static_cast<double>(r.recorded.peak_reserved))
-                                           : 0.0;
-  v.text = fmt::format("no OOM to explain. The lowest predicted peak reserved of {} settings tried is {} with "
-                       "PYTORCH_CUDA_ALLOC_CONF=\"{}\", {:.1f}% below the recorded setting's {} (recorded: {}).",
-                       v.settings_tried, format_size(v.peak_reserved), v.conf, saving,
-                       format_size(v.recorded_setting_peak), v.recorded_conf.empty() ? "every default" : v.recorded_conf);
+  double saving =
+      r.recorded.peak_reserved
+          ? 100.0 * (1.0 - static_cast<double>(v.peak_reserved) / static_cast<double>(r.recorded.peak_reserved))
+          : 0.0;
+  v.text = fmt::format(
+      "no OOM to explain. The lowest predicted peak reserved of {} settings tried is {} with "
+      "PYTORCH_CUDA_ALLOC_CONF=\"{}\", {:.1f}% below the recorded setting's {} (recorded: {}).",
+      v.settings_tried, format_size(v.peak_reserved), v.conf, saving, format_size(v.recorded_setting_peak),
+      v.recorded_conf.empty() ? "every default" : v.recorded_conf);
   return v;
 }
 
@@ -214,36 +216,37 @@ Verdict verdict_for_ooms(const Trace& trace, const std::string& name, uint64_t c
     v.kind = Verdict::Kind::Fits;
     v.conf = best.conf;
     v.peak_reserved = best.peak_reserved;
-    v.text = fmt::format("PYTORCH_CUDA_ALLOC_CONF=\"{}\" would have served every allocation{} within the capacity of "
-                         "{}: predicted peak reserved {} (the cheapest of {} settings tried; the recorded setting, {}, "
-                         "{}).",
-                         v.conf, probes.empty() ? "" : fmt::format(" and the {} failed request(s)", probes.size()),
-                         format_size(capacity), format_size(v.peak_reserved), v.settings_tried,
-                         conf_text(v.recorded_conf),
-                         r.recorded.fails() ? fmt::format("fails {} in the replay", r.recorded.ooms + r.recorded.recorded_ooms_failed())
-                                            : std::string("fits in the replay: the model disagrees with the recording"));
+    v.text = fmt::format(
+        "PYTORCH_CUDA_ALLOC_CONF=\"{}\" would have served every allocation{} within the capacity of "
+        "{}: predicted peak reserved {} (the cheapest of {} settings tried; the recorded setting, {}, "
+        "{}).",
+        v.conf, probes.empty() ? "" : fmt::format(" and the {} failed request(s)", probes.size()),
+        format_size(capacity), format_size(v.peak_reserved), v.settings_tried, conf_text(v.recorded_conf),
+        r.recorded.fails() ? fmt::format("fails {} in the replay", r.recorded.ooms + r.recorded.recorded_ooms_failed())
+                           : std::string("fits in the replay: the model disagrees with the recording"));
     return v;
   }
   v.kind = Verdict::Kind::NoSettingFits;
   double needed = static_cast<double>(v.needed_bytes);
   if (v.excess_bytes > 0) {
     v.reduce_percent = 100.0 * static_cast<double>(v.excess_bytes) / needed;
-    v.text = fmt::format("no setting fits: live bytes exceed the capacity by {} ({} needed, {} available); reduce the "
-                         "batch by about {:.0f}% (if memory scales with it; {} settings tried).",
-                         format_size(static_cast<uint64_t>(v.excess_bytes)), format_size(v.needed_bytes),
-                         format_size(capacity), std::ceil(v.reduce_percent), v.settings_tried);
+    v.text = fmt::format(
+        "no setting fits: live bytes exceed the capacity by {} ({} needed, {} available); reduce the "
+        "batch by about {:.0f}% (if memory scales with it; {} settings tried).",
+        format_size(static_cast<uint64_t>(v.excess_bytes)), format_size(v.needed_bytes), format_size(capacity),
+        std::ceil(v.reduce_percent), v.settings_tried);
   } else {
     // The live bytes fit, the allocator's overhead does not: size the cut by the best setting's.
     uint64_t free_at_oom = 0;
     for (const auto& d : rep.ooms) free_at_oom = std::max(free_at_oom, d.state.free_bytes);
     double over = static_cast<double>(v.needed_bytes + free_at_oom) - static_cast<double>(capacity);
     v.reduce_percent = over > 0 ? 100.0 * over / static_cast<double>(v.needed_bytes + free_at_oom) : 0.0;
-    v.text = fmt::format("no setting of {} tried fits, although the live bytes ({}) are {} below the capacity: the "
-                         "rest is stranded in free ranges too small for the requests (up to {} free at an OOM); reduce "
-                         "the batch by about {:.0f}%, or free or reuse the pinning blocks listed above.",
-                         v.settings_tried, format_size(v.needed_bytes),
-                         format_size(static_cast<uint64_t>(-v.excess_bytes)), format_size(free_at_oom),
-                         std::ceil(v.reduce_percent));
+    v.text = fmt::format(
+        "no setting of {} tried fits, although the live bytes ({}) are {} below the capacity: the "
+        "rest is stranded in free ranges too small for the requests (up to {} free at an OOM); reduce "
+        "the batch by about {:.0f}%, or free or reuse the pinning blocks listed above.",
+        v.settings_tried, format_size(v.needed_bytes), format_size(static_cast<uint64_t>(-v.excess_bytes)),
+        format_size(free_at_oom), std::ceil(v.reduce_percent));
   }
   return v;
 }
@@ -311,13 +314,15 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
   if (o.at.kind == DiagnoseAt::Oom) {
     for (const Probe& p : recorded) moments.push_back({p.event_index, p.size, p.stream, Diagnosis::Source::Recorded});
     if (!recorded.empty() && !whole.ooms.empty())  // allocations the recording served: the model disagrees
-      rep.note = fmt::format("the replay under the capacity also fails {} allocation(s) the recording served (the "
-                             "first at event {}).", whole.ooms.size(), whole.ooms.front().event_index);
+      rep.note = fmt::format(
+          "the replay under the capacity also fails {} allocation(s) the recording served (the "
+          "first at event {}).",
+          whole.ooms.size(), whole.ooms.front().event_index);
     if (moments.empty())
       for (const OomRecord& r : whole.ooms) {
         if (moments.size() == kMaxReplayOoms) {
-          rep.note = fmt::format("the replay ran out of memory {} times; the first {} are diagnosed.", whole.ooms.size(),
-                                 kMaxReplayOoms);
+          rep.note = fmt::format("the replay ran out of memory {} times; the first {} are diagnosed.",
+                                 whole.ooms.size(), kMaxReplayOoms);
           break;
         }
         moments.push_back({r.event_index, r.size, r.stream, Diagnosis::Source::Replay});
@@ -334,8 +339,8 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
     moments.push_back({o.at.event, asks ? e.size : 0, e.stream, Diagnosis::Source::Event});
   }
   if (moments.empty())  // the peak: the state right after the event that set it
-    moments.push_back({std::min<uint64_t>(whole.reserved.event_index + 1, trace.events.size()), 0, 0,
-                       Diagnosis::Source::Peak});
+    moments.push_back(
+        {std::min<uint64_t>(whole.reserved.event_index + 1, trace.events.size()), 0, 0, Diagnosis::Source::Peak});
 
   SteppedReplay replay(trace, spec, capacity);
   for (const Moment& m : moments) {
@@ -350,12 +355,15 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
   if (!tunable) {
     rep.verdict.text = "the verdict searches PYTORCH_CUDA_ALLOC_CONF: only for --policy pytorch.";
   } else if (!any_oom) {
-    if (o.search) rep.verdict = verdict_without_oom(trace, name, capacity, o);
-    else rep.verdict.text = "no search (--no-search).";
+    if (o.search)
+      rep.verdict = verdict_without_oom(trace, name, capacity, o);
+    else
+      rep.verdict.text = "no search (--no-search).";
   } else if (!capacity) {
     rep.verdict.kind = Verdict::Kind::NeedsCapacity;
-    rep.verdict.text = "the device's capacity is not known: give --capacity (set_per_process_memory_fraction x the "
-                       "device's memory, or the memory the job could use) to search for a setting that fits.";
+    rep.verdict.text =
+        "the device's capacity is not known: give --capacity (set_per_process_memory_fraction x the "
+        "device's memory, or the memory the job could use) to search for a setting that fits.";
   } else {
     rep.verdict = verdict_for_ooms(trace, name, *capacity, rep, recorded, o);
   }

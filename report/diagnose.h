@@ -28,7 +28,7 @@ namespace fraglab {
 // Where to look.
 struct DiagnoseAt {
   enum Kind { Oom, Peak, Event } kind = Oom;
-  uint64_t event = 0;  // for Event
+  uint64_t event = 0;                                // for Event
   static DiagnoseAt parse(const std::string& text);  // "oom", "peak" or an event index; throws std::invalid_argument
 };
 
@@ -37,7 +37,7 @@ struct DiagnoseOptions {
   DiagnoseAt at;
   bool search = true;  // run tune's search for the verdict
   unsigned jobs = 0;
-  size_t top = 8;      // segments and pinning groups listed per OOM
+  size_t top = 8;  // segments and pinning groups listed per OOM
 };
 
 // The OOMs a trace recorded (EventKind::Oom): the requests its allocator could not serve.
@@ -47,15 +47,15 @@ std::vector<Probe> recorded_oom_requests(const Trace& trace);
 struct ByteShare {
   std::string key;
   uint64_t bytes = 0;
-  uint64_t count = 0;    // free ranges, or pinning blocks
-  uint64_t largest = 0;  // largest free range, or largest pinning block
+  uint64_t count = 0;          // free ranges, or pinning blocks
+  uint64_t largest = 0;        // largest free range, or largest pinning block
   uint64_t oldest_events = 0;  // pinning groups: events since the oldest block's allocation
   double oldest_seconds = 0;   // ... and in seconds of the trace's clock
 };
 
 // A segment whose free bytes would serve the request if they were one range.
 struct PinnedSegment {
-  uint32_t segment = 0;  // index into the state's segments
+  uint32_t segment = 0;              // index into the state's segments
   std::vector<ByteShare> pinned_by;  // its live blocks grouped by site / size class, most bytes first
 };
 
@@ -64,7 +64,8 @@ struct Diagnosis {
   uint64_t event_index = 0;    // the failing request's event (or the moment looked at)
   uint64_t request_bytes = 0;  // 0 at a peak
   StreamIndex stream = 0;
-  bool served_in_replay = false;  // the policy served the request at this state (the model disagrees with the recording)
+  bool served_in_replay =
+      false;  // the policy served the request at this state (the model disagrees with the recording)
   MemoryState state;
   uint64_t rounding_waste = 0;  // allocated - requested: bytes blocks hold past their requests
   std::vector<ByteShare> free_by_kind, free_by_stream, free_by_pool;
@@ -81,18 +82,18 @@ struct Verdict {
   uint64_t peak_reserved = 0;  // its predicted peak
   uint64_t recorded_setting_peak = 0;
   std::string recorded_conf;
-  uint64_t needed_bytes = 0;   // NoSettingFits: the most live bytes (with the request) at an OOM
-  int64_t excess_bytes = 0;    // needed - capacity
-  double reduce_percent = 0;   // excess / needed
+  uint64_t needed_bytes = 0;  // NoSettingFits: the most live bytes (with the request) at an OOM
+  int64_t excess_bytes = 0;   // needed - capacity
+  double reduce_percent = 0;  // excess / needed
   size_t settings_tried = 0;
-  std::string text;            // one paragraph for people
+  std::string text;  // one paragraph for people
 };
 
 struct DiagnoseReport {
   std::string trace, policy;
   std::optional<uint64_t> capacity;
   uint64_t live_bytes_bound = 0, recorded_peak_reserved = 0, peak_reserved = 0;
-  std::string note;  // why the moments are what they are (no OOM recorded, ...)
+  std::string note;             // why the moments are what they are (no OOM recorded, ...)
   std::vector<Diagnosis> ooms;  // one per moment looked at (OOMs, or the peak, or the event)
   Verdict verdict;
 };

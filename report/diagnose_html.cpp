@@ -55,25 +55,32 @@ std::string block_map(const Diagnosis& d, const Trace& trace, std::map<std::stri
   int y = 2;
   for (uint32_t i : rows) {
     const StateSegment& s = st.segments[i];
-    bool framed = std::any_of(d.could_serve.begin(), d.could_serve.end(), [&](const PinnedSegment& c) { return c.segment == i; });
-    auto x = [&](Addr a) { return kLabelWidth + static_cast<double>(a - s.addr) * kBarWidth / static_cast<double>(s.size); };
+    bool framed =
+        std::any_of(d.could_serve.begin(), d.could_serve.end(), [&](const PinnedSegment& c) { return c.segment == i; });
+    auto x = [&](Addr a) {
+      return kLabelWidth + static_cast<double>(a - s.addr) * kBarWidth / static_cast<double>(s.size);
+    };
     svg += fmt::format("<text x=\"0\" y=\"{}\">{} {}</text>\n", y + kRowHeight - 3, s.kind, format_size(s.size));
-    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#d8d8d8\"><title>unmapped</title></rect>\n",
-                       kLabelWidth, y, kBarWidth, kRowHeight);
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#d8d8d8\"><title>unmapped</title></rect>\n",
+        kLabelWidth, y, kBarWidth, kRowHeight);
     for (const FreeRange& f : s.free_ranges)
-      svg += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#fff\"><title>free {}</title></rect>\n",
-                         x(f.addr), y, std::max(0.5, x(f.addr + f.size) - x(f.addr)), kRowHeight, format_size(f.size));
+      svg += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#fff\"><title>free {}</title></rect>\n",
+          x(f.addr), y, std::max(0.5, x(f.addr + f.size) - x(f.addr)), kRowHeight, format_size(f.size));
     for (uint32_t b : s.blocks) {
       const StateBlock& blk = st.blocks[b];
       std::string label = labels.label(by, trace.events[blk.alloc_index]);
       size_t color = colors.emplace(label, colors.size()).first->second;
-      svg += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{} ({}), "
-                         "allocated at event {}</title></rect>\n",
-                         x(blk.addr), y, std::max(0.5, x(blk.addr + blk.size) - x(blk.addr)), kRowHeight,
-                         svg::palette(color), svg::escape(label), format_size(blk.size), blk.alloc_index);
+      svg += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{} ({}), "
+          "allocated at event {}</title></rect>\n",
+          x(blk.addr), y, std::max(0.5, x(blk.addr + blk.size) - x(blk.addr)), kRowHeight, svg::palette(color),
+          svg::escape(label), format_size(blk.size), blk.alloc_index);
     }
-    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n",
-                       kLabelWidth, y, kBarWidth, kRowHeight, framed ? "#d00" : "#999", framed ? 2 : 0.5);
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n",
+        kLabelWidth, y, kBarWidth, kRowHeight, framed ? "#d00" : "#999", framed ? 2 : 0.5);
     y += kRowHeight + kGap;
   }
   svg += "</svg>\n";
@@ -99,32 +106,37 @@ std::string moment_html(const Diagnosis& d, const DiagnoseReport& r, const Trace
   row("largest free range", format_size(st.largest_free));
   if (r.capacity) row("capacity", format_size(*r.capacity));
   out += "</table>\n";
-  out += shares_table(d.free_by_kind, "free by segment kind", 10) + shares_table(d.free_by_stream, "free by stream", 10);
+  out +=
+      shares_table(d.free_by_kind, "free by segment kind", 10) + shares_table(d.free_by_stream, "free by stream", 10);
   if (!d.free_by_pool.empty()) out += shares_table(d.free_by_pool, "free by pool", 10);
-  out += shares_table(d.stranded_by, d.by_site ? "stranded free bytes by pinning call site"
-                                               : "stranded free bytes by pinning size class", 15);
+  out += shares_table(
+      d.stranded_by,
+      d.by_site ? "stranded free bytes by pinning call site" : "stranded free bytes by pinning size class", 15);
   std::map<std::string, size_t> colors;
   std::string map = block_map(d, trace, colors);
-  out += "<p>Block map (one row per segment, address order; white = free, grey = unmapped, red frame = its free "
-         "bytes would serve the request as one range):</p>\n<div>";
+  out +=
+      "<p>Block map (one row per segment, address order; white = free, grey = unmapped, red frame = its free "
+      "bytes would serve the request as one range):</p>\n<div>";
   std::vector<std::pair<size_t, std::string>> legend;
   for (const auto& [label, k] : colors) legend.emplace_back(k, label);
   std::sort(legend.begin(), legend.end());
   for (size_t k = 0; k < legend.size() && k < 20; ++k)
-    out += fmt::format("<span><span class=\"sw\" style=\"background:{}\"></span>{}</span> &nbsp; ", svg::palette(legend[k].first),
-                       svg::escape(legend[k].second));
+    out += fmt::format("<span><span class=\"sw\" style=\"background:{}\"></span>{}</span> &nbsp; ",
+                       svg::palette(legend[k].first), svg::escape(legend[k].second));
   return out + "</div>\n" + map;
 }
 
 }  // namespace
 
 std::string diagnose_html(const DiagnoseReport& r, const Trace& trace, const std::string& command) {
-  std::string out = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fraglab diagnose</title>\n<style>";
+  std::string out =
+      "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fraglab diagnose</title>\n<style>";
   out += kStyle;
   out += "</style></head><body>\n";
   out += "<h1>fraglab diagnose: " + svg::escape(r.trace) + "</h1>\n";
   out += "<p>Made by <code>" + svg::escape(command) + "</code>. Policy <code>" + svg::escape(r.policy) + "</code> on " +
-         (r.capacity ? "a simulated device of " + format_size(*r.capacity) : std::string("an unlimited simulated device")) +
+         (r.capacity ? "a simulated device of " + format_size(*r.capacity)
+                     : std::string("an unlimited simulated device")) +
          "; live-bytes bound " + format_size(r.live_bytes_bound) + ".</p>\n";
   if (!r.note.empty()) out += "<p>" + svg::escape(r.note) + "</p>\n";
   out += "<p class=\"verdict\"><b>Verdict:</b> " + svg::escape(r.verdict.text) + "</p>\n";

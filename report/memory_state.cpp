@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "allocators/detail/pytorch_config.h"
 #include "allocators/detail/pytorch_caching_allocator.h"
+#include "allocators/detail/pytorch_config.h"
 
 namespace fraglab {
 
@@ -14,7 +14,8 @@ namespace {
 uint64_t pytorch_max_split_size(const PolicySpec& spec, const TraceMeta& meta) {
   detail::PytorchAllocatorConfig config;
   if (spec.options.get(detail::kRecordedSettings)) config.apply_recorded(meta.allocator_settings);
-  if (spec.options.has("max_split_size_mb")) config.apply("max_split_size_mb:" + spec.options.get_string("max_split_size_mb", ""));
+  if (spec.options.has("max_split_size_mb"))
+    config.apply("max_split_size_mb:" + spec.options.get_string("max_split_size_mb", ""));
   return config.max_split_size;
 }
 
@@ -25,12 +26,16 @@ void classify_pytorch(StateSegment& s, const std::vector<StateBlock>& blocks, ui
   if (s.kind == "virtual range") {
     s.kind = "expandable";
     // One expandable segment serves one pool; its live blocks tell which (small ones are at most 1 MiB).
-    if (s.blocks.empty()) s.pool = "unknown";
-    else s.pool = blocks[s.blocks.front()].size <= detail::kSmallSize ? "small" : "large";
+    if (s.blocks.empty())
+      s.pool = "unknown";
+    else
+      s.pool = blocks[s.blocks.front()].size <= detail::kSmallSize ? "small" : "large";
     return;
   }
-  if (s.size == detail::kSmallBuffer) s.kind = s.pool = "small";
-  else s.kind = s.size >= max_split_size ? "oversize" : "large", s.pool = "large";
+  if (s.size == detail::kSmallBuffer)
+    s.kind = s.pool = "small";
+  else
+    s.kind = s.size >= max_split_size ? "oversize" : "large", s.pool = "large";
 }
 
 }  // namespace
@@ -58,7 +63,8 @@ MemoryState capture_state(const SteppedReplay& replay, const PolicySpec& spec) {
   };
   for (const BlockRecord& b : engine.blocks())
     if (b.live) st.blocks.push_back({b.addr, b.size, b.requested, b.alloc_index, b.stream, 0});
-  std::sort(st.blocks.begin(), st.blocks.end(), [](const StateBlock& a, const StateBlock& b) { return a.addr < b.addr; });
+  std::sort(st.blocks.begin(), st.blocks.end(),
+            [](const StateBlock& a, const StateBlock& b) { return a.addr < b.addr; });
   for (uint32_t i = 0; i < st.blocks.size(); ++i) {
     StateBlock& b = st.blocks[i];
     b.segment = segment_of(b.addr);

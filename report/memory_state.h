@@ -21,7 +21,7 @@ struct StateBlock {
   uint64_t size = 0, requested = 0;
   uint64_t alloc_index = 0;  // the alloc event (its stack, time and age)
   StreamIndex stream = 0;
-  uint32_t segment = 0;      // index into MemoryState::segments
+  uint32_t segment = 0;  // index into MemoryState::segments
 };
 
 struct FreeRange {
@@ -31,13 +31,13 @@ struct FreeRange {
 
 struct StateSegment {
   Addr addr = 0;
-  uint64_t size = 0;          // address span
-  uint64_t mapped = 0;        // physical bytes inside it (= size for a cudaMalloc'd segment)
-  std::string kind;           // "small", "large", "oversize", "expandable"; "segment", "virtual range"
-  std::string pool;           // PyTorch's pool ("small", "large"; "unknown" for an empty expandable range), after a private
-                              // pool's id ("(1, 0) large") for a CUDA graph's or MemPool's; "" for other policies
+  uint64_t size = 0;    // address span
+  uint64_t mapped = 0;  // physical bytes inside it (= size for a cudaMalloc'd segment)
+  std::string kind;     // "small", "large", "oversize", "expandable"; "segment", "virtual range"
+  std::string pool;     // PyTorch's pool ("small", "large"; "unknown" for an empty expandable range), after a private
+                        // pool's id ("(1, 0) large") for a CUDA graph's or MemPool's; "" for other policies
   std::optional<StreamIndex> stream;
-  uint64_t allocated = 0;     // live block bytes
+  uint64_t allocated = 0;  // live block bytes
   uint64_t free_bytes = 0, largest_free = 0;
   std::vector<uint32_t> blocks;  // indices into MemoryState::blocks, by address
   std::vector<FreeRange> free_ranges;

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::array<const char*, 5> kSetNames = {"results.csv", "results.json", "timings.json", "report.html",
-                                                   "summary.md"};
+                                                  "summary.md"};
 
 bool is_set_name(const fs::path& name) {
   for (const char* n : kSetNames)
@@ -47,7 +47,8 @@ class DirectorySet {
     std::error_code ec;
     fs::create_directories(parent, ec);
     if (ec) throw std::runtime_error("cannot create directory " + parent.string() + ": " + ec.message());
-    if (fs::exists(dir_) && !fs::is_directory(dir_)) throw std::runtime_error("cannot write " + dir + ": not a directory");
+    if (fs::exists(dir_) && !fs::is_directory(dir_))
+      throw std::runtime_error("cannot write " + dir + ": not a directory");
     staging_ = parent / ("." + dir_.filename().string() + ".tmp." + std::to_string(::getpid()));
     fs::remove_all(staging_, ec);
     if (::mkdir(staging_.c_str(), 0777) != 0) fail("cannot create a staging directory", staging_, errno);

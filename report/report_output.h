@@ -12,7 +12,9 @@ namespace fraglab {
 struct ReportPaths {
   std::string dir;  // -o DIR: every file under its default name unless named below
   std::string csv, json, timings, html, md;
-  bool any() const { return !dir.empty() || !csv.empty() || !json.empty() || !timings.empty() || !html.empty() || !md.empty(); }
+  bool any() const {
+    return !dir.empty() || !csv.empty() || !json.empty() || !timings.empty() || !html.empty() || !md.empty();
+  }
 };
 
 // Writes the files `paths` asks for; `command` is quoted in the reports. Returns the Markdown summary.

@@ -26,8 +26,10 @@ void StreamRecordingDevice::do_unmap_pages(Addr addr, uint64_t size) {
   auto cut = [&](std::map<Addr, Piece>::iterator run) {
     Addr run_end = run->first + run->second.size;
     Piece piece = run->second;
-    if (run->first < addr) run->second.size = addr - run->first;
-    else run = pieces_.erase(run);
+    if (run->first < addr)
+      run->second.size = addr - run->first;
+    else
+      run = pieces_.erase(run);
     if (run_end > end) pieces_[end] = {run_end - end, piece.stream, piece.pool};
     return run;
   };
@@ -82,6 +84,5 @@ bool SteppedReplay::probe(const Probe& request) {
   policy_->deallocate(*block);
   return true;
 }
-
 
 }  // namespace fraglab

@@ -25,6 +25,7 @@ namespace fraglab {
 class StreamRecordingDevice final : public Device {
  public:
   explicit StreamRecordingDevice(Device& upstream) : upstream_(upstream) {}
+
  private:
   // The Device interface (device/device.h); its public calls check the arguments first.
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
@@ -37,8 +38,8 @@ class StreamRecordingDevice final : public Device {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override { return upstream_.alias_pages(dst, src, size); }
   uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes(); }
   std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
- public:
 
+ public:
   // The stream memory at `addr` was obtained for (the first mapping's, for a virtual range), if any.
   std::optional<StreamIndex> stream_at(Addr addr) const;
   // The pool of the request memory at `addr` was obtained for (0: the default pools, or unknown).
@@ -91,6 +92,5 @@ class SteppedReplay {
   std::unique_ptr<ReplayEngine> engine_;
   uint64_t position_ = 0;
 };
-
 
 }  // namespace fraglab

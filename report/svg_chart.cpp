@@ -36,11 +36,20 @@ std::string escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -79,9 +88,11 @@ std::string line_chart(const std::vector<Series>& series, const std::string& x_l
       top + ph / 2, top + ph / 2, escape(y_label));
   for (const auto& s : series) {
     std::string points;
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) points += fmt::format("{:.1f},{:.1f} ", X(s.x[i]), Y(s.y[i]));
-    out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>\n",
-                       s.color, points, escape(s.name));
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+      points += fmt::format("{:.1f},{:.1f} ", X(s.x[i]), Y(s.y[i]));
+    out += fmt::format(
+        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>\n",
+        s.color, points, escape(s.name));
   }
   if (reference > 0)
     out += fmt::format(

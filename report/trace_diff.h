@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "device/tracking_device.h"
 #include "report/alloc_groups.h"
 #include "sim/metrics.h"
-#include "device/tracking_device.h"
 
 namespace fraglab {
 

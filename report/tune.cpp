@@ -31,9 +31,7 @@ std::vector<TuneDimension> pytorch_search_space(bool with_capacity) {
   return space;
 }
 
-size_t TuneCandidate::keys_set() const {
-  return conf.empty() ? 0 : PolicyOptions::parse(conf).values().size();
-}
+size_t TuneCandidate::keys_set() const { return conf.empty() ? 0 : PolicyOptions::parse(conf).values().size(); }
 
 bool TuneReport::fits() const {
   const TuneCandidate& b = best();
@@ -125,7 +123,8 @@ class Search {
     c.peak_reserved = r.reserved.bytes;
     c.peak_allocated = r.allocated.bytes;
     c.device_calls = r.calls.total();
-    c.ooms = static_cast<uint64_t>(std::count_if(r.ooms.begin(), r.ooms.end(), [](const OomRecord& o) { return !o.recorded; }));
+    c.ooms = static_cast<uint64_t>(
+        std::count_if(r.ooms.begin(), r.ooms.end(), [](const OomRecord& o) { return !o.recorded; }));
     c.recorded_ooms = r.recorded_ooms.size();
     c.recorded_ooms_served = r.recorded_ooms_served();
     c.seconds = r.seconds;
@@ -163,7 +162,8 @@ std::string canonical_conf(const std::string& recorded, const std::vector<TuneDi
 }
 
 // Stage 2's lists: each knob's values by their sweep result, one per distinct outcome.
-std::vector<std::vector<size_t>> promising_values(const Search& s, const std::vector<TuneDimension>& space, size_t keep) {
+std::vector<std::vector<size_t>> promising_values(const Search& s, const std::vector<TuneDimension>& space,
+                                                  size_t keep) {
   std::vector<std::vector<size_t>> kept(space.size());
   for (size_t d = 0; d < space.size(); ++d) {
     std::vector<size_t> order(space[d].values.size());
@@ -173,10 +173,12 @@ std::vector<std::vector<size_t>> promising_values(const Search& s, const std::ve
       c[d] = v;
       return &s.at(c);
     };
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score(*alone(a)) < score(*alone(b)); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return score(*alone(a)) < score(*alone(b)); });
     std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> outcomes;
     for (size_t v : order) {
-      auto outcome = std::tuple(alone(v)->peak_reserved, alone(v)->device_calls, alone(v)->ooms, alone(v)->recorded_ooms_failed());
+      auto outcome =
+          std::tuple(alone(v)->peak_reserved, alone(v)->device_calls, alone(v)->ooms, alone(v)->recorded_ooms_failed());
       if (std::find(outcomes.begin(), outcomes.end(), outcome) != outcomes.end()) continue;
       outcomes.push_back(outcome);
       kept[d].push_back(v);
@@ -222,7 +224,8 @@ uint64_t oom_live_excess(const Trace& trace, uint64_t capacity) {
 }
 
 TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
-  if (!find_policy(o.policy)) throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
+  if (!find_policy(o.policy))
+    throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
   return tune(load_trace(trace_path), trace_path, o);
 }
 

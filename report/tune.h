@@ -37,10 +37,10 @@ struct TuneDimension {
 std::vector<TuneDimension> pytorch_search_space(bool with_capacity);
 
 struct TuneCandidate {
-  std::string conf;  // "key:value,key:value" ("" = every default)
+  std::string conf;   // "key:value,key:value" ("" = every default)
   std::string stage;  // "recorded", "given", "sweep", "combine" or "refine": where it was first tried
   uint64_t peak_reserved = 0, peak_allocated = 0, device_calls = 0;
-  uint64_t ooms = 0;                  // the trace's requests this setting failed
+  uint64_t ooms = 0;                                     // the trace's requests this setting failed
   uint64_t recorded_ooms = 0, recorded_ooms_served = 0;  // the recording's OOMs, and how many this setting serves
   uint64_t recorded_ooms_failed() const { return recorded_ooms - recorded_ooms_served; }
   double seconds = 0;
@@ -53,23 +53,23 @@ struct TuneOptions {
   std::vector<TuneDimension> space;  // empty: pytorch_search_space
   std::optional<uint64_t> capacity;
   std::vector<std::string> also;  // settings to try besides the search (e.g. the ones in use), ranked with the rest
-  unsigned jobs = 0;       // threads; 0 = every core
+  unsigned jobs = 0;              // threads; 0 = every core
   size_t keep_per_dimension = 3;  // values of each knob carried into the product
 };
 
 struct TuneReport {
   std::string trace, policy;
   uint64_t events = 0, live_bytes_bound = 0, recorded_peak_reserved = 0;
-  std::string recorded_conf;      // the trace's PYTORCH_CUDA_ALLOC_CONF, "" when none recorded
+  std::string recorded_conf;  // the trace's PYTORCH_CUDA_ALLOC_CONF, "" when none recorded
   std::optional<uint64_t> capacity;
-  std::string capacity_note;      // how the capacity was inferred, when it was
+  std::string capacity_note;  // how the capacity was inferred, when it was
   // When even the best setting fails a recorded OOM: by how much the live bytes at that OOM (the
   // request included) exceed the capacity, the largest over the recorded OOMs (0: they fit in bytes).
   uint64_t oom_live_excess = 0;
-  TuneCandidate recorded;         // the recorded setting, replayed
+  TuneCandidate recorded;              // the recorded setting, replayed
   std::vector<TuneCandidate> ranking;  // every setting tried, best first
-  size_t search_space_size = 0;   // settings an exhaustive grid would replay
-  double seconds = 0;             // wall time of the search, loading excluded
+  size_t search_space_size = 0;        // settings an exhaustive grid would replay
+  double seconds = 0;                  // wall time of the search, loading excluded
   unsigned threads = 1;
 
   const TuneCandidate& best() const { return ranking.front(); }

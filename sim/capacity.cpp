@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "allocators/detail/pytorch_config.h"
 #include "allocators/detail/pytorch_caching_allocator.h"
+#include "allocators/detail/pytorch_config.h"
 
 namespace fraglab {
 
@@ -25,7 +25,8 @@ std::optional<double> simplest_fraction(uint64_t low, uint64_t high, uint64_t to
 
 // The segment size malloc checked against the limit to serve the first request at or after `from`
 // (get_allocation_size of round_size under the recorded settings).
-uint64_t next_request_segment(const std::vector<Event>& events, size_t from, const detail::PytorchAllocatorConfig& config) {
+uint64_t next_request_segment(const std::vector<Event>& events, size_t from,
+                              const detail::PytorchAllocatorConfig& config) {
   for (size_t i = from; i < events.size(); ++i)
     if (events[i].kind == EventKind::Alloc)
       return detail::pytorch_allocation_size(detail::pytorch_round_size(events[i].size, config));
@@ -92,14 +93,15 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         ++out.ooms;
         const uint64_t segment = detail::pytorch_allocation_size(e.size);  // e.size is round_size()'s
         out.high = std::min(out.high, reserved + segment - 1);
-        const uint64_t device_free = e.addr;  // 0: not recorded
+        const uint64_t device_free = e.addr;              // 0: not recorded
         if (device_free != 0 && device_free < segment) {  // the GPU had no room: cudaMalloc failed
           out.device_limit = true;
           device_bound = std::min(device_bound, reserved + device_free);
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
     previous = e.kind;
   }
@@ -123,17 +125,20 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
 
 std::string InferredCapacity::describe(uint64_t total_memory) const {
   if (device_limit)
-    return fmt::format("capacity {} bytes inferred from {} recorded OOM(s): the GPU ran out (reserved + free device "
-                       "memory at the failure)",
-                       bytes, ooms);
+    return fmt::format(
+        "capacity {} bytes inferred from {} recorded OOM(s): the GPU ran out (reserved + free device "
+        "memory at the failure)",
+        bytes, ooms);
   if (fraction)
-    return fmt::format("capacity {} bytes inferred from {} recorded OOM(s) and the allocator's retries: "
-                       "set_per_process_memory_fraction({:g}) of {} bytes (any limit in [{}, {}] explains the "
-                       "recording; --capacity overrides)",
-                       bytes, ooms, *fraction, total_memory, low, high);
-  return fmt::format("capacity {} bytes inferred from {} recorded OOM(s): a limit below what the GPU had free (range "
-                     "[{}, {}]; --capacity overrides)",
-                     bytes, ooms, low, high);
+    return fmt::format(
+        "capacity {} bytes inferred from {} recorded OOM(s) and the allocator's retries: "
+        "set_per_process_memory_fraction({:g}) of {} bytes (any limit in [{}, {}] explains the "
+        "recording; --capacity overrides)",
+        bytes, ooms, *fraction, total_memory, low, high);
+  return fmt::format(
+      "capacity {} bytes inferred from {} recorded OOM(s): a limit below what the GPU had free (range "
+      "[{}, {}]; --capacity overrides)",
+      bytes, ooms, low, high);
 }
 
 std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note) {

@@ -21,12 +21,11 @@
 
 namespace fraglab {
 
-
 struct InferredCapacity {
-  uint64_t bytes = 0;          // the capacity to replay with
-  uint64_t low = 0, high = 0;  // every capacity in [low, high] is consistent with the recording
+  uint64_t bytes = 0;              // the capacity to replay with
+  uint64_t low = 0, high = 0;      // every capacity in [low, high] is consistent with the recording
   std::optional<double> fraction;  // F, when the limit is set_per_process_memory_fraction(F) of total_memory
-  bool device_limit = false;   // the GPU itself ran out (reserved + device_free)
+  bool device_limit = false;       // the GPU itself ran out (reserved + device_free)
   size_t ooms = 0;
   std::string describe(uint64_t total_memory = detail::kH100TotalMemory) const;
 };

@@ -22,23 +22,35 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 const char* action_name(EventKind k) {
   switch (k) {
-    case EventKind::Alloc: return "alloc";
-    case EventKind::FreeRequested: return "free_requested";
-    case EventKind::Free: return "free_completed";
-    case EventKind::SegmentAlloc: return "segment_alloc";
-    case EventKind::SegmentFree: return "segment_free";
-    case EventKind::SegmentMap: return "segment_map";
-    case EventKind::SegmentUnmap: return "segment_unmap";
-    case EventKind::Oom: return "oom";
-    default: return nullptr;  // EmptyCache: PyTorch records only the segment frees it causes
+    case EventKind::Alloc:
+      return "alloc";
+    case EventKind::FreeRequested:
+      return "free_requested";
+    case EventKind::Free:
+      return "free_completed";
+    case EventKind::SegmentAlloc:
+      return "segment_alloc";
+    case EventKind::SegmentFree:
+      return "segment_free";
+    case EventKind::SegmentMap:
+      return "segment_map";
+    case EventKind::SegmentUnmap:
+      return "segment_unmap";
+    case EventKind::Oom:
+      return "oom";
+    default:
+      return nullptr;  // EmptyCache: PyTorch records only the segment frees it causes
   }
 }
 
 const char* state_name(RecordedBlock::State s) {
   switch (s) {
-    case RecordedBlock::State::ActiveAllocated: return "active_allocated";
-    case RecordedBlock::State::ActivePendingFree: return "active_pending_free";
-    case RecordedBlock::State::Inactive: return "inactive";
+    case RecordedBlock::State::ActiveAllocated:
+      return "active_allocated";
+    case RecordedBlock::State::ActivePendingFree:
+      return "active_pending_free";
+    case RecordedBlock::State::Inactive:
+      return "inactive";
   }
   return "inactive";
 }
@@ -242,7 +254,8 @@ ExportSummary export_perfetto(const Trace& trace, const PolicySpec& spec, const 
   };
 
   std::string buf = "{\"displayTimeUnit\":\"ms\",\"otherData\":";
-  buf += json{{"tool", "fraglab"}, {"trace", trace.meta.source}, {"policy", spec.text}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  buf += json{{"tool", "fraglab"}, {"trace", trace.meta.source}, {"policy", spec.text}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
   buf += ",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const json& j) {
@@ -257,7 +270,10 @@ ExportSummary export_perfetto(const Trace& trace, const PolicySpec& spec, const 
   };
   emit({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"args", {{"name", "fraglab " + spec.text}}}});
   for (size_t s = 0; s < trace.meta.streams.size(); ++s)
-    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", s},
+    emit({{"ph", "M"},
+          {"name", "thread_name"},
+          {"pid", 1},
+          {"tid", s},
           {"args", {{"name", fmt::format("stream {:#x}", trace.meta.streams[s])}}}});
 
   uint64_t last_reserved = UINT64_MAX, last_allocated = UINT64_MAX;
@@ -266,30 +282,53 @@ ExportSummary export_perfetto(const Trace& trace, const PolicySpec& spec, const 
     int64_t t = ts(p);
     switch (e.kind) {
       case EventKind::Alloc:
-        emit({{"ph", "b"}, {"cat", "allocation"}, {"name", fmt::format("{} B", e.size)}, {"id", p.event_index},
-              {"pid", 1}, {"tid", e.stream}, {"ts", t},
+        emit({{"ph", "b"},
+              {"cat", "allocation"},
+              {"name", fmt::format("{} B", e.size)},
+              {"id", p.event_index},
+              {"pid", 1},
+              {"tid", e.stream},
+              {"ts", t},
               {"args", {{"addr", fmt::format("{:#x}", e.addr)}, {"requested", e.size}, {"block", p.block_size}}}});
         break;
       case EventKind::Free:
-        emit({{"ph", "e"}, {"cat", "allocation"}, {"name", fmt::format("{} B", e.size)}, {"id", p.alloc_index},
-              {"pid", 1}, {"tid", e.stream}, {"ts", t}});
+        emit({{"ph", "e"},
+              {"cat", "allocation"},
+              {"name", fmt::format("{} B", e.size)},
+              {"id", p.alloc_index},
+              {"pid", 1},
+              {"tid", e.stream},
+              {"ts", t}});
         break;
       case EventKind::Oom:
-        emit({{"ph", "i"}, {"s", "p"}, {"name", "out of memory"}, {"pid", 1}, {"tid", e.stream}, {"ts", t},
+        emit({{"ph", "i"},
+              {"s", "p"},
+              {"name", "out of memory"},
+              {"pid", 1},
+              {"tid", e.stream},
+              {"ts", t},
               {"args", {{"requested", e.size}}}});
         break;
       case EventKind::SegmentAlloc:
       case EventKind::SegmentFree:
       case EventKind::SegmentMap:
       case EventKind::SegmentUnmap:
-        emit({{"ph", "i"}, {"s", "p"}, {"name", event_kind_name(e.kind)}, {"pid", 1}, {"tid", 0}, {"ts", t},
+        emit({{"ph", "i"},
+              {"s", "p"},
+              {"name", event_kind_name(e.kind)},
+              {"pid", 1},
+              {"tid", 0},
+              {"ts", t},
               {"args", {{"addr", fmt::format("{:#x}", e.addr)}, {"size", e.size}}}});
         break;
       default:
         break;
     }
     if (p.reserved != last_reserved || p.allocated != last_allocated) {
-      emit({{"ph", "C"}, {"name", "memory"}, {"pid", 1}, {"ts", t},
+      emit({{"ph", "C"},
+            {"name", "memory"},
+            {"pid", 1},
+            {"ts", t},
             {"args", {{"reserved", p.reserved}, {"allocated", p.allocated}, {"requested", p.requested}}}});
       last_reserved = p.reserved;
       last_allocated = p.allocated;

@@ -7,8 +7,8 @@
 #include "allocators/registry.h"
 #include "device/hinted_device.h"
 #include "device/limiting_device.h"
-#include "sim/replay.h"
 #include "device/tracking_device.h"
+#include "sim/replay.h"
 
 namespace fraglab {
 
@@ -39,8 +39,10 @@ class Checker {
     SimDeviceConfig config;
     std::unique_ptr<Device> base;
     SimDevice upstream(HintedDevice::upstream_config(config));
-    if (options_.hint_addresses) base = std::make_unique<HintedDevice>(upstream, trace_.events, &trace_.meta.initial);
-    else base = std::make_unique<SimDevice>(config);
+    if (options_.hint_addresses)
+      base = std::make_unique<HintedDevice>(upstream, trace_.events, &trace_.meta.initial);
+    else
+      base = std::make_unique<SimDevice>(config);
     LimitingDevice limited(*base, options_.capacity);
     TrackingDevice device(limited);
     auto policy = make_policy(PolicySpec::parse(options_.policy), device, trace_.meta, &trace_.events);
@@ -85,8 +87,10 @@ class Checker {
         device.set_event_index(i);
         engine.settle_peak();
         auto block = policy->allocate(AllocRequest{UINT32_MAX, e.size, e.stream, i, e.pool});
-        if (block) diverge(i, "the recording ran out of memory here; the model found a block");
-        else ++result_.ooms;
+        if (block)
+          diverge(i, "the recording ran out of memory here; the model found a block");
+        else
+          ++result_.ooms;
       } else {
         engine.apply(e, i);
         ++result_.replay_events;
@@ -110,8 +114,7 @@ class Checker {
   }
 
  private:
-  void compare_calls(const std::vector<DeviceCall>& log, size_t from, std::vector<uint64_t> recorded,
-                     uint64_t step) {
+  void compare_calls(const std::vector<DeviceCall>& log, size_t from, std::vector<uint64_t> recorded, uint64_t step) {
     size_t simulated = log.size() - from;
     // One empty_cache may stand for several calls (a MemPool's destructor empties its pool, then the
     // program empty_cache()): the releases are compared as a set, in the model's order. The state after
@@ -124,14 +127,14 @@ class Checker {
       }
       const Event& r = trace_.events[recorded[k]];
       if (k >= simulated) {
-        diverge(recorded[k], fmt::format("the recording made a device call the model did not: {}",
-                                         describe(r, recorded[k])));
+        diverge(recorded[k],
+                fmt::format("the recording made a device call the model did not: {}", describe(r, recorded[k])));
         break;
       }
       const DeviceCall& c = log[from + k];
       if (c.kind != r.kind || c.size != r.size) {
-        diverge(recorded[k], fmt::format("device call differs: recording {}, model {}", describe(r, recorded[k]),
-                                         describe(c)));
+        diverge(recorded[k],
+                fmt::format("device call differs: recording {}, model {}", describe(r, recorded[k]), describe(c)));
         break;
       }
       ++result_.device_calls;

@@ -29,14 +29,14 @@ struct FidelityOptions {
 
 struct FidelityResult {
   bool exact = false;
-  uint64_t replay_events = 0;       // replay events applied
-  uint64_t device_calls = 0;        // device calls compared (recorded)
-  uint64_t reserved_checks = 0;     // reserved-byte comparisons made
-  uint64_t ooms = 0;                // recorded OOMs reproduced
+  uint64_t replay_events = 0;                      // replay events applied
+  uint64_t device_calls = 0;                       // device calls compared (recorded)
+  uint64_t reserved_checks = 0;                    // reserved-byte comparisons made
+  uint64_t ooms = 0;                               // recorded OOMs reproduced
   uint64_t recorded_peak = 0, simulated_peak = 0;  // reserved bytes
   // The first divergence (when !exact).
-  uint64_t event_index = 0;  // trace position
-  std::string what;          // one line
+  uint64_t event_index = 0;          // trace position
+  std::string what;                  // one line
   std::vector<std::string> context;  // recorded events around it, and the simulated calls there
 };
 

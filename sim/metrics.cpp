@@ -49,8 +49,8 @@ Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, co
 
 namespace {
 template <class Physical>
-Fragmentation measure_from(const Physical& physical, std::vector<std::pair<Addr, uint64_t>>& blocks,
-                           uint64_t allocated, uint64_t requested, uint64_t event_index) {
+Fragmentation measure_from(const Physical& physical, std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                           uint64_t requested, uint64_t event_index) {
   Fragmentation f;
   f.event_index = event_index;
   for (const auto& [a, s] : physical) f.reserved += s;
@@ -68,14 +68,14 @@ Fragmentation measure_from(const Physical& physical, std::vector<std::pair<Addr,
 }  // namespace
 
 Fragmentation measure_fragmentation_unsorted(const std::map<Addr, uint64_t>& physical,
-                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
-                                           uint64_t requested, uint64_t event_index) {
+                                             std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                             uint64_t requested, uint64_t event_index) {
   return measure_from(physical, blocks, allocated, requested, event_index);
 }
 
 Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, uint64_t>>& physical,
-                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
-                                           uint64_t requested, uint64_t event_index) {
+                                             std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                             uint64_t requested, uint64_t event_index) {
   return measure_from(physical, blocks, allocated, requested, event_index);
 }
 

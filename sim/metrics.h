@@ -15,9 +15,9 @@ namespace fraglab {
 // until the id is allocated again.
 struct BlockRecord {
   Addr addr = 0;
-  uint64_t size = 0;       // block bytes
-  uint64_t requested = 0;  // what the program asked for
-  uint64_t handle = 0;     // the policy's
+  uint64_t size = 0;         // block bytes
+  uint64_t requested = 0;    // what the program asked for
+  uint64_t handle = 0;       // the policy's
   uint64_t alloc_index = 0;  // event index of the alloc (the allocation's identity)
   StreamIndex stream = 0;
   bool live = false;
@@ -37,7 +37,6 @@ struct Fragmentation {
   }
 };
 
-
 // Computes the metrics from physical memory and the live blocks.
 Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live,
                                     uint64_t event_index);
@@ -46,11 +45,11 @@ Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, co
 // physical intervals in address order, with the block and requested byte sums the caller
 // keeps (the replay engine's fast path).
 Fragmentation measure_fragmentation_unsorted(const std::map<Addr, uint64_t>& physical,
-                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
-                                           uint64_t requested, uint64_t event_index);
+                                             std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                             uint64_t requested, uint64_t event_index);
 Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, uint64_t>>& physical,
-                                           std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
-                                           uint64_t requested, uint64_t event_index);
+                                             std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                             uint64_t requested, uint64_t event_index);
 
 // Sizes of the free ranges (for histograms), in address order.
 std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live);

@@ -13,8 +13,8 @@ constexpr uint64_t kSmallSegment = 2ull << 20;  // PyTorch's small-pool segment 
 
 // The blocks of [begin, end): live blocks as active, the gaps between them inactive.
 RecordedSegment tile(Addr begin, uint64_t size, bool expandable, const std::vector<const BlockRecord*>& live,
-                     size_t& cursor, const std::vector<uint8_t>& pending_free,
-                     const std::vector<AllocId>& id_of, const std::vector<StackId>& stack_of_id) {
+                     size_t& cursor, const std::vector<uint8_t>& pending_free, const std::vector<AllocId>& id_of,
+                     const std::vector<StackId>& stack_of_id) {
   RecordedSegment seg;
   seg.address = begin;
   seg.total_size = size;

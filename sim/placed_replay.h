@@ -17,12 +17,12 @@ namespace fraglab {
 struct PlacedEvent {
   // Alloc, FreeRequested, Free, EmptyCache, SegmentAlloc/Free/Map/Unmap (the policy's own
   // device calls) or Oom (an allocation the policy could not serve; it is skipped).
-  Event event;                 // addr = placed block address / device call address
-  uint64_t block_size = 0;     // Alloc / FreeRequested / Free: the block's bytes
-  uint64_t alloc_index = 0;    // FreeRequested / Free: event index of the block's alloc
-  uint64_t event_index = 0;    // the trace event this belongs to
+  Event event;                                          // addr = placed block address / device call address
+  uint64_t block_size = 0;                              // Alloc / FreeRequested / Free: the block's bytes
+  uint64_t alloc_index = 0;                             // FreeRequested / Free: event index of the block's alloc
+  uint64_t event_index = 0;                             // the trace event this belongs to
   uint64_t requested = 0, allocated = 0, reserved = 0;  // live bytes after it
-  uint64_t device_free = 0;    // Oom: capacity left on the device (0 when unlimited)
+  uint64_t device_free = 0;                             // Oom: capacity left on the device (0 when unlimited)
 };
 
 struct PlacedReplay {

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "allocators/registry.h"
-#include "sim/capacity.h"
 #include "device/hinted_device.h"
 #include "device/limiting_device.h"
 #include "device/tracking_device.h"
+#include "sim/capacity.h"
 
 namespace fraglab {
 
@@ -43,7 +43,8 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
         if (e.id < live.size() && live[e.id]) policy->deallocate(*live[e.id]), live[e.id].reset();
         break;
       case EventKind::Oom:  // tried where the recording failed it, given back if served
-        if (auto b = policy->allocate(AllocRequest{kTransientRequest, e.size, e.stream, i, e.pool})) policy->deallocate(*b);
+        if (auto b = policy->allocate(AllocRequest{kTransientRequest, e.size, e.stream, i, e.pool}))
+          policy->deallocate(*b);
         break;
       case EventKind::PoolRelease:
         policy->release_pool(e.pool);
@@ -56,8 +57,10 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
         std::vector<Addr> recorded;
         for (uint64_t j = i + 1; j < trace.events.size(); ++j) {
           EventKind k = trace.events[j].kind;
-          if (k == EventKind::SegmentFree || k == EventKind::SegmentUnmap) recorded.push_back(trace.events[j].addr);
-          else if (k != EventKind::PoolRelease && k != EventKind::EmptyCache) break;
+          if (k == EventKind::SegmentFree || k == EventKind::SegmentUnmap)
+            recorded.push_back(trace.events[j].addr);
+          else if (k != EventKind::PoolRelease && k != EventKind::EmptyCache)
+            break;
         }
         const auto& log = device.call_log();
         for (size_t c = calls_before; c < log.size(); ++c)

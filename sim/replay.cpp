@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-
 namespace fraglab {
 
 namespace {
@@ -118,8 +117,8 @@ void ReplayEngine::on_recorded_oom(const Event& e, uint64_t index) {
   device_.set_event_index(index);
   auto block = policy_.allocate(AllocRequest{kTransientRequest, e.size, e.stream, index, e.pool});
   const uint64_t reserved = device_.reserved_bytes();
-  result_.recorded_ooms.push_back({index, e.size, e.stream, block.has_value(), reserved,
-                                   allocated_ + (block ? block->size : 0)});
+  result_.recorded_ooms.push_back(
+      {index, e.size, e.stream, block.has_value(), reserved, allocated_ + (block ? block->size : 0)});
   if (block) {
     if (allocated_ + block->size > result_.allocated.bytes) result_.allocated = {allocated_ + block->size, index};
     policy_.deallocate(*block);
@@ -289,7 +288,7 @@ ReplayResult ReplayEngine::take_result() {
   settle_peak();  // nothing changed the state since the peak
   if (peak_.pending) {
     result_.at_peak = measure_fragmentation_unsorted(peak_.physical, peak_.blocks, peak_.allocated, peak_.requested,
-                                                   peak_.event_index);
+                                                     peak_.event_index);
     peak_.pending = false;
   }
   result_.final_reserved = device_.reserved_bytes();

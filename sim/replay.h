@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "allocators/policy.h"
-#include "sim/bounds.h"
-#include "sim/metrics.h"
 #include "device/sim_device.h"
 #include "device/tracking_device.h"
+#include "sim/bounds.h"
+#include "sim/metrics.h"
 
 namespace fraglab {
 
@@ -46,7 +46,7 @@ struct ReplayOptions {
   // The trace's bounds when the caller has them (one computation for many policies);
   // otherwise replay_simulated computes them from the in-memory trace.
   std::optional<TraceBounds> bounds;
-  bool oracle_bound = true;  // compute the oracle plan when bounds are not given
+  bool oracle_bound = true;   // compute the oracle plan when bounds are not given
   bool recorded_ooms = true;  // try each recorded `oom` request (RecordedOomOutcome)
 };
 

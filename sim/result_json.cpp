@@ -3,20 +3,29 @@
 namespace fraglab {
 
 nlohmann::json to_json(const Fragmentation& f) {
-  return {{"event_index", f.event_index},   {"reserved", f.reserved},         {"allocated", f.allocated},
-          {"requested", f.requested},       {"free_bytes", f.free_bytes},     {"largest_free", f.largest_free},
-          {"free_ranges", f.free_ranges},   {"external_fragmentation", f.external()}};
+  return {{"event_index", f.event_index}, {"reserved", f.reserved},
+          {"allocated", f.allocated},     {"requested", f.requested},
+          {"free_bytes", f.free_bytes},   {"largest_free", f.largest_free},
+          {"free_ranges", f.free_ranges}, {"external_fragmentation", f.external()}};
 }
 
 nlohmann::json to_json(const ReplayResult& r) {
   nlohmann::json ooms = nlohmann::json::array();
   for (const auto& o : r.ooms)
-    ooms.push_back({{"event_index", o.event_index}, {"size", o.size}, {"stream", o.stream},
-                    {"reserved", o.reserved}, {"allocated", o.allocated}, {"recorded", o.recorded}});
+    ooms.push_back({{"event_index", o.event_index},
+                    {"size", o.size},
+                    {"stream", o.stream},
+                    {"reserved", o.reserved},
+                    {"allocated", o.allocated},
+                    {"recorded", o.recorded}});
   nlohmann::json recorded = nlohmann::json::array();
   for (const auto& o : r.recorded_ooms)
-    recorded.push_back({{"event_index", o.event_index}, {"request_bytes", o.size}, {"stream", o.stream},
-                        {"served", o.served}, {"reserved", o.reserved}, {"allocated", o.allocated}});
+    recorded.push_back({{"event_index", o.event_index},
+                        {"request_bytes", o.size},
+                        {"stream", o.stream},
+                        {"served", o.served},
+                        {"reserved", o.reserved},
+                        {"allocated", o.allocated}});
   return {
       {"policy", r.policy},
       {"events", r.events},
@@ -33,9 +42,14 @@ nlohmann::json to_json(const ReplayResult& r) {
       {"fragmentation_at_peak", to_json(r.at_peak)},
       {"final", {{"reserved", r.final_reserved}, {"allocated", r.final_allocated}, {"requested", r.final_requested}}},
       {"device_calls",
-       {{"segment_alloc", r.calls.segment_allocs}, {"segment_free", r.calls.segment_frees}, {"map", r.calls.maps},
-        {"unmap", r.calls.unmaps}, {"reserve", r.calls.reserves}, {"release", r.calls.releases},
-        {"failed", r.calls.failed}, {"total", r.calls.total()}}},
+       {{"segment_alloc", r.calls.segment_allocs},
+        {"segment_free", r.calls.segment_frees},
+        {"map", r.calls.maps},
+        {"unmap", r.calls.unmaps},
+        {"reserve", r.calls.reserves},
+        {"release", r.calls.releases},
+        {"failed", r.calls.failed},
+        {"total", r.calls.total()}}},
       {"ooms", ooms},
       {"recorded_ooms", recorded},
       {"recorded_ooms_served", r.recorded_ooms_served()},

@@ -47,7 +47,8 @@ std::vector<RealRun> real_runs() {
     if (!line.empty()) out.push_back(from_json(nlohmann::json::parse(line), kRoot + "/traces/corpus"));
   const std::string recorded = kRoot + "/tools/cuda_addresses/recordings";
   for (const auto& entry : std::filesystem::directory_iterator(recorded))
-    if (entry.path().extension() == ".json") out.push_back(from_json(nlohmann::json::parse(std::ifstream(entry.path())), recorded));
+    if (entry.path().extension() == ".json")
+      out.push_back(from_json(nlohmann::json::parse(std::ifstream(entry.path())), recorded));
   return out;
 }
 

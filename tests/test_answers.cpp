@@ -5,18 +5,18 @@
 
 #include <cmath>
 #include <cstdio>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "allocators/registry.h"
+#include "device/sim_device.h"
 #include "report/alloc_groups.h"
 #include "report/compare_stats.h"
 #include "report/diagnose.h"
 #include "report/stepped_replay.h"
 #include "report/trace_diff.h"
-#include "device/sim_device.h"
-#include "traces/trace_io.h"
 #include "sim/replay_simulated.h"
+#include "traces/trace_io.h"
 
 using namespace fraglab;
 
@@ -215,7 +215,8 @@ TEST_CASE("diagnose attributes stranded bytes to call sites when stacks were rec
   for (const auto& s : d.stranded_by) CHECK(s.key.find("torch/") == std::string::npos);
 }
 
-TEST_CASE("diagnose under a capacity below the peak explains each OOM of the replay and gives a verdict", "[diagnose]") {
+TEST_CASE("diagnose under a capacity below the peak explains each OOM of the replay and gives a verdict",
+          "[diagnose]") {
   Trace trace = load_trace(kCorpus + "gpt2_train.default.pickle.gz");
   const uint64_t capacity = 12 * kGiB;  // the run reserves 14.24 GiB
   DiagnoseOptions o;
@@ -238,16 +239,16 @@ TEST_CASE("diagnose under a capacity below the peak explains each OOM of the rep
   REQUIRE(r.verdict.kind == Verdict::Kind::NoSettingFits);
   CHECK(r.verdict.needed_bytes >= r.live_bytes_bound);
   CHECK(r.verdict.excess_bytes == static_cast<int64_t>(r.verdict.needed_bytes) - static_cast<int64_t>(capacity));
-  CHECK(r.verdict.reduce_percent == Approx(100.0 * static_cast<double>(r.verdict.excess_bytes) /
-                                           static_cast<double>(r.verdict.needed_bytes)));
+  CHECK(r.verdict.reduce_percent ==
+        Approx(100.0 * static_cast<double>(r.verdict.excess_bytes) / static_cast<double>(r.verdict.needed_bytes)));
   CHECK(r.verdict.text.find("no setting fits") != std::string::npos);
 }
 
 TEST_CASE("recorded OOMs are probed at their events; the verdict needs a capacity and says what fits", "[diagnose]") {
   // 600 MiB live, then a recorded OOM of a 600 MiB request, then the program backs off.
   Trace t;
-  t.events = {ev(EventKind::Alloc, 0, 600 * kMiB), ev(EventKind::Oom, 0, 600 * kMiB), ev(EventKind::Alloc, 1, 300 * kMiB),
-              ev(EventKind::Free, 1, 0), ev(EventKind::Free, 0, 0)};
+  t.events = {ev(EventKind::Alloc, 0, 600 * kMiB), ev(EventKind::Oom, 0, 600 * kMiB),
+              ev(EventKind::Alloc, 1, 300 * kMiB), ev(EventKind::Free, 1, 0), ev(EventKind::Free, 0, 0)};
   auto requests = recorded_oom_requests(t);
   REQUIRE(requests.size() == 1);
   CHECK(requests[0].event_index == 1);
@@ -277,8 +278,8 @@ TEST_CASE("recorded OOMs are probed at their events; the verdict needs a capacit
 
 TEST_CASE("diagnose --json has the documented fields; bad --at is a usage error", "[diagnose]") {
   int status = 0;
-  std::string out = run_capture("diagnose " + kCorpus + "seed_examples.default.pickle.gz --capacity 1536MiB -j 2 --json",
-                                status);
+  std::string out =
+      run_capture("diagnose " + kCorpus + "seed_examples.default.pickle.gz --capacity 1536MiB -j 2 --json", status);
   REQUIRE(status == 0);
   auto j = nlohmann::json::parse(out);
   REQUIRE(j["ooms"].is_array());
@@ -286,8 +287,8 @@ TEST_CASE("diagnose --json has the documented fields; bad --at is a usage error"
   CHECK(j["ooms"][0]["source"] == "replay");  // the 1 GiB tensors of the loop do not fit twice in 1.5 GiB
   CHECK(j["ooms"][0]["request_bytes"] == 1073741824ull);
   for (const auto& oom : j["ooms"])
-    for (const char* key : {"event_index", "request_bytes", "largest_free_bytes", "reserved_bytes", "allocated_bytes",
-                            "verdict"})
+    for (const char* key :
+         {"event_index", "request_bytes", "largest_free_bytes", "reserved_bytes", "allocated_bytes", "verdict"})
       CHECK(oom.contains(key));
   CHECK(j["verdict"]["text"].get<std::string>().size() > 10);
   run_capture("diagnose " + kCorpus + "seed_examples.default.pickle.gz --at soon", status);

@@ -72,8 +72,8 @@ TEST_CASE("first, best and worst fit choose different holes", "[classic]") {
 // B = 256 KiB @256 KiB, the rest (1.5 MiB @512 KiB) free. Free A: holes 256 KiB @0 and
 // 1.5 MiB @512 KiB. A 256 KiB request: worstfit -> @512 KiB, bestfit and firstfit -> @0.
 TEST_CASE("worstfit carves from the largest free block", "[classic]") {
-  for (auto [policy, expected] : {std::pair<const char*, uint64_t>{"worstfit", 512 * KiB}, {"bestfit", 0},
-                                  {"firstfit", 0}}) {
+  for (auto [policy, expected] :
+       {std::pair<const char*, uint64_t>{"worstfit", 512 * KiB}, {"bestfit", 0}, {"firstfit", 0}}) {
     Driver d(policy);
     Block a = d.alloc(256 * KiB);
     d.alloc(256 * KiB);
@@ -303,8 +303,8 @@ TEST_CASE("slab fills the lowest slab's lowest free slot", "[classic]") {
 
 TEST_CASE("slab returns empty slabs on empty_cache and keeps used ones", "[classic]") {
   Driver d("slab");
-  Block small = d.alloc(700);    // slab of class 1024
-  Block other = d.alloc(3000);   // slab of class 3072
+  Block small = d.alloc(700);      // slab of class 1024
+  Block other = d.alloc(3000);     // slab of class 3072
   Block large = d.alloc(3 * MiB);  // the pool: a 4 MiB segment (rounded to 2 MiB)
   CHECK(d.device.reserved_bytes() == 2 * MiB + 2 * MiB + 4 * MiB);
   d.free(other);
@@ -320,9 +320,9 @@ TEST_CASE("slab returns empty slabs on empty_cache and keeps used ones", "[class
 TEST_CASE("classic policies reject inconsistent options", "[classic]") {
   SimDevice sim;
   TraceMeta meta;
-  for (const char* spec : {"buddy:arena=3MiB", "buddy:min_block=1000", "tlsf:sl_log2=7", "tlsf:align=768",
-                           "slab:slab=512KiB", "bestfit:align=0", "firstfit:segment_round=1000",
-                           "slab:large_threshold=256"}) {
+  for (const char* spec :
+       {"buddy:arena=3MiB", "buddy:min_block=1000", "tlsf:sl_log2=7", "tlsf:align=768", "slab:slab=512KiB",
+        "bestfit:align=0", "firstfit:segment_round=1000", "slab:large_threshold=256"}) {
     INFO(spec);
     CHECK_THROWS_AS(make_policy(PolicySpec::parse(spec), sim, meta), PolicyConfigError);
   }

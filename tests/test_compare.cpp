@@ -1,14 +1,14 @@
 // Corpus runs: grid and corpus expansion, shard plans, statistics, and the promise that
 // shards merged are byte-identical to one run (CSV and JSON).
-#include <catch2/catch.hpp>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 
 #include "allocators/policy_options.h"
@@ -40,7 +40,8 @@ struct TempDir {
 void write_trace(const fs::path& file, unsigned seed, int events) {
   std::mt19937 rng(seed);
   std::ofstream out(file);
-  out << R"({"fraglab_trace": 1, "device": 0, "streams": [0]})" << "\n";
+  out << R"({"fraglab_trace": 1, "device": 0, "streams": [0]})"
+      << "\n";
   std::vector<int> live;
   int next_id = 0;
   for (int i = 0; i < events; ++i) {
@@ -95,7 +96,8 @@ TEST_CASE("corpus expansion takes files, directories and globs, sorted, without 
   fs::create_directories(dir.path / "sub");
   write_trace(dir.path / "b.jsonl", 1, 50);
   write_trace(dir.path / "sub" / "a.jsonl", 2, 50);
-  std::ofstream(dir.path / "stats.jsonl") << R"({"workload": "x", "stats": {}})" << "\n";
+  std::ofstream(dir.path / "stats.jsonl") << R"({"workload": "x", "stats": {}})"
+                                          << "\n";
   std::ofstream(dir.path / "notes.txt") << "not a trace\n";
   std::string d = dir.path.string();
   CHECK(expand_corpus({d}) == std::vector<std::string>{d + "/b.jsonl", d + "/sub/a.jsonl"});
@@ -124,8 +126,8 @@ TEST_CASE("shards partition the job matrix into contiguous slices of similar wei
     }
     REQUIRE(all.size() == weights.size() * policies);
     for (size_t j = 0; j < all.size(); ++j) CHECK(all[j] == j);  // every job once, in order
-    uint64_t total = 495;                                          // 99 * 5
-    CHECK(heaviest <= total / static_cast<uint64_t>(n) + 50);       // within one job of an even split
+    uint64_t total = 495;                                        // 99 * 5
+    CHECK(heaviest <= total / static_cast<uint64_t>(n) + 50);    // within one job of an even split
   }
   CHECK_THROWS_AS(ShardId::parse("0/3"), std::invalid_argument);
   CHECK_THROWS_AS(ShardId::parse("4/3"), std::invalid_argument);
@@ -181,7 +183,8 @@ TEST_CASE("a run's series holds its peak, and the results are the same for any n
 TEST_CASE("compare shards 1/3 + 2/3 + 3/3 merged are byte-identical to one run", "[compare]") {
   TempDir dir("shards");
   fs::create_directories(dir.path / "corpus");
-  for (unsigned i = 0; i < 5; ++i) write_trace(dir.path / "corpus" / ("t" + std::to_string(i) + ".jsonl"), i, 500 + 400 * i);
+  for (unsigned i = 0; i < 5; ++i)
+    write_trace(dir.path / "corpus" / ("t" + std::to_string(i) + ".jsonl"), i, 500 + 400 * i);
   std::string corpus = (dir.path / "corpus").string(), out = dir.path.string();
   std::string policies = " --policies bestfit,passthrough --grid 'bestfit:min_segment={4MiB,20MiB}' ";
   REQUIRE(run_cli("compare " + corpus + policies + "-j 2 -o " + out + "/whole") == 0);
@@ -218,7 +221,8 @@ TEST_CASE("compare shards 1/3 + 2/3 + 3/3 merged are byte-identical to one run",
 TEST_CASE("malformed results files are FormatErrors naming the file", "[compare]") {
   TempDir dir("badresults");
   auto path = (dir.path / "r.json").string();
-  std::ofstream(path) << R"({"fraglab_compare": 1, "traces": ["t"], "policies": ["p"], "capacity": null,)" << "\n"
+  std::ofstream(path) << R"({"fraglab_compare": 1, "traces": ["t"], "policies": ["p"], "capacity": null,)"
+                      << "\n"
                       << R"( "rows": [{"trace": "t", "policy": "p"}]})";
   try {
     read_results(path);
@@ -239,14 +243,16 @@ TEST_CASE("tune's pruned search finds the grid's optimum and ranks what it tried
   write_trace(trace, 11, 4000);
   TuneOptions o;
   o.policy = "bestfit";
-  o.space = {{"align", {"", "256", "1024", "4096"}}, {"min_segment", {"", "4MiB", "20MiB", "64MiB"}},
+  o.space = {{"align", {"", "256", "1024", "4096"}},
+             {"min_segment", {"", "4MiB", "20MiB", "64MiB"}},
              {"segment_round", {"", "4MiB", "8MiB"}}};
   o.jobs = 2;
 
   // The exhaustive answer, from compare over the same grid.
   CompareOptions c;
   c.traces = {trace};
-  c.policies = expand_grid("bestfit:align={256,512,1024,4096},min_segment={2MiB,4MiB,20MiB,64MiB},segment_round={2MiB,4MiB,8MiB}");
+  c.policies = expand_grid(
+      "bestfit:align={256,512,1024,4096},min_segment={2MiB,4MiB,20MiB,64MiB},segment_round={2MiB,4MiB,8MiB}");
   uint64_t optimum = UINT64_MAX;
   for (const auto& row : run_compare(c).rows) optimum = std::min(optimum, row.peak_reserved);
 
@@ -281,7 +287,7 @@ TEST_CASE("tune's pruned search finds the grid's optimum and ranks what it tried
 namespace {
 
 struct RecordedRun {
-  std::string conf;  // "" = PyTorch's defaults
+  std::string conf;       // "" = PyTorch's defaults
   uint64_t capacity = 0;  // 0 = no memory fraction set
   uint64_t peak_reserved = 0;
 };

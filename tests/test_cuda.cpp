@@ -24,9 +24,12 @@ int run_cli(const std::string& args) {
 std::string small_trace_file() {
   std::string path = (std::filesystem::temp_directory_path() / "fraglab_test_cuda_small.jsonl").string();
   std::ofstream out(path);
-  out << R"({"fraglab_trace": 1, "streams": [0, 7]})" "\n"
-      << R"({"op": "alloc", "id": 1, "size": 1000, "stream": 0})" "\n"
-      << R"({"op": "free", "id": 1})" "\n";
+  out << R"({"fraglab_trace": 1, "streams": [0, 7]})"
+         "\n"
+      << R"({"op": "alloc", "id": 1, "size": 1000, "stream": 0})"
+         "\n"
+      << R"({"op": "free", "id": 1})"
+         "\n";
   return path;
 }
 

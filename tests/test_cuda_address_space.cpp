@@ -85,8 +85,8 @@ TEST_CASE("small segments fill the newest chunk's free tail first, lowest addres
   CHECK(s.place_segment(10 * MiB) == b + 22 * MiB);
   CHECK(s.place_segment(4 * MiB) == a + 20 * MiB);  // b's tail is full: the older chunk
   CHECK(s.place_segment(1 * MiB) == a + 24 * MiB);
-  CHECK(s.place_segment(512) == a + 25 * MiB);       // below a page: 512-byte granularity
-  CHECK(s.place_segment(2 * MiB) == a + 26 * MiB);   // a page or more: 2 MiB-aligned
+  CHECK(s.place_segment(512) == a + 25 * MiB);      // below a page: 512-byte granularity
+  CHECK(s.place_segment(2 * MiB) == a + 26 * MiB);  // a page or more: 2 MiB-aligned
 }
 
 TEST_CASE("a freed chunk returns to free address space; an exactly fitting hole is passed over", "[addresses]") {
@@ -95,10 +95,10 @@ TEST_CASE("a freed chunk returns to free address space; an exactly fitting hole 
   for (int i = 0; i < 4; ++i) a.push_back(*s.place_segment(96 * MiB));
   s.free_segment(a[1]);
   CHECK(s.place_segment(96 * MiB) == a[3] - 96 * MiB);  // the 96 MiB hole is too tight
-  Addr top = *s.place_segment(32 * MiB);                 // a smaller chunk: the hole's top
+  Addr top = *s.place_segment(32 * MiB);                // a smaller chunk: the hole's top
   CHECK(top == a[1] + 64 * MiB);
   s.free_segment(top);
-  s.free_segment(a[2]);  // merges with a[1]'s hole: 192 MiB
+  s.free_segment(a[2]);                                  // merges with a[1]'s hole: 192 MiB
   CHECK(s.place_segment(148 * MiB) == a[2] + 32 * MiB);  // the top of the hole, for a 160 MiB chunk
 }
 
@@ -174,14 +174,17 @@ TEST_CASE("random segments and ranges never overlap", "[addresses]") {
     if (!live.empty() && next() % 100 < 45) {
       auto it = live.begin();
       std::advance(it, next() % live.size());
-      if (is_range[it->first]) s.free_range(it->first); else s.free_segment(it->first);
+      if (is_range[it->first])
+        s.free_range(it->first);
+      else
+        s.free_segment(it->first);
       is_range.erase(it->first);
       live.erase(it);
       continue;
     }
     bool range = next() % 20 == 0;
-    uint64_t size = range ? (1 + next() % 64) * (2 * MiB)
-                          : (next() % 4 == 0 ? 512 * (1 + next() % 4096) : (1 + next() % 80) * MiB);
+    uint64_t size =
+        range ? (1 + next() % 64) * (2 * MiB) : (next() % 4 == 0 ? 512 * (1 + next() % 4096) : (1 + next() % 80) * MiB);
     Addr a = (range ? s.place_range(size) : s.place_segment(size)).value();
     auto after = live.lower_bound(a);
     if (after != live.end()) REQUIRE(a + size <= after->first);

@@ -27,7 +27,8 @@ std::string out_path(const std::string& name) {
 }
 
 size_t count(const Trace& t, EventKind k) {
-  return static_cast<size_t>(std::count_if(t.events.begin(), t.events.end(), [&](const Event& e) { return e.kind == k; }));
+  return static_cast<size_t>(
+      std::count_if(t.events.begin(), t.events.end(), [&](const Event& e) { return e.kind == k; }));
 }
 }  // namespace
 
@@ -54,8 +55,10 @@ TEST_CASE("export snapshot: gpt2_train.default under bestfit re-imports", "[expo
 
     // The same requests in the same order, now at the policy's addresses.
     std::vector<const Event*> ra, rb;
-    for (const auto& e : trace.events) if (e.kind == EventKind::Alloc) ra.push_back(&e);
-    for (const auto& e : back.events) if (e.kind == EventKind::Alloc) rb.push_back(&e);
+    for (const auto& e : trace.events)
+      if (e.kind == EventKind::Alloc) ra.push_back(&e);
+    for (const auto& e : back.events)
+      if (e.kind == EventKind::Alloc) rb.push_back(&e);
     REQUIRE(ra.size() == rb.size());
     bool same_sizes = true, same_times = true;
     for (size_t i = 0; i < ra.size(); ++i) {
@@ -90,8 +93,10 @@ TEST_CASE("export snapshot: stacks survive the round trip", "[export]") {
   export_snapshot(trace, PolicySpec::parse("passthrough"), {}, path);
   Trace back = read_pytorch_snapshot(path, {});
   std::vector<const Event*> ra, rb;
-  for (const auto& e : trace.events) if (e.kind == EventKind::Alloc) ra.push_back(&e);
-  for (const auto& e : back.events) if (e.kind == EventKind::Alloc) rb.push_back(&e);
+  for (const auto& e : trace.events)
+    if (e.kind == EventKind::Alloc) ra.push_back(&e);
+  for (const auto& e : back.events)
+    if (e.kind == EventKind::Alloc) rb.push_back(&e);
   REQUIRE(ra.size() == rb.size());
   size_t equal = 0;
   for (size_t i = 0; i < ra.size(); ++i) equal += trace.meta.stacks[ra[i]->stack] == back.meta.stacks[rb[i]->stack];
@@ -139,7 +144,8 @@ TEST_CASE("export perfetto: counters and allocation slices", "[export]") {
 
 TEST_CASE("export CLI: format from the extension, errors exit 2", "[export]") {
   std::string out = out_path("cli.pickle.gz");
-  std::string cmd = std::string(FRAGLAB_CLI) + " export " + kCorpus + "seed_examples.default.pickle.gz --policy bestfit --to snapshot " + out;
+  std::string cmd = std::string(FRAGLAB_CLI) + " export " + kCorpus +
+                    "seed_examples.default.pickle.gz --policy bestfit --to snapshot " + out;
   CHECK(std::system(cmd.c_str()) == 0);
   CHECK(fs::exists(out));
   std::string bad = std::string(FRAGLAB_CLI) + " export " + kCorpus + "seed_examples.default.pickle.gz " +

@@ -106,9 +106,13 @@ TEST_CASE("formats: a real snapshot re-encoded as users store it loads to the id
   std::string proto5 = gunzip_file(kEncodings + "side_stream_prefetch.default.proto5.pickle.gz");
   std::string proto2 = gunzip_file(kEncodings + "side_stream_prefetch.default.proto2.pickle.gz");
   CHECK(proto5.substr(0, 3) == "\x80\x05\x95");  // PROTO 5, FRAME
-  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
-           {"snap.json", json}, {"snap.pkl", json}, {"snap.pickle", json}, {"snap", json},
-           {"snap.json", proto5}, {"snap.pkl", proto2}, {"snapshot.bin", proto5}}) {
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{{"snap.json", json},
+                                                                                    {"snap.pkl", json},
+                                                                                    {"snap.pickle", json},
+                                                                                    {"snap", json},
+                                                                                    {"snap.json", proto5},
+                                                                                    {"snap.pkl", proto2},
+                                                                                    {"snapshot.bin", proto5}}) {
     std::string path = dir.file(name, bytes);
     CHECK(detect_format(path) == TraceFormat::PytorchSnapshot);
     check_same_trace(load_trace(path), original, name);
@@ -136,8 +140,11 @@ TEST_CASE("formats: Python re-encodes corpus snapshots with stacks and expandabl
 TEST_CASE("formats: pickle opcodes of protocols 4 and 5 as Python writes them", "[formats]") {
   // FRAME around the data, MEMOIZE + BINGET, SHORT_BINUNICODE, BINUNICODE8, BYTEARRAY8.
   std::string p = "\x80\x05\x95";
-  std::string body = std::string("]\x94(\x8c\x03" "abc\x94h\x01") + "\x8d" + std::string("\x02\0\0\0\0\0\0\0", 8) + "xy" +
-                     "\x96" + std::string("\x03\0\0\0\0\0\0\0", 8) + "\x01\x02\x03" + "e.";
+  std::string body = std::string(
+                         "]\x94(\x8c\x03"
+                         "abc\x94h\x01") +
+                     "\x8d" + std::string("\x02\0\0\0\0\0\0\0", 8) + "xy" + "\x96" +
+                     std::string("\x03\0\0\0\0\0\0\0", 8) + "\x01\x02\x03" + "e.";
   uint64_t n = body.size() - 1;  // the frame ends before STOP... or anywhere: it is a hint
   for (int i = 0; i < 8; ++i) p += static_cast<char>((n >> (8 * i)) & 0xff);
   p += body;
@@ -191,7 +198,8 @@ TEST_CASE("formats: JSON transcodes to the pickle Python would write, offsets ma
 
 TEST_CASE("formats: JSON errors name the byte offset in the JSON", "[formats]") {
   std::string entry2 = R"({"action": "alloc", "addr": 8192, "size": -5, "stream": 0})";
-  std::string bad = R"({"device_traces": [[{"action": "alloc", "addr": 4096, "size": 512, "stream": 0}, )" + entry2 + "]]}";
+  std::string bad =
+      R"({"device_traces": [[{"action": "alloc", "addr": 4096, "size": 512, "stream": 0}, )" + entry2 + "]]}";
   FormatError e = expect_error(bad);
   CHECK(e.where() == FormatError::Where::Offset);
   CHECK(e.position() == bad.find(entry2));  // the entry's opening brace
@@ -225,7 +233,8 @@ TEST_CASE("formats: JSON errors name the byte offset in the JSON", "[formats]") 
 
 TEST_CASE("formats: the content decides, whatever the name", "[formats]") {
   TempDir dir("content");
-  std::string jsonl = "{\"fraglab_trace\": 1, \"device\": 0, \"streams\": [0]}\n{\"op\": \"alloc\", \"id\": 1, \"size\": 512}\n";
+  std::string jsonl =
+      "{\"fraglab_trace\": 1, \"device\": 0, \"streams\": [0]}\n{\"op\": \"alloc\", \"id\": 1, \"size\": 512}\n";
   std::string rmm = "7,10:00:00.000000,allocate,0x1000,256,0x0\n7,10:00:00.000001,free,0x1000,256,0x0\n";
   std::string native_path = (dir.path / "n.fltrace").string();
   save_trace(load_trace(dir.file("x.jsonl", jsonl)), native_path);
@@ -233,11 +242,12 @@ TEST_CASE("formats: the content decides, whatever the name", "[formats]") {
     std::string name, bytes;
     TraceFormat format;
   };
-  for (const Case& c : std::vector<Case>{{"trace.txt", jsonl, TraceFormat::Jsonl},
-                                         {"trace.json", jsonl, TraceFormat::Jsonl},
-                                         {"alloc.log", rmm, TraceFormat::RmmLog},
-                                         {"alloc.pickle", "Thread,Time,Action,Pointer,Size,Stream\n" + rmm, TraceFormat::RmmLog},
-                                         {"native.data", read_file(native_path), TraceFormat::Native}}) {
+  for (const Case& c :
+       std::vector<Case>{{"trace.txt", jsonl, TraceFormat::Jsonl},
+                         {"trace.json", jsonl, TraceFormat::Jsonl},
+                         {"alloc.log", rmm, TraceFormat::RmmLog},
+                         {"alloc.pickle", "Thread,Time,Action,Pointer,Size,Stream\n" + rmm, TraceFormat::RmmLog},
+                         {"native.data", read_file(native_path), TraceFormat::Native}}) {
     std::string path = dir.file(c.name, c.bytes);
     INFO(c.name);
     CHECK(detect_format(path) == c.format);
@@ -315,7 +325,8 @@ TEST_CASE("formats: help texts and errors list every format", "[formats]") {
 
 TEST_CASE("formats: only a native trace streams, whatever its name", "[formats]") {
   TempDir dir("streams");
-  std::string jsonl = "{\"fraglab_trace\": 1, \"device\": 0, \"streams\": [0]}\n{\"op\": \"alloc\", \"id\": 1, \"size\": 512}\n";
+  std::string jsonl =
+      "{\"fraglab_trace\": 1, \"device\": 0, \"streams\": [0]}\n{\"op\": \"alloc\", \"id\": 1, \"size\": 512}\n";
   std::string jsonl_path = dir.file("x.jsonl", jsonl);
   std::string native_path = (dir.path / "n.fltrace").string();
   save_trace(load_trace(jsonl_path), native_path);
@@ -330,8 +341,10 @@ TEST_CASE("formats: only a native trace streams, whatever its name", "[formats]"
 TEST_CASE("formats: a directory scan takes .json and .csv files only when they hold a trace", "[formats]") {
   TempDir dir("scan");
   std::string snapshot = dir.file("snap.json", gunzip_file(kEncodings + "side_stream_prefetch.default.json.gz"));
-  std::string pickled = dir.file("pickled.json.gz", read_file(kEncodings + "side_stream_prefetch.default.proto4.pickle.gz"));
-  std::string log = dir.file("alloc.csv", "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x1,8,0x0\n");
+  std::string pickled =
+      dir.file("pickled.json.gz", read_file(kEncodings + "side_stream_prefetch.default.proto4.pickle.gz"));
+  std::string log =
+      dir.file("alloc.csv", "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x1,8,0x0\n");
   dir.file("results.json", "{\"rows\": []}\n");
   dir.file("table.csv", "policy,peak\nbestfit,12\n");
   dir.file("stats.jsonl", "{\"workload\": \"x\"}\n");

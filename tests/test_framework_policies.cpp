@@ -6,12 +6,12 @@
 #include <cmath>
 #include <random>
 
-#include "device/simulated_gpu.h"
 #include "allocators/registry.h"
+#include "device/sim_device.h"
+#include "device/simulated_gpu.h"
+#include "device/tracking_device.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
-#include "device/sim_device.h"
-#include "device/tracking_device.h"
 
 using namespace fraglab;
 
@@ -89,9 +89,9 @@ TEST_CASE("alias_pages rejects misuse and costs no capacity", "[framework]") {
   Addr a = *dev.reserve_range(2 * g);
   Addr b = *dev.reserve_range(2 * g);
   REQUIRE(dev.map_pages(a, 2 * g, 0));
-  CHECK_FALSE(dev.map_pages(b, g, 0));  // full
-  CHECK(dev.alias_pages(b, a, 2 * g));   // but aliasing needs no new memory
-  CHECK_THROWS_AS(dev.alias_pages(b, a, g), std::logic_error);   // already mapped there
+  CHECK_FALSE(dev.map_pages(b, g, 0));                             // full
+  CHECK(dev.alias_pages(b, a, 2 * g));                             // but aliasing needs no new memory
+  CHECK_THROWS_AS(dev.alias_pages(b, a, g), std::logic_error);     // already mapped there
   CHECK_THROWS_AS(dev.release_range(b, 2 * g), std::logic_error);  // still mapped
   // A partial unmap of the alias splits it.
   dev.unmap_pages(b + g, g);
@@ -115,7 +115,7 @@ TEST_CASE("SimDevice: mapping counts per physical piece through partial unmaps a
   CHECK(sim.reserved_bytes() == 3 * g);
   sim.unmap_pages(r + g, g);  // the original's middle page: the alias keeps it
   CHECK(sim.reserved_bytes() == 3 * g);
-  CHECK_THROWS_AS(sim.unmap_pages(r, 2 * g), std::logic_error);  // r + g is a hole now
+  CHECK_THROWS_AS(sim.unmap_pages(r, 2 * g), std::logic_error);       // r + g is a hole now
   CHECK_THROWS_AS(sim.map_pages(r + 2 * g, g, 0), std::logic_error);  // still mapped
   sim.unmap_pages(r + 5 * g, 2 * g);  // the alias's last two pages: the middle one had no other mapping
   CHECK(sim.reserved_bytes() == 2 * g);
@@ -167,13 +167,13 @@ TEST_CASE("bfc: bins by power of two from 256 B", "[framework]") {
 TEST_CASE("bfc: 256 B rounding, split rule and doubling regions", "[framework]") {
   Bench b("bfc");
   Block small = b.must_alloc(100);
-  CHECK(small.size == 256);                        // split: the 2 MiB region is >= 2x the request
-  CHECK(b.device.reserved_bytes() == 2 * kMiB);     // the first region is 2 MiB
+  CHECK(small.size == 256);                      // split: the 2 MiB region is >= 2x the request
+  CHECK(b.device.reserved_bytes() == 2 * kMiB);  // the first region is 2 MiB
   Block mid = b.must_alloc(3 * kMiB);
-  CHECK(b.device.reserved_bytes() == 6 * kMiB);     // the next region doubled to 4 MiB
-  CHECK(mid.size == 4 * kMiB);                      // 4 MiB < 2 x 3 MiB and 1 MiB < 128 MiB: not split
+  CHECK(b.device.reserved_bytes() == 6 * kMiB);  // the next region doubled to 4 MiB
+  CHECK(mid.size == 4 * kMiB);                   // 4 MiB < 2 x 3 MiB and 1 MiB < 128 MiB: not split
   b.must_alloc(20 * kMiB);
-  CHECK(b.device.reserved_bytes() == 38 * kMiB);    // 8 MiB doubled until it fits: 32 MiB
+  CHECK(b.device.reserved_bytes() == 38 * kMiB);  // 8 MiB doubled until it fits: 32 MiB
   // A freed chunk coalesces with its free neighbour: the whole 2 MiB region is one chunk again.
   b.free(small);
   Block again = b.must_alloc(2 * kMiB);
@@ -189,7 +189,7 @@ TEST_CASE("bfc: splits a remainder of 128 MiB or more", "[framework]") {
   CHECK(big.size == 700 * kMiB);             // 324 MiB left over >= 128 MiB: split
   b.free(big);
   Block fit = b.must_alloc(900 * kMiB);
-  CHECK(fit.size == kGiB);                   // 124 MiB left over: kept as padding
+  CHECK(fit.size == kGiB);  // 124 MiB left over: kept as padding
 }
 
 TEST_CASE("bfc: garbage collection frees idle regions to fit a request", "[framework]") {
@@ -305,7 +305,7 @@ TEST_CASE("rmm_pool: grows by max(request, pool size), halfway to a maximum", "[
   CHECK(capped.device.reserved_bytes() == 5 * kMiB);
   capped.must_alloc(2 * kMiB);
   CHECK(capped.device.reserved_bytes() == 7 * kMiB);  // max(2 MiB, 3 MiB / 2)
-  CHECK(capped.alloc(2 * kMiB) == std::nullopt);       // 1 MiB left: maximum_size reached
+  CHECK(capped.alloc(2 * kMiB) == std::nullopt);      // 1 MiB left: maximum_size reached
 }
 
 TEST_CASE("rmm_pool: per-stream free lists, other streams' blocks before growing", "[framework]") {
@@ -384,7 +384,7 @@ TEST_CASE("cuda_async: granules mapped under blocks, release threshold, trim", "
   CHECK(kept.device.reserved_bytes() == 30 * kMiB);  // under the threshold: stays mapped
   Block z = kept.must_alloc(30 * kMiB);
   CHECK(z.addr == y.addr);
-  CHECK(kept.device.counts().maps == 1);            // reused without mapping
+  CHECK(kept.device.counts().maps == 1);  // reused without mapping
   Block w = kept.must_alloc(40 * kMiB);
   kept.free(z);
   kept.free(w);
@@ -414,7 +414,8 @@ TEST_CASE("cuda_async: cross-stream reuse waits for the free's event", "[framewo
 }
 
 namespace {
-const char* const kFrameworkPolicies[] = {"bfc", "rmm_pool", "cupy", "cuda_async", "gmlake", "rmm_arena", "rmm_binning", "oracle"};
+const char* const kFrameworkPolicies[] = {"bfc",    "rmm_pool",  "cupy",        "cuda_async",
+                                          "gmlake", "rmm_arena", "rmm_binning", "oracle"};
 
 Trace with_empty_caches(Trace t, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -474,7 +475,7 @@ TEST_CASE("gmlake: stitches free chunks into one block without new physical memo
   CHECK(b.device.reserved_bytes() == 10 * kMiB);  // no new physical memory
   CHECK(b.device.counts().maps == 3);
   CHECK(b.device.counts().aliases == 2);
-  CHECK(b.device.is_backed(s.addr, s.size));      // one contiguous virtual block
+  CHECK(b.device.is_backed(s.addr, s.size));  // one contiguous virtual block
   CHECK((s.addr + s.size <= a.addr || s.addr >= a.addr + a.size));
   // Freed and asked again: the cached sBlock is reused whole, no new stitching.
   b.free(s);
@@ -509,13 +510,13 @@ TEST_CASE("rmm_arena: per-stream arenas hold their superblocks; large requests g
   CHECK(a.size == 1024);
   CHECK(b.device.reserved_bytes() == 4 * kMiB);  // the whole arena at once
   Block c = b.must_alloc(1000, 1);
-  CHECK(c.addr == a.addr + kMiB);                 // stream 1's arena got the next superblock
+  CHECK(c.addr == a.addr + kMiB);  // stream 1's arena got the next superblock
   b.free(a);
   Block c2 = b.must_alloc(1000, 1);
-  CHECK(c2.addr == c.addr + 1024);                // stream 1 stays in its own superblock
+  CHECK(c2.addr == c.addr + 1024);  // stream 1 stays in its own superblock
   Block a2 = b.must_alloc(1000, 0);
-  CHECK(a2.addr == a.addr);                       // stream 0's superblock is still its own
-  Block big = b.must_alloc(2 * kMiB, 0);          // > 1 MiB: straight from the global arena
+  CHECK(a2.addr == a.addr);               // stream 0's superblock is still its own
+  Block big = b.must_alloc(2 * kMiB, 0);  // > 1 MiB: straight from the global arena
   CHECK(big.addr == a.addr + 2 * kMiB);
   b.free(a2);
   b.free(c);

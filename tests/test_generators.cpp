@@ -236,7 +236,7 @@ TEST_CASE("gen adversarial: robson keeps live bytes bounded while sizes double",
   CHECK(*std::max_element(curve.begin(), curve.end()) <= o.live);
   std::map<uint64_t, uint64_t> level_allocs;
   for (const Event& e : t.events)
-    if (e.kind == EventKind::Alloc) ++level_allocs[(e.size + o.align * 4) / (o.min_size) ];
+    if (e.kind == EventKind::Alloc) ++level_allocs[(e.size + o.align * 4) / (o.min_size)];
   CHECK(level_allocs.size() >= 6);  // 64K, 128K, ... until the budget cannot hold two blocks
   CHECK(stats_of(t).never_freed == 0);
   CHECK(t.events != generate([&](EventSink& s) { generate_adversarial(o, 2, s); }).events);

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <thread>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "gui/model/active_memory.h"
 #include "gui/model/event_search.h"
@@ -43,14 +43,14 @@ TEST_CASE("the recorded lane follows the recording's segment calls and block add
   const Addr seg = 0x7f0000000000, vmm = 0x7f1000000000;
   t.events = {
       ev(EventKind::SegmentAlloc, 0, 2 << 20, seg),
-      ev(EventKind::Alloc, 0, 1000, seg),              // rounds to 1024
-      ev(EventKind::Alloc, 1, 4096, seg + 1024, 1),    // a private pool's block
+      ev(EventKind::Alloc, 0, 1000, seg),            // rounds to 1024
+      ev(EventKind::Alloc, 1, 4096, seg + 1024, 1),  // a private pool's block
       ev(EventKind::SegmentMap, 0, 2 << 20, vmm),
       ev(EventKind::SegmentMap, 0, 2 << 20, vmm + (2 << 20)),  // extends the mapped run
       ev(EventKind::Alloc, 2, 3 << 20, vmm),
       ev(EventKind::Free, 0, 0, 0),
       ev(EventKind::Free, 2, 0, 0),
-      ev(EventKind::SegmentUnmap, 0, 2 << 20, vmm),    // splits nothing: the first half goes
+      ev(EventKind::SegmentUnmap, 0, 2 << 20, vmm),  // splits nothing: the first half goes
       ev(EventKind::Oom, 0, 64 << 20, 0),
   };
   auto info = make_trace_info(t, "hand-made");
@@ -83,7 +83,8 @@ TEST_CASE("the recorded lane follows the recording's segment calls and block add
   CHECK(result->replay.reserved.bytes == 6u << 20);
   CHECK(result->replay.reserved.event_index == 4);
   CHECK(result->series[static_cast<int>(Series::Allocated)].bytes_at(5) == 1024 + 4096 + (3u << 20));
-  CHECK(result->series[static_cast<int>(Series::Requested)].bytes_at(6) == ByteSeries::to_bytes(ByteSeries::to_kib(4096 + (3u << 20))));
+  CHECK(result->series[static_cast<int>(Series::Requested)].bytes_at(6) ==
+        ByteSeries::to_bytes(ByteSeries::to_kib(4096 + (3u << 20))));
   REQUIRE(result->replay.ooms.size() == 1);
   CHECK(result->replay.ooms[0].event_index == 9);
   CHECK(result->device_grows == std::vector<uint64_t>{0, 3, 4});
@@ -193,10 +194,8 @@ TEST_CASE("event search finds by address, size range, action and frame text", "[
   t.meta.stacks.push_back({{"step", "train.py", 42}});
   const Addr seg = 0x7f0000000000;
   t.events = {
-      ev(EventKind::SegmentAlloc, 0, 2 << 20, seg),
-      ev(EventKind::Alloc, 0, 1000, seg),
-      ev(EventKind::Alloc, 1, 4 << 10, seg + 1024),
-      ev(EventKind::Free, 0, 1000, seg),
+      ev(EventKind::SegmentAlloc, 0, 2 << 20, seg), ev(EventKind::Alloc, 0, 1000, seg),
+      ev(EventKind::Alloc, 1, 4 << 10, seg + 1024), ev(EventKind::Free, 0, 1000, seg),
       ev(EventKind::Alloc, 0, 1 << 20, seg + 8192),
   };
   t.events[1].stack = 1;
@@ -205,14 +204,14 @@ TEST_CASE("event search finds by address, size range, action and frame text", "[
   auto info = make_trace_info(t, "hand-made");
   auto find = [&](const std::string& q) { return find_events(*info, parse_event_query(q)); };
   using V = std::vector<uint64_t>;
-  CHECK(find("0x7f0000000400") == V{0, 2});        // inside the segment and the second block
+  CHECK(find("0x7f0000000400") == V{0, 2});  // inside the segment and the second block
   CHECK(find("0x7f0000000010 action:alloc") == V{1});
   CHECK(find("size:1KiB..8KiB") == V{2});
   CHECK(find("size:..1000") == V{1, 3});
   CHECK(find("size:1MiB") == V{4});
   CHECK(find("action:free") == V{3});
-  CHECK(find("FORWARD") == V{1, 4});                // frame text, any case
-  CHECK(find("linear.py forward") == V{1, 4});      // every word, in any frame
+  CHECK(find("FORWARD") == V{1, 4});            // frame text, any case
+  CHECK(find("linear.py forward") == V{1, 4});  // every word, in any frame
   CHECK(find("train") == V{2});
   CHECK(find("forward train").empty());
   CHECK_THROWS_WITH(parse_event_query("size:lots"), Catch::Contains("bad size 'lots'"));
@@ -270,7 +269,8 @@ TEST_CASE("steps are found from the loop's period and align two runs step by ste
   CHECK(by_time.to_b(300) == 1000);  // 3000 us after the first event: B's event 1000 (3 us an event)
   Alignment by_events{Align::Events, a.get(), b.get(), &sa, &sb};
   CHECK(by_events.to_b(0) == 0);
-  CHECK(std::llabs(static_cast<long long>(by_events.to_b(a->events() / 2)) - static_cast<long long>(b->events() / 2)) <= 1);
+  CHECK(std::llabs(static_cast<long long>(by_events.to_b(a->events() / 2)) - static_cast<long long>(b->events() / 2)) <=
+        1);
   // No loop, no steps.
   CHECK(detect_steps(std::vector<uint32_t>(5000, 7)) == std::vector<uint64_t>{0});
 }

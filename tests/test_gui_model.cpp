@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "allocators/registry.h"
-#include "gui/model/block_strip.h"
 #include "device/limiting_device.h"
+#include "gui/model/block_strip.h"
 #include "gui/model/palette.h"
 #include "gui/model/policy_run.h"
 #include "gui/model/recent_files.h"

@@ -3,8 +3,8 @@
 // Built only where the app, xvfb-run and stb_image are (tests/CMakeLists.txt).
 #ifdef FRAGLAB_GUI_BINARY
 
-#include <catch2/catch.hpp>
 #include <stb_image.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -115,13 +115,16 @@ TEST_CASE("fraglab-gui --screenshot renders every view on a snapshot", "[gui][gu
     }
   }
   SECTION("the recorded lane by name, colored by pool") {
-    REQUIRE(run_gui(trace + " --policy recorded --at peak --color pool --width 900 --height 700 --screenshot " + png) == 0);
+    REQUIRE(run_gui(trace + " --policy recorded --at peak --color pool --width 900 --height 700 --screenshot " + png) ==
+            0);
     Image img = decode(png);
     CHECK(img.colors[fraglab::gui::kSiteColors[0]] >= 20);  // the first private pool's blocks
   }
   SECTION("two traces side by side") {
-    std::string second = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/graphs_two_pools.expandable.pickle.gz";
-    REQUIRE(run_gui(trace + " " + second + " --policy pytorch --view compare --width 900 --height 700 --screenshot " + png) == 0);
+    std::string second =
+        std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/graphs_two_pools.expandable.pickle.gz";
+    REQUIRE(run_gui(trace + " " + second + " --policy pytorch --view compare --width 900 --height 700 --screenshot " +
+                    png) == 0);
     Image img = decode(png);
     CHECK(img.colors.size() > 20);
     CHECK(img.colors[fraglab::gui::rgba(80, 200, 230)] >= 20);  // the second trace's reserved line

@@ -15,8 +15,8 @@
 
 #include "allocators/offline_plan.h"
 #include "allocators/policy_options.h"
-#include "report/compare_results.h"
 #include "device/sim_device.h"
+#include "report/compare_results.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/read_limits.h"
@@ -104,7 +104,8 @@ TEST_CASE("a gzip input inflates within its budget, and the flag lifts it", "[ha
   }
   {
     LimitsGuard off({0, 0});
-    CHECK_THAT(load_error(bomb), Catch::Contains("has neither device_traces nor segments"));  // read whole, then judged as a snapshot
+    CHECK_THAT(load_error(bomb),
+               Catch::Contains("has neither device_traces nor segments"));  // read whole, then judged as a snapshot
   }
   // The same through the CLI: the default budget (64 MiB floor) reads it; a lowered one refuses.
   CHECK(run_cli("info " + bomb.string()).rc == 2);
@@ -121,8 +122,8 @@ TEST_CASE("more than 65,536 streams is an error at the line that adds the next o
     std::ofstream out(csv);
     out << "Thread,Time,Action,Pointer,Size,Stream\n";
     for (int k = 1; k <= 70000; ++k)
-      out << "1,10:00:00.000001,allocate,0x" << std::hex << (0x100000 + k * 0x1000) << std::dec << ",512,0x"
-          << std::hex << k << std::dec << "\n";
+      out << "1,10:00:00.000001,allocate,0x" << std::hex << (0x100000 + k * 0x1000) << std::dec << ",512,0x" << std::hex
+          << k << std::dec << "\n";
   }
   // Line 1 is the header; stream handle k first appears on line k + 1; handle 0 is stream 0.
   CHECK_THAT(load_error(csv), Catch::Contains(csv.string() + ":65537: more than 65,536 distinct streams"));
@@ -204,8 +205,9 @@ TEST_CASE("CLI: stdout and output write errors exit 2 naming what failed", "[har
 
 TEST_CASE("option values beyond what a policy can hold are refused where they are given", "[hardening]") {
   const std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
-  for (const char* policy : {"passthrough:align=9223372036854775807", "rmm_binning:blocks_to_preallocate=9223372036854775807",
-                             "cuda_async:va_size=9223372036854775807", "bestfit:min_segment=1EiB"}) {
+  for (const char* policy :
+       {"passthrough:align=9223372036854775807", "rmm_binning:blocks_to_preallocate=9223372036854775807",
+        "cuda_async:va_size=9223372036854775807", "bestfit:min_segment=1EiB"}) {
     INFO(policy);
     Cli r = run_cli("replay " + trace + " --policy " + policy);
     CHECK(r.rc == 2);
@@ -240,8 +242,10 @@ TEST_CASE("the simulated device runs out of address space at 2^48 rather than ha
   // An accepted allocation just below the limit under the pytorch model: an OOM, not an internal error.
   fs::path dir = temp_dir("huge");
   fs::path jsonl = dir / "huge.jsonl";
-  std::ofstream(jsonl) << R"({"op":"alloc","id":1,"size":281474976710000})" << "\n"
-                       << R"({"op":"alloc","id":2,"size":281474976710000})" << "\n";
+  std::ofstream(jsonl) << R"({"op":"alloc","id":1,"size":281474976710000})"
+                       << "\n"
+                       << R"({"op":"alloc","id":2,"size":281474976710000})"
+                       << "\n";
   // (pytorch:expandable_segments:True crashes on huge allocations: issue 15 item 1, fixed apart.)
   for (const char* policy : {"pytorch", "bestfit", "cuda_async", "passthrough"}) {
     INFO(policy);
@@ -254,9 +258,11 @@ TEST_CASE("the simulated device runs out of address space at 2^48 rather than ha
 TEST_CASE("recorded allocator settings that do not parse name the trace file", "[hardening]") {
   fs::path dir = temp_dir("settings");
   fs::path jsonl = dir / "conf.jsonl";
-  std::ofstream(jsonl) << R"({"fraglab_trace":1,"allocator_settings":{"PYTORCH_CUDA_ALLOC_CONF":"max_split_size_mb:x"}})"
-                       << "\n"
-                       << R"({"op":"alloc","id":1,"size":512})" << "\n";
+  std::ofstream(jsonl)
+      << R"({"fraglab_trace":1,"allocator_settings":{"PYTORCH_CUDA_ALLOC_CONF":"max_split_size_mb:x"}})"
+      << "\n"
+      << R"({"op":"alloc","id":1,"size":512})"
+      << "\n";
   Cli r = run_cli("replay " + jsonl.string() + " --policy pytorch");
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Catch::Contains(jsonl.string() + ": recorded allocator settings: PYTORCH_CUDA_ALLOC_CONF"));

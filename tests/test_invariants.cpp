@@ -20,8 +20,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "device/simulated_gpu.h"
 #include "allocators/registry.h"
+#include "device/simulated_gpu.h"
 #include "sim/replay.h"
 
 namespace fraglab {

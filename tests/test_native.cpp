@@ -204,7 +204,7 @@ TEST_CASE("native: streaming over many blocks, any read size, rewind", "[native]
 TEST_CASE("native: empty trace", "[native]") {
   Trace t;
   save_native(t, temp("empty.fltrace"), 16);
-  CHECK(load_trace(temp("empty.fltrace")) .events.empty());
+  CHECK(load_trace(temp("empty.fltrace")).events.empty());
 }
 
 TEST_CASE("native: JSON Lines -> native -> JSON Lines is identical (CLI convert)", "[native]") {

@@ -17,7 +17,8 @@ TEST_CASE("native: pickle -> native -> JSON Lines -> native keeps every event", 
     INFO(name);
     Trace original = load_trace(std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/" + name);
     REQUIRE(original.events.size() > 20000);
-    const std::string a = (dir / "a.fltrace").string(), b = (dir / "b.jsonl").string(), c = (dir / "c.fltrace").string();
+    const std::string a = (dir / "a.fltrace").string(), b = (dir / "b.jsonl").string(),
+                      c = (dir / "c.fltrace").string();
     save_trace(original, a);
     Trace native = load_trace(a);
     save_trace(native, b);

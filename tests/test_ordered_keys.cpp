@@ -22,8 +22,17 @@ using Keys = fraglab::detail::OrderedKeys<Key>;
 // Values spread over the linear bins, the logarithmic ones and the top of the 48-bit range,
 // with many equal values (equal sizes tie-break on lo).
 Key random_key(std::mt19937_64& rng) {
-  static const uint64_t kValues[] = {0, 512, 1024, 16383, 16384, 1 << 20, (1 << 20) + 512, 2u << 20, 20u << 20,
-                                     (1ull << 47) + 12345, (1ull << 48) - 1};
+  static const uint64_t kValues[] = {0,
+                                     512,
+                                     1024,
+                                     16383,
+                                     16384,
+                                     1 << 20,
+                                     (1 << 20) + 512,
+                                     2u << 20,
+                                     20u << 20,
+                                     (1ull << 47) + 12345,
+                                     (1ull << 48) - 1};
   uint64_t group = rng() % 3;
   uint64_t value = rng() % 2 ? kValues[rng() % std::size(kValues)] : (rng() % (1ull << (rng() % 48 + 1)));
   return Key{group << 48 | value, rng() % 64};

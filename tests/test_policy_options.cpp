@@ -17,7 +17,7 @@ TEST_CASE("options: a size default prints exactly, with a unit only where it is 
   CHECK(option_size_text(1024) == "1KiB");
   CHECK(option_size_text(2ull << 20) == "2MiB");
   CHECK(option_size_text(1ull << 40) == "1TiB");
-  CHECK(option_size_text(1536) == "1536");                // 1.5 KiB is not whole
+  CHECK(option_size_text(1536) == "1536");                   // 1.5 KiB is not whole
   CHECK(option_size_text(85017493504ull) == "85017493504");  // 81079 MiB: not below 1024 of a unit
   for (uint64_t v : {uint64_t{0}, uint64_t{512}, uint64_t{3} << 30, uint64_t{85017493504}, uint64_t{1536}})
     CHECK(parse_size(option_size_text(v)) == v);
@@ -51,9 +51,9 @@ TEST_CASE("options: the getters take the default and the bounds from the declara
 // own parser, whose "unset" and 0 defaults are not values it accepts, so only the options
 // fraglab declares for it are set.
 TEST_CASE("options: every policy behaves the same with its printed defaults given explicitly", "[options]") {
-  Trace trace = load_trace((std::filesystem::path(FRAGLAB_SOURCE_DIR) / "traces" / "corpus" /
-                            "side_stream_prefetch.default.pickle.gz")
-                               .string());
+  Trace trace = load_trace(
+      (std::filesystem::path(FRAGLAB_SOURCE_DIR) / "traces" / "corpus" / "side_stream_prefetch.default.pickle.gz")
+          .string());
   for (const PolicyInfo& info : policy_registry()) {
     std::string explicit_spec = info.name;
     for (const OptionSpec& o : info.options) {

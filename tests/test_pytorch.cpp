@@ -2,14 +2,14 @@
 // what c10/cuda/CUDACachingAllocator.cpp and c10/core/AllocatorConfig.cpp (PyTorch 2.11) do.
 #include <catch2/catch.hpp>
 
-#include "device/simulated_gpu.h"
-#include "allocators/detail/pytorch_config.h"
 #include "allocators/detail/pytorch_caching_allocator.h"
+#include "allocators/detail/pytorch_config.h"
 #include "allocators/registry.h"
+#include "device/sim_device.h"
+#include "device/simulated_gpu.h"
+#include "device/tracking_device.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
-#include "device/sim_device.h"
-#include "device/tracking_device.h"
 
 using namespace fraglab;
 using namespace fraglab::detail;
@@ -35,7 +35,7 @@ struct Rig {
   std::vector<std::string> calls() const {
     std::vector<std::string> out;
     for (const auto& c : dev.call_log()) {
-      const char* k = c.kind == EventKind::SegmentAlloc ? "alloc"
+      const char* k = c.kind == EventKind::SegmentAlloc  ? "alloc"
                       : c.kind == EventKind::SegmentFree ? "free"
                       : c.kind == EventKind::SegmentMap  ? "map"
                                                          : "unmap";
@@ -53,7 +53,8 @@ using Calls = std::vector<std::string>;
 }  // namespace
 
 TEST_CASE("pytorch: PYTORCH_CUDA_ALLOC_CONF is parsed as PyTorch parses it", "[pytorch]") {
-  auto c = PytorchAllocatorConfig::parse("expandable_segments:True, max_split_size_mb:128,garbage_collection_threshold:0.6");
+  auto c =
+      PytorchAllocatorConfig::parse("expandable_segments:True, max_split_size_mb:128,garbage_collection_threshold:0.6");
   CHECK(c.expandable_segments);
   CHECK(c.max_split_size == 128 * MiB);
   CHECK(c.garbage_collection_threshold == Approx(0.6));
@@ -125,7 +126,8 @@ TEST_CASE("pytorch: recorded settings are the start, the command line overrides 
 
 TEST_CASE("pytorch: PYTORCH_ALLOC_CONF is read where PYTORCH_CUDA_ALLOC_CONF is, in PyTorch's order", "[pytorch]") {
   // Only the newer name recorded (a trace from a recorder that saved the environment).
-  std::map<std::string, std::string> settings = {{"PYTORCH_ALLOC_CONF", "expandable_segments:True,max_split_size_mb:64"}};
+  std::map<std::string, std::string> settings = {
+      {"PYTORCH_ALLOC_CONF", "expandable_segments:True,max_split_size_mb:64"}};
   auto conf = recorded_conf(settings);
   REQUIRE(conf);
   CHECK(std::string(conf.variable) == "PYTORCH_ALLOC_CONF");
@@ -290,7 +292,7 @@ TEST_CASE("pytorch: garbage_collection_threshold reclaims old cached segments un
 
 TEST_CASE("pytorch: expandable segments grow by pages and unmap on release", "[pytorch]") {
   Rig r("expandable_segments:True");
-  uint32_t a = r.malloc(3 * MiB);  // large pool: 20 MiB pages
+  uint32_t a = r.malloc(3 * MiB);   // large pool: 20 MiB pages
   uint32_t b = r.malloc(30 * MiB);  // 17 MiB free at the end: one more page, contiguous
   CHECK(r.addr(b) == r.addr(a) + 3 * MiB);
   uint32_t s = r.malloc(1000);  // small pool: its own segment, 2 MiB pages
@@ -351,7 +353,7 @@ TEST_CASE("pytorch: empty_cache keeps a private pool's segments until the pool i
   r.model.empty_cache();  // the graph (or MemPool) still owns its pool
   CHECK(r.calls() == Calls{"alloc 30"});
   CHECK(r.model.has_private_pool(1));
-  r.model.release_pool(1);  // releasePool: use_count 0, graph_pools_freeable
+  r.model.release_pool(1);                // releasePool: use_count 0, graph_pools_freeable
   CHECK(r.calls() == Calls{"alloc 30"});  // nothing until the cache is emptied
   r.model.empty_cache();
   CHECK(r.calls() == Calls{"alloc 30", "free 30"});

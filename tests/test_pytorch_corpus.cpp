@@ -101,8 +101,8 @@ TEST_CASE("pytorch corpus: other settings are not exact (fidelity can fail)", "[
 }
 
 TEST_CASE("pytorch corpus: invariants hold on replays under other settings (--check)", "[pytorch_corpus]") {
-  for (std::string name : {"gpt2_train.default.pickle.gz", "side_stream_prefetch.default.pickle.gz",
-                           "seed_examples.default.pickle.gz"}) {
+  for (std::string name :
+       {"gpt2_train.default.pickle.gz", "side_stream_prefetch.default.pickle.gz", "seed_examples.default.pickle.gz"}) {
     Trace trace = load_trace(kCorpus + "/" + name);
     for (std::string policy : {"pytorch", "pytorch:expandable_segments:True",
                                "pytorch:max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:4]",

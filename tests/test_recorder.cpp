@@ -13,13 +13,13 @@ using record::CallKind;
 
 TEST_CASE("recorder: calls become allocations and frees with dense ids", "[recorder]") {
   record::RecordBuffer buf;
-  buf.append(CallKind::Free, 0x9000, 0, 0, 1);          // allocated before recording: dropped
+  buf.append(CallKind::Free, 0x9000, 0, 0, 1);  // allocated before recording: dropped
   buf.append(CallKind::Malloc, 0x1000, 4096, 0, 2);
   buf.append(CallKind::Malloc, 0x2000, 100, 77, 3);
   buf.append(CallKind::Free, 0x1000, 0, 0, 4);
-  buf.append(CallKind::Malloc, 0x1000, 512, 77, 5);     // address reused: a new allocation
+  buf.append(CallKind::Malloc, 0x1000, 512, 77, 5);  // address reused: a new allocation
   buf.append(CallKind::MallocFailed, 0, 1u << 30, 0, 6);
-  buf.append(CallKind::Malloc, 0, 0, 0, 7);             // cudaMalloc(0): nullptr, nothing to track
+  buf.append(CallKind::Malloc, 0, 0, 0, 7);  // cudaMalloc(0): nullptr, nothing to track
   Trace t = record::to_trace(buf, buf.close(), "test");
   REQUIRE(t.events.size() == 5);
   CHECK(t.meta.dropped_unknown_frees == 1);
@@ -85,7 +85,8 @@ TEST_CASE("recorder: traces recorded on the GPU machine replay through every pol
       ReplayOptions options;
       options.check_invariants = true;
       MemorySource source(trace);
-      ReplayResult r = replay_simulated(source, PolicySpec::parse(info.name), SimDeviceConfig{}, options, &trace.events);
+      ReplayResult r =
+          replay_simulated(source, PolicySpec::parse(info.name), SimDeviceConfig{}, options, &trace.events);
       CHECK(r.ooms.empty());
       CHECK(r.allocs == r.frees + (std::string(name) == "torch_example.jsonl" ? 10 : 0));
       CHECK(r.reserved.bytes >= r.requested.bytes);

@@ -16,8 +16,8 @@ namespace {
 ReplayResult replay_checking_peak(const Trace& trace, const PolicyInfo& info, Fragmentation& direct) {
   SimDevice sim(SimDeviceConfig{});
   TrackingDevice device(sim);
-  auto policy = make_policy(PolicySpec::parse(info.name), device, trace.meta,
-                            info.needs_whole_trace ? &trace.events : nullptr);
+  auto policy =
+      make_policy(PolicySpec::parse(info.name), device, trace.meta, info.needs_whole_trace ? &trace.events : nullptr);
   ReplayOptions options;
   options.on_oom = OnOom::Skip;
   ReplayEngine engine(*policy, device, options);
@@ -26,8 +26,8 @@ ReplayResult replay_checking_peak(const Trace& trace, const PolicyInfo& info, Fr
     if (!engine.apply(trace.events[i], i)) break;
     if (device.reserved_bytes() > peak) {
       peak = device.reserved_bytes();
-      direct = device.aliases().empty() ? measure_fragmentation(device.physical(), engine.blocks(), i)
-                                        : engine.measure(i);
+      direct =
+          device.aliases().empty() ? measure_fragmentation(device.physical(), engine.blocks(), i) : engine.measure(i);
     }
   }
   return engine.take_result();

@@ -24,7 +24,8 @@ const std::string kSmall = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_lo
 const std::string kHeader = "Thread,Time,Action,Pointer,Size,Stream\n";
 
 int run_cli(const std::string& args, std::string& err) {
-  std::string err_path = (fs::temp_directory_path() / ("fraglab_rmm_test_" + std::to_string(::getpid()) + ".err")).string();
+  std::string err_path =
+      (fs::temp_directory_path() / ("fraglab_rmm_test_" + std::to_string(::getpid()) + ".err")).string();
   int status = std::system((std::string(FRAGLAB_CLI) + " " + args + " >/dev/null 2>" + err_path).c_str());
   err = read_file(err_path);
   fs::remove(err_path);
@@ -167,7 +168,8 @@ TEST_CASE("rmm log: every Time format RMM writes or documents, with or without t
     size_t c0 = line.find(','), c1 = line.find(',', c0 + 1);
     std::string t = line.substr(c0 + 1, c1 - c0 - 1);  // HH:MM:SS.ffffff
     REQUIRE(t.size() == 15);
-    int64_t seconds = kMidnight + std::stoll(t.substr(0, 2)) * 3600 + std::stoll(t.substr(3, 2)) * 60 + std::stoll(t.substr(6, 2));
+    int64_t seconds =
+        kMidnight + std::stoll(t.substr(0, 2)) * 3600 + std::stoll(t.substr(3, 2)) * 60 + std::stoll(t.substr(6, 2));
     epoch += line.substr(0, c0 + 1) + std::to_string(seconds) + "." + t.substr(9) + line.substr(c1) + "\n";
     colon += line.substr(0, c0 + 1) + t.substr(0, 8) + ":" + t.substr(9) + line.substr(c1) + "\n";
     headerless += line + "\n";
@@ -200,8 +202,8 @@ TEST_CASE("rmm log: failed allocations with an empty, (nil) or 0x0 pointer; deal
                               "7,1763800000.000238,allocate,0x7f8a40000000,256,0x0\n"
                               "7,1763800000.000240,allocate failure,,1099511627776,0x0\n"
                               "7,1763800000.000241,allocate failure,(nil),1099511627776,0\n"
-                              "7,1763800000.0003,allocate failure,0x0,1099511627776,0x0\n" + kHeader +
-                              "7,1763800001,deallocate,0x7f8a40000000,256,0x0\n",
+                              "7,1763800000.0003,allocate failure,0x0,1099511627776,0x0\n" +
+                              kHeader + "7,1763800001,deallocate,0x7f8a40000000,256,0x0\n",
                           "doc.csv");
   REQUIRE(t.events.size() == 5);
   CHECK(t.events[0].time_us == 1763800000000238);

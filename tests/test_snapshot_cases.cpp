@@ -70,12 +70,13 @@ void check_exact(const std::string& file, const nlohmann::json& stats) {
 
 }  // namespace
 
-TEST_CASE("snapshot cases: late and ring-buffered histories replay exactly from their first entry", "[snapshot_cases]") {
+TEST_CASE("snapshot cases: late and ring-buffered histories replay exactly from their first entry",
+          "[snapshot_cases]") {
   auto stats = case_stats();
-  for (const char* file : {"gpt2_train.default_late2.pickle.gz", "gpt2_train.expandable_late2.pickle.gz",
-                           "bert_varlen_train.default_ring60000.pickle.gz",
-                           "bert_varlen_train.expandable_ring60000.pickle.gz",
-                           "side_stream_prefetch.default_ring700.pickle.gz"}) {
+  for (const char* file :
+       {"gpt2_train.default_late2.pickle.gz", "gpt2_train.expandable_late2.pickle.gz",
+        "bert_varlen_train.default_ring60000.pickle.gz", "bert_varlen_train.expandable_ring60000.pickle.gz",
+        "side_stream_prefetch.default_ring700.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }
@@ -83,8 +84,9 @@ TEST_CASE("snapshot cases: late and ring-buffered histories replay exactly from 
 
 TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly with their capacity", "[snapshot_cases]") {
   auto stats = case_stats();
-  for (const char* file : {"gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz", "gpt2_oom_backoff.expandable_cap0.12.pickle.gz",
-                           "bert_varlen_oom.default_cap0.16.pickle.gz", "bert_varlen_oom.expandable_cap0.16.pickle.gz"}) {
+  for (const char* file :
+       {"gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz", "gpt2_oom_backoff.expandable_cap0.12.pickle.gz",
+        "bert_varlen_oom.default_cap0.16.pickle.gz", "bert_varlen_oom.expandable_cap0.16.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }
@@ -161,10 +163,10 @@ TEST_CASE("initial state: a block first freed was live; its end is where the nex
   Addr s = 0x400000000;
   std::vector<RecordedSegment> final_segments = {segment(s, 20 * MiB)};
   std::vector<Event> history = {
-      entry(EventKind::Alloc, s + 6 * MiB, 3 * MiB),          // lands in the free block after A: A was 6 MiB
-      entry(EventKind::FreeRequested, s, 5 * MiB + 100),      // A: requested 5 MiB + 100 bytes
+      entry(EventKind::Alloc, s + 6 * MiB, 3 * MiB),      // lands in the free block after A: A was 6 MiB
+      entry(EventKind::FreeRequested, s, 5 * MiB + 100),  // A: requested 5 MiB + 100 bytes
       entry(EventKind::Free, s, 5 * MiB + 100),
-      entry(EventKind::Free, s + 12 * MiB, 1 * MiB + 512),    // B: completion only (requested before)
+      entry(EventKind::Free, s + 12 * MiB, 1 * MiB + 512),  // B: completion only (requested before)
   };
   InitialState st = reconstruct_initial_state(history, final_segments);
   REQUIRE(st.segments.size() == 1);
@@ -254,7 +256,8 @@ TEST_CASE("pytorch: a request larger than an expandable segment's range is out o
   MemorySource source(t);
   ReplayOptions options;
   options.on_oom = OnOom::Skip;
-  ReplayResult r = replay_simulated(source, PolicySpec::parse("pytorch:expandable_segments:True"), SimDeviceConfig{}, options);
+  ReplayResult r =
+      replay_simulated(source, PolicySpec::parse("pytorch:expandable_segments:True"), SimDeviceConfig{}, options);
   CHECK(r.ooms.size() == 1);
   CHECK(r.final_reserved == 0);
   // With the H200's memory as the capacity, the segment's range is sized from it and the request fits.
@@ -271,7 +274,8 @@ TEST_CASE("pytorch: a request larger than an expandable segment's range is out o
 namespace {
 
 size_t count_kind(const Trace& t, EventKind kind) {
-  return static_cast<size_t>(std::count_if(t.events.begin(), t.events.end(), [&](const Event& e) { return e.kind == kind; }));
+  return static_cast<size_t>(
+      std::count_if(t.events.begin(), t.events.end(), [&](const Event& e) { return e.kind == kind; }));
 }
 
 bool has_pool(const Trace& t, std::array<int64_t, 2> id) {
@@ -304,8 +308,10 @@ TEST_CASE("pool inference: graph captures go to the capture's pool, which is rel
   size_t in_pool = 0, small_default_on_capture_stream = 0;
   for (const Event& e : t.events) {
     if (e.kind != EventKind::Alloc || t.meta.streams[e.stream] != 1014704544) continue;
-    if (e.pool) ++in_pool;
-    else if (e.size == 8) ++small_default_on_capture_stream;
+    if (e.pool)
+      ++in_pool;
+    else if (e.size == 8)
+      ++small_default_on_capture_stream;
   }
   CHECK(in_pool == 26);
   CHECK(small_default_on_capture_stream == 2);
@@ -318,14 +324,16 @@ TEST_CASE("pool inference: a MemPool alive across empty_cache keeps its segments
           "[snapshot_cases][pools]") {
   Trace t = load_trace(kCases + "/mempool_kept.default.pickle.gz");
   CHECK(t.meta.pools.size() >= 2);  // nothing in the snapshot names it: the empty_cache that kept its segments does
-  CHECK(std::any_of(t.events.begin(), t.events.end(), [](const Event& e) { return e.kind == EventKind::Alloc && e.pool; }));
+  CHECK(std::any_of(t.events.begin(), t.events.end(),
+                    [](const Event& e) { return e.kind == EventKind::Alloc && e.pool; }));
 }
 
 TEST_CASE("pool inference: a MemPool on the default stream is told apart by the model", "[snapshot_cases][pools]") {
   Trace t = load_trace(kCases + "/mempool_side.default.pickle.gz");
   CHECK(t.meta.pools.size() >= 2);  // the segments are all gone by the end: inferred pools, id (-1, k)
   CHECK(count_kind(t, EventKind::PoolRelease) >= 1);
-  CHECK(std::any_of(t.events.begin(), t.events.end(), [](const Event& e) { return e.kind == EventKind::Alloc && e.pool; }));
+  CHECK(std::any_of(t.events.begin(), t.events.end(),
+                    [](const Event& e) { return e.kind == EventKind::Alloc && e.pool; }));
 }
 
 TEST_CASE("pools: other policies keep pools apart unless asked to merge them", "[snapshot_cases][pools]") {
@@ -352,7 +360,8 @@ TEST_CASE("pools: the native and JSON Lines formats keep every event's pool", "[
   Trace t = load_trace(kCases + "/mempool_side.expandable.pickle.gz");
   REQUIRE(t.meta.pools.size() > 1);
   for (const char* ext : {".fltrace", ".jsonl"}) {
-    std::string path = (std::filesystem::temp_directory_path() / ("fraglab_pools_" + std::to_string(::getpid()) + ext)).string();
+    std::string path =
+        (std::filesystem::temp_directory_path() / ("fraglab_pools_" + std::to_string(::getpid()) + ext)).string();
     save_trace(t, path);
     Trace back = load_trace(path);
     CHECK(back.meta.pools == t.meta.pools);
@@ -366,7 +375,8 @@ TEST_CASE("pools: the native and JSON Lines formats keep every event's pool", "[
   }
 }
 
-TEST_CASE("pool inference: more private pools than an event can name is an error, not a wrap", "[snapshot_cases][pools]") {
+TEST_CASE("pool inference: more private pools than an event can name is an error, not a wrap",
+          "[snapshot_cases][pools]") {
   Trace t;
   t.meta.source = "hostile.pickle";
   for (int64_t k = 0; k < 70000; ++k) {

@@ -37,7 +37,8 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
     if (S_ISLNK(st.st_mode) && !is_descriptor_link(path)) {
       char resolved[PATH_MAX];
       if (!::realpath(path.c_str(), resolved))
-        throw std::runtime_error("cannot write " + path + ": a symlink to a missing file (" + std::strerror(errno) + ")");
+        throw std::runtime_error("cannot write " + path + ": a symlink to a missing file (" + std::strerror(errno) +
+                                 ")");
       target_ = resolved;
       if (::stat(target_.c_str(), &st) != 0) fail(errno);
     } else if (S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) != 0) {
@@ -62,9 +63,7 @@ AtomicFile::~AtomicFile() {
   if (!temp_.empty()) std::remove(temp_.c_str());
 }
 
-void AtomicFile::fail(int err) const {
-  throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(err));
-}
+void AtomicFile::fail(int err) const { throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(err)); }
 
 void AtomicFile::write(const void* data, size_t size) {
   if (size && std::fwrite(data, 1, size, file_) != size) fail(errno);
@@ -85,8 +84,10 @@ void AtomicFile::commit() {
 
 void require_regular_file(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw FormatError::in_file(path, std::string("cannot read it: ") + file_kind(st.st_mode) + ", not a regular file");
+  if (::stat(path.c_str(), &st) != 0)
+    throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw FormatError::in_file(path, std::string("cannot read it: ") + file_kind(st.st_mode) + ", not a regular file");
 }
 
 std::string read_file(const std::string& path) {

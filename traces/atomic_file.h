@@ -26,8 +26,8 @@ class AtomicFile {
 
  private:
   [[noreturn]] void fail(int err) const;
-  std::string path_;     // as given (named in errors)
-  std::string target_;   // the file renamed over (a symlink's target), empty when written through
+  std::string path_;    // as given (named in errors)
+  std::string target_;  // the file renamed over (a symlink's target), empty when written through
   std::string temp_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;

@@ -56,7 +56,7 @@ class FirstKeys final : public nlohmann::json_sax<nlohmann::json> {
     // An array's first element must be an object for it to have keys.
     return !(top_is_array && depth_ == 2 && array);
   }
-  bool close() { return --depth_ >= target_; }  // the first object is done
+  bool close() { return --depth_ >= target_; }              // the first object is done
   bool scalar() { return !(top_is_array && depth_ == 1); }  // an array of scalars: no keys
 };
 
@@ -78,7 +78,7 @@ bool any_of(const std::vector<std::string>& keys, const std::array<std::string_v
 // torch/csrc/cuda/memory_snapshot.cpp: the snapshot dict's keys (allocator_settings alone
 // proves nothing: a JSON Lines header has one too) and a segment dict's.
 constexpr std::array<std::string_view, 5> kSnapshotKeys = {"device_traces", "segments", "external_annotations",
-                                                          "host_segments", "host_traces"};
+                                                           "host_segments", "host_traces"};
 constexpr std::array<std::string_view, 4> kSegmentKeys = {"address", "total_size", "blocks", "segment_type"};
 constexpr std::array<std::string_view, 2> kJsonlKeys = {"fraglab_trace", "op"};
 
@@ -95,7 +95,9 @@ std::string_view first_line(std::string_view s) {
   return {};
 }
 
-bool is_decimal(std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos; }
+bool is_decimal(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
 
 }  // namespace
 

@@ -187,8 +187,9 @@ class Transcoder final : public nlohmann::json_sax<nlohmann::json> {
 
   bool open(uint8_t empty_container) {
     if (++depth_ > kMaxJsonDepth)
-      throw FormatError::at_offset(name_, bracket_offset(),
-                                   fmt::format("JSON nested deeper than {} levels; a snapshot needs about 7", kMaxJsonDepth));
+      throw FormatError::at_offset(
+          name_, bracket_offset(),
+          fmt::format("JSON nested deeper than {} levels; a snapshot needs about 7", kMaxJsonDepth));
     if (depth_ <= kRecordedDepth) origins_.emplace_back(pickle_.offset(), bracket_offset());
     pickle_.op(empty_container);
     pickle_.op('(');  // MARK

@@ -6,9 +6,9 @@
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
-#include "traces/state_json.h"
 #include "traces/json_depth.h"
 #include "traces/read_limits.h"
+#include "traces/state_json.h"
 #include "traces/stream_interner.h"
 #include "traces/text_lines.h"
 
@@ -176,13 +176,16 @@ Trace parse_jsonl(const std::string& text, const std::string& name) {
   for_each_line(text, p.line, [&](std::string_view line) {
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
     if (uint64_t at = json_too_deep_at(line, kMaxJsonDepth); at != UINT64_MAX)
-      p.fail("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at column " + std::to_string(at + 1));
+      p.fail("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at column " +
+             std::to_string(at + 1));
     json obj = json::parse(line, nullptr, false);
     if (obj.is_discarded()) p.fail("not valid JSON");
     if (!obj.is_object()) p.fail("each line must be a JSON object");
     try {
-      if (first && obj.contains("fraglab_trace")) p.header(obj);
-      else p.event(obj);
+      if (first && obj.contains("fraglab_trace"))
+        p.header(obj);
+      else
+        p.event(obj);
     } catch (const TooManyStreams& e) {
       p.fail(e.what());
     }
@@ -192,9 +195,7 @@ Trace parse_jsonl(const std::string& text, const std::string& name) {
   return std::move(p.trace);
 }
 
-Trace read_jsonl(const std::string& path) {
-  return parse_jsonl(read_maybe_gzipped(path), path);
-}
+Trace read_jsonl(const std::string& path) { return parse_jsonl(read_maybe_gzipped(path), path); }
 
 namespace {
 

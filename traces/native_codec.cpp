@@ -84,8 +84,8 @@ void encode_block(const Event* events, size_t count, std::vector<uint8_t>& raw, 
     const Event& e = events[i];
     uint8_t f = static_cast<uint8_t>(e.kind);
     col[kId] = put_varint(col[kId], e.id);
-    col[kTime] = put_varint(col[kTime], zigzag(static_cast<int64_t>(static_cast<uint64_t>(e.time_us) -
-                                                                    static_cast<uint64_t>(prev_time))));
+    col[kTime] = put_varint(
+        col[kTime], zigzag(static_cast<int64_t>(static_cast<uint64_t>(e.time_us) - static_cast<uint64_t>(prev_time))));
     prev_time = e.time_us;
     unsigned size_len = byte_length(e.size);
     col[kSize] = put_fixed(col[kSize], e.size, size_len);
@@ -132,8 +132,8 @@ inline uint64_t get_varint_padded(const uint8_t*& p, bool& overlong) {
   return r;
 }
 
-constexpr uint64_t kLowBytes[9] = {0,           0xff,           0xffff,           0xffffff,          0xffffffff,
-                                   0xffffffffff, 0xffffffffffff, 0xffffffffffffff, ~uint64_t{0}};
+constexpr uint64_t kLowBytes[9] = {
+    0, 0xff, 0xffff, 0xffffff, 0xffffffff, 0xffffffffff, 0xffffffffffff, 0xffffffffffffff, ~uint64_t{0}};
 
 inline uint64_t load_le64(const uint8_t* p) {
   uint64_t v;
@@ -197,7 +197,7 @@ void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t cou
     get_varint_padded(p, overlong);
     column_error(c, overlong ? "corrupt varint (more than 64 bits)" : "the column ends inside a varint");
   };
-  auto next = [&](int c) __attribute__((always_inline)) -> uint64_t {
+  auto next = [&](int c) __attribute__((always_inline))->uint64_t {
     uint64_t v = 0;
     if (!next_varint(cur[c], end[c], v)) [[unlikely]]
       bad_varint(c);
@@ -206,7 +206,7 @@ void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t cou
 
   // A fixed-width field: a load and a mask, no branch on the length. The cursor may run
   // past its column by at most 8 bytes before the test after it catches that.
-  auto fixed = [&](int c, unsigned len) __attribute__((always_inline)) -> uint64_t {
+  auto fixed = [&](int c, unsigned len) __attribute__((always_inline))->uint64_t {
     uint64_t v = load_le64(cur[c]) & kLowBytes[len];
     cur[c] += len;
     if (cur[c] > end[c]) [[unlikely]] {
@@ -226,7 +226,8 @@ void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t cou
       fail(kColumnTableBytes + i, "event " + std::to_string(i) + " has unknown kind or flags " + std::to_string(f));
     const unsigned size_len = l & 0x0f, addr_code = l >> 4;
     if (size_len > 8 || addr_code > 9) [[unlikely]]
-      fail(kColumnTableBytes + count + i, "event " + std::to_string(i) + " has a bad lengths byte " + std::to_string(l));
+      fail(kColumnTableBytes + count + i,
+           "event " + std::to_string(i) + " has a bad lengths byte " + std::to_string(l));
     uint64_t id = next(kId);
     if (id > UINT32_MAX) [[unlikely]]
       column_error(kId, "id does not fit 32 bits");
@@ -254,8 +255,7 @@ void decode_block(const uint8_t* raw, size_t raw_size, Event* events, size_t cou
     }
   }
   for (int c = 0; c < kColumns; ++c)
-    if (cur[c] != end[c])
-      column_error(c, "the column holds bytes beyond its last value");
+    if (cur[c] != end[c]) column_error(c, "the column holds bytes beyond its last value");
 }
 
 json unreplayed_json(const TraceMeta& m) {
@@ -285,7 +285,6 @@ json meta_to_json(const TraceMeta& m) {
           {"segments", segments_to_json(m.segments)},
           {"pools", pools_to_json(m.pools)}};
 }
-
 
 // Checked conversions: nlohmann's get<integer>() on a float value is a cast whose overflow is
 // undefined behaviour, so the kind is checked first. Errors are std::out_of_range, which the
@@ -320,7 +319,8 @@ TraceMeta meta_from_json(const json& j) {
     m.stacks.push_back(std::move(frames));
   }
   m.dropped_unknown_frees = meta_u64(j.at("dropped_unknown_frees"), "dropped_unknown_frees");
-  if (m.streams.empty() || m.streams.size() > 65536) throw std::out_of_range("stream table must hold 1 to 65536 streams");
+  if (m.streams.empty() || m.streams.size() > 65536)
+    throw std::out_of_range("stream table must hold 1 to 65536 streams");
   if (m.stacks.empty() || !m.stacks[0].empty()) throw std::out_of_range("stack table must start with the empty stack");
   // Keys added later (absent from older files, which read as before).
   if (auto it = j.find("has_times"); it != j.end()) m.has_times = it->get<bool>();
@@ -328,7 +328,8 @@ TraceMeta meta_from_json(const json& j) {
   if (auto it = j.find("unreplayed"); it != j.end())
     for (const auto& [k, v] : it->items()) m.unreplayed.emplace_back(k, meta_u64(v, "an unreplayed item count"));
   if (auto it = j.find("initial"); it != j.end()) m.initial = initial_from_json(*it, m.streams.size(), m.stacks.size());
-  if (auto it = j.find("segments"); it != j.end()) m.segments = segments_from_json(*it, m.streams.size(), m.stacks.size());
+  if (auto it = j.find("segments"); it != j.end())
+    m.segments = segments_from_json(*it, m.streams.size(), m.stacks.size());
   if (auto it = j.find("pools"); it != j.end()) m.pools = pools_from_json(*it);
   return m;
 }
@@ -343,7 +344,8 @@ std::vector<std::pair<uint64_t, PoolIndex>> event_pools_from_json(const json& j,
     uint64_t index = meta_u64(p[0], "an event index"), pool = meta_u64(p[1], "a pool");
     if (index >= events || (!out.empty() && index <= out.back().first))
       throw std::out_of_range("event_pools indices must rise and stay below the event count");
-    if (pool == 0 || pool >= pools) throw std::out_of_range("event_pools names pool " + std::to_string(pool) + ", not in the pool table");
+    if (pool == 0 || pool >= pools)
+      throw std::out_of_range("event_pools names pool " + std::to_string(pool) + ", not in the pool table");
     out.emplace_back(index, static_cast<PoolIndex>(pool));
   }
   return out;

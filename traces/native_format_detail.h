@@ -21,8 +21,8 @@ inline constexpr uint32_t kHeaderBytes = 32;
 inline constexpr uint32_t kBlockHeaderBytes = 24;
 inline constexpr uint32_t kSectionBytes = 24;  // the meta section's header
 inline constexpr uint32_t kFooterBytes = 32;
-inline constexpr uint32_t kMaxBlockEvents = 1u << 22;   // bounds a block's memory (~170 MB of events)
-inline constexpr uint64_t kMaxMetaBytes = 1ull << 32;   // stacks of huge traces stay well below
+inline constexpr uint32_t kMaxBlockEvents = 1u << 22;  // bounds a block's memory (~170 MB of events)
+inline constexpr uint64_t kMaxMetaBytes = 1ull << 32;  // stacks of huge traces stay well below
 
 // Columns of a block, in file order, and the flag bits that say which events have a value.
 enum Column { kId, kTime, kSize, kAddr, kStream, kStack, kColumns };

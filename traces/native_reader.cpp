@@ -140,8 +140,10 @@ class NativeSource final : public EventSource {
     // bomb (a 1 MB file of 4G events), so the count is held to the expansion budget.
     if (total_events_ > read_limits().budget(file_size_) / sizeof(Event))
       fail(file_size_ - kFooterBytes + 8, "footer counts " + std::to_string(total_events_) + " events, more than a " +
-                                              std::to_string(file_size_) + "-byte file may expand to: refused as a "
-                                              "decompression bomb; " + kRaiseLimitHint);
+                                              std::to_string(file_size_) +
+                                              "-byte file may expand to: refused as a "
+                                              "decompression bomb; " +
+                                              kRaiseLimitHint);
     if (meta_offset_ < kHeaderBytes || meta_offset_ > footer_at || footer_at - meta_offset_ < kSectionBytes)
       fail(footer_at, "meta offset " + std::to_string(meta_offset_) + " is past the end of the file (" +
                           std::to_string(file_size_) + " bytes)");
@@ -150,10 +152,10 @@ class NativeSource final : public EventSource {
     if (std::memcmp(s, kMetaTag, 4) != 0) fail(meta_offset_, "no meta section where the footer points");
     uint64_t raw_size = get_u64(s + 8), compressed_size = get_u64(s + 16);
     if (compressed_size != footer_at - meta_offset_ - kSectionBytes)
-      fail(meta_offset_ + 16, "meta length " + std::to_string(compressed_size) +
-                                  (compressed_size > footer_at - meta_offset_ - kSectionBytes
-                                       ? " runs past the end of the file"
-                                       : " leaves bytes before the footer"));
+      fail(meta_offset_ + 16,
+           "meta length " + std::to_string(compressed_size) +
+               (compressed_size > footer_at - meta_offset_ - kSectionBytes ? " runs past the end of the file"
+                                                                           : " leaves bytes before the footer"));
     if (raw_size > kMaxMetaBytes) fail(meta_offset_ + 8, "meta size " + std::to_string(raw_size) + " is absurd");
     // A meta that claims far more than the file could need is a decompression bomb.
     if (raw_size > read_limits().budget(file_size_))
@@ -162,11 +164,13 @@ class NativeSource final : public EventSource {
                                  " bytes): refused as a decompression bomb; " + kRaiseLimitHint);
     std::vector<uint8_t> compressed(compressed_size);
     pread_exact(meta_offset_ + kSectionBytes, compressed.data(), compressed.size());
-    check_frame_size(meta_offset_ + 8, meta_offset_ + kSectionBytes, compressed.data(), compressed.size(), raw_size, "meta");
+    check_frame_size(meta_offset_ + 8, meta_offset_ + kSectionBytes, compressed.data(), compressed.size(), raw_size,
+                     "meta");
     std::string text(raw_size, '\0');
     size_t n = ZSTD_decompressDCtx(dctx_, text.data(), text.size(), compressed.data(), compressed.size());
     if (ZSTD_isError(n)) fail(meta_offset_ + kSectionBytes, "meta: " + zstd_error(n));
-    if (n != raw_size) fail(meta_offset_ + 8, "meta decompresses to " + std::to_string(n) + " bytes, not " + std::to_string(raw_size));
+    if (n != raw_size)
+      fail(meta_offset_ + 8, "meta decompresses to " + std::to_string(n) + " bytes, not " + std::to_string(raw_size));
     if (uint64_t at = json_too_deep_at(text, kMaxJsonDepth); at != UINT64_MAX)
       fail(meta_offset_ + kSectionBytes, "meta: JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
                                              " levels at byte " + std::to_string(at) + " of the decompressed meta");
@@ -221,7 +225,8 @@ class NativeSource final : public EventSource {
       fail(pos_ + 4, "block holds events past the " + std::to_string(total_events_) + " the footer counts");
     // The cheapest event takes 4 raw bytes (flags, lengths, id, time), the dearest 2 + 4 * 10 + 2 * 8.
     if (raw_size_ < kColumnTableBytes + 4ull * count || raw_size_ > kColumnTableBytes + 58ull * count)
-      fail(pos_ + 8, "block raw size " + std::to_string(raw_size_) + " does not fit " + std::to_string(count) + " events");
+      fail(pos_ + 8,
+           "block raw size " + std::to_string(raw_size_) + " does not fit " + std::to_string(count) + " events");
     if (compressed_size > meta_offset_ - pos_ - kBlockHeaderBytes)
       fail(pos_ + 12, "block length " + std::to_string(compressed_size) + " runs past the end of the event section (" +
                           std::to_string(meta_offset_) + ")");
@@ -243,15 +248,17 @@ class NativeSource final : public EventSource {
     if (content == ZSTD_CONTENTSIZE_UNKNOWN || content != declared)
       fail(size_field_offset, what + " size " + std::to_string(declared) + " disagrees with its zstd frame (" +
                                   (content == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no content size")
-                                                                       : std::to_string(content) + " bytes") + ")");
+                                                                       : std::to_string(content) + " bytes") +
+                                  ")");
   }
 
   void decode_loaded(Event* out, uint32_t count) {
-    check_frame_size(block_offset_ + 8, block_offset_ + kBlockHeaderBytes, compressed_.data(), compressed_.size(), raw_size_,
-                     "block " + std::to_string(blocks_read_) + " raw");
+    check_frame_size(block_offset_ + 8, block_offset_ + kBlockHeaderBytes, compressed_.data(), compressed_.size(),
+                     raw_size_, "block " + std::to_string(blocks_read_) + " raw");
     raw_.resize(raw_size_ + kDecodePadding);
     size_t n = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_size_, compressed_.data(), compressed_.size());
-    if (ZSTD_isError(n)) fail(block_offset_ + kBlockHeaderBytes, "block " + std::to_string(blocks_read_) + ": " + zstd_error(n));
+    if (ZSTD_isError(n))
+      fail(block_offset_ + kBlockHeaderBytes, "block " + std::to_string(blocks_read_) + ": " + zstd_error(n));
     if (n != raw_size_)
       fail(block_offset_ + 8, "block " + std::to_string(blocks_read_) + " decompresses to " + std::to_string(n) +
                                   " bytes, header says " + std::to_string(raw_size_));

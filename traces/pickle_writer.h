@@ -27,8 +27,8 @@ class PickleWriter {
   void boolean(bool v);
   void integer(int64_t v);
   void floating(double v);
-  void str(std::string_view s);         // written in full every time
-  void interned(std::string_view s);    // written once, then a memo reference
+  void str(std::string_view s);       // written in full every time
+  void interned(std::string_view s);  // written once, then a memo reference
 
   // Opens a container. With `remember` it is memoized and the returned handle lets
   // recall() write further references to this same object (a shared frames list).

@@ -49,8 +49,10 @@ std::vector<PoolIndex> pools_by_stream(TraceMeta& m) {
   auto note = [&](const RecordedSegment& s) {
     PoolIndex p = intern_pool(m, s.pool_id);
     if (s.stream >= by_stream.size()) return;
-    if (!seen[s.stream]) by_stream[s.stream] = p, seen[s.stream] = true;
-    else if (by_stream[s.stream] != p) by_stream[s.stream] = kMixed;
+    if (!seen[s.stream])
+      by_stream[s.stream] = p, seen[s.stream] = true;
+    else if (by_stream[s.stream] != p)
+      by_stream[s.stream] = kMixed;
   };
   for (const RecordedSegment& s : m.initial.segments) note(s);
   for (const RecordedSegment& s : m.segments) note(s);
@@ -65,8 +67,10 @@ std::vector<bool> surviving_segment_allocs(const std::vector<Event>& events) {
   std::unordered_set<Addr> freed_later;
   for (size_t i = events.size(); i-- > 0;) {
     const Event& e = events[i];
-    if (e.kind == EventKind::SegmentFree) freed_later.insert(e.addr);
-    else if (e.kind == EventKind::SegmentAlloc) survives[i] = !freed_later.count(e.addr);
+    if (e.kind == EventKind::SegmentFree)
+      freed_later.insert(e.addr);
+    else if (e.kind == EventKind::SegmentAlloc)
+      survives[i] = !freed_later.count(e.addr);
   }
   return survives;
 }
@@ -89,8 +93,8 @@ struct InstanceKey {
 struct Instance {
   InstanceKey key;
   PoolIndex pool;
-  bool certain;          // rule 1: the snapshot names its pool
-  uint64_t created_at;   // its segment event's index
+  bool certain;         // rule 1: the snapshot names its pool
+  uint64_t created_at;  // its segment event's index
 };
 using Overrides = std::map<InstanceKey, PoolIndex>;
 
@@ -144,8 +148,12 @@ class SegmentMap {
 class PoolInference {
  public:
   PoolInference(Trace& trace, const Overrides& overrides)
-      : trace_(trace), m_(trace.meta), overrides_(overrides), by_stream_(pools_by_stream(m_)),
-        survives_(surviving_segment_allocs(trace.events)), last_private_(m_.streams.size(), 0) {
+      : trace_(trace),
+        m_(trace.meta),
+        overrides_(overrides),
+        by_stream_(pools_by_stream(m_)),
+        survives_(surviving_segment_allocs(trace.events)),
+        last_private_(m_.streams.size(), 0) {
     for (const RecordedSegment& s : m_.initial.segments)
       live_.insert(s.address, s.total_size, add_instance(s.address, intern_pool(m_, s.pool_id), true, 0), s.stream);
   }
@@ -361,7 +369,8 @@ void infer_pools(Trace& trace) {
     for (const RecordedSegment& s : *list) ids.insert(s.pool_id);
   if (ids.size() > UINT16_MAX)
     throw FormatError::in_file(trace.meta.source, fmt::format("the segments name {} memory pools; at most 65,535 "
-                                                              "private pools are supported", ids.size()));
+                                                              "private pools are supported",
+                                                              ids.size()));
   Overrides overrides;
   infer_once(trace, overrides);
   if (const PoolChecker& check = installed_checker()) {

@@ -15,7 +15,7 @@
 namespace fraglab {
 
 struct ReadLimits {
-  uint64_t ratio = 64;                    // 0: unlimited
+  uint64_t ratio = 64;  // 0: unlimited
   uint64_t floor_bytes = uint64_t{64} << 20;
 
   // The most bytes an input of `input_bytes` on disk may grow into (saturating).

@@ -80,7 +80,8 @@ struct RmmParser {
     int64_t seconds = 0;
     auto [end, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), seconds);
     if (whole.empty() || ec != std::errc() || end != whole.data() + whole.size() || seconds < 0 ||
-        seconds > INT64_MAX / 1000000 - 1 || frac.size() > 9 || frac.find_first_not_of("0123456789") != std::string_view::npos ||
+        seconds > INT64_MAX / 1000000 - 1 || frac.size() > 9 ||
+        frac.find_first_not_of("0123456789") != std::string_view::npos ||
         (dot != std::string_view::npos && frac.empty()))
       bad_time(t);
     int64_t us = 0;
@@ -177,8 +178,6 @@ Trace parse_rmm_log(const std::string& text, const std::string& name) {
   return std::move(p.trace);
 }
 
-Trace read_rmm_log(const std::string& path) {
-  return parse_rmm_log(read_maybe_gzipped(path), path);
-}
+Trace read_rmm_log(const std::string& path) { return parse_rmm_log(read_maybe_gzipped(path), path); }
 
 }  // namespace fraglab

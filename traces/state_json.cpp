@@ -112,7 +112,8 @@ std::vector<PoolInfo> pools_from_json(const nlohmann::json& j) {
       throw std::out_of_range("a pool id must be [a, b] of integers");
     pools.push_back(PoolInfo{{p[0].get<int64_t>(), p[1].get<int64_t>()}});
   }
-  if (pools[0].id != std::array<int64_t, 2>{0, 0}) throw std::out_of_range("the first pool must be the default pools [0, 0]");
+  if (pools[0].id != std::array<int64_t, 2>{0, 0})
+    throw std::out_of_range("the first pool must be the default pools [0, 0]");
   return pools;
 }
 

@@ -8,9 +8,9 @@
 namespace fraglab {
 
 namespace {
-constexpr const char* kKindNames[kEventKindCount] = {
-    "alloc",         "free",          "empty_cache", "free_requested", "segment_alloc",
-    "segment_free",  "segment_map",   "segment_unmap", "oom",          "pool_release"};
+constexpr const char* kKindNames[kEventKindCount] = {"alloc",         "free",         "empty_cache", "free_requested",
+                                                     "segment_alloc", "segment_free", "segment_map", "segment_unmap",
+                                                     "oom",           "pool_release"};
 }
 
 const char* event_kind_name(EventKind kind) {
@@ -85,7 +85,8 @@ FormatError::FormatError(std::string file, Where where, uint64_t position, const
     : std::runtime_error([&] {
         std::string msg = printable(file);
         if (where == Where::Offset) msg += ": byte offset " + std::to_string(position);
-        if (where == Where::InflatedOffset) msg += ": byte offset " + std::to_string(position) + " of the decompressed data";
+        if (where == Where::InflatedOffset)
+          msg += ": byte offset " + std::to_string(position) + " of the decompressed data";
         if (where == Where::Line) msg += ":" + std::to_string(position);
         return msg + ": " + printable(what);
       }()),

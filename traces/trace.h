@@ -50,9 +50,7 @@ const char* event_kind_name(EventKind kind);
 bool parse_event_kind(const std::string& name, EventKind& kind);
 
 inline bool is_replay_event(EventKind k) { return k <= EventKind::EmptyCache || k == EventKind::PoolRelease; }
-inline bool is_device_event(EventKind k) {
-  return k >= EventKind::SegmentAlloc && k <= EventKind::SegmentUnmap;
-}
+inline bool is_device_event(EventKind k) { return k >= EventKind::SegmentAlloc && k <= EventKind::SegmentUnmap; }
 
 struct Event {
   EventKind kind = EventKind::Alloc;
@@ -214,7 +212,10 @@ class MemorySource final : public EventSource {
   const TraceMeta& meta() const override { return trace_.meta; }
   size_t read(Event* out, size_t capacity) override;
   const Event* read_in_place(size_t capacity, size_t& n) override;
-  bool rewind() override { pos_ = 0; return true; }
+  bool rewind() override {
+    pos_ = 0;
+    return true;
+  }
 
  private:
   const Trace& trace_;

@@ -44,15 +44,15 @@ struct Extension {
 
 struct FormatEntry {
   TraceFormat format;
-  const char* name;  // format_name()
+  const char* name;                       // format_name()
   std::vector<std::string_view> aliases;  // parse_format_name(); the first is the one to suggest
   const char* description;
   std::vector<Extension> extensions;
   bool (*recognise)(std::string_view head);
   std::unique_ptr<EventSource> (*open)(const std::string& path, const ReadOptions& options);
   std::unique_ptr<TraceWriter> (*create)(const std::string& path, const TraceMeta& meta);  // null: read only
-  const char* no_writer;  // why, when read only
-  bool streams = false;   // the reader decodes block by block instead of loading the file whole
+  const char* no_writer;                                                                   // why, when read only
+  bool streams = false;  // the reader decodes block by block instead of loading the file whole
 };
 
 const std::vector<FormatEntry>& formats() {
@@ -61,7 +61,11 @@ const std::vector<FormatEntry>& formats() {
        "pytorch-snapshot",
        {"snapshot", "pickle", "pytorch", "pytorch-snapshot"},
        "PyTorch memory snapshot, pickled or JSON",
-       {{".pickle", false}, {".pickle.gz", false}, {".pkl", false}, {".pkl.gz", false}, {".json", true},
+       {{".pickle", false},
+        {".pickle.gz", false},
+        {".pkl", false},
+        {".pkl.gz", false},
+        {".json", true},
         {".json.gz", true}},
        [](std::string_view h) { return looks_like_pickle(h) || looks_like_json_snapshot(h); },
        [](const std::string& path, const ReadOptions& options) -> std::unique_ptr<EventSource> {
@@ -171,8 +175,7 @@ std::string writable_format_list() {
     items.push_back(std::string(f.aliases.front()) + " (" + names + ")");
   }
   std::string out;
-  for (size_t i = 0; i < items.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
   return out;
 }
 

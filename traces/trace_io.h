@@ -65,9 +65,7 @@ class TraceWriter {
 
 std::unique_ptr<TraceWriter> create_writer(const std::string& path, TraceFormat format, const TraceMeta& meta);
 void save_trace(const Trace& trace, const std::string& path, TraceFormat format);
-inline void save_trace(const Trace& trace, const std::string& path) {
-  save_trace(trace, path, format_for_path(path));
-}
+inline void save_trace(const Trace& trace, const std::string& path) { save_trace(trace, path, format_for_path(path)); }
 
 // Reads everything from a source into memory.
 Trace drain(EventSource& source);

@@ -26,16 +26,18 @@ struct TraceStats {
   // last - first, saturated: recorded times are not range-checked and may be hostile.
   int64_t time_span_us() const {
     int64_t d;
-    return __builtin_sub_overflow(last_time_us, first_time_us, &d) ? (last_time_us < first_time_us ? INT64_MIN : INT64_MAX) : d;
+    return __builtin_sub_overflow(last_time_us, first_time_us, &d)
+               ? (last_time_us < first_time_us ? INT64_MIN : INT64_MAX)
+               : d;
   }
   uint64_t peak_live_requested = 0, peak_live_index = 0;  // the live-bytes bound
   uint64_t peak_live_count = 0;
   uint64_t total_requested = 0;
-  uint64_t never_freed = 0;                      // allocations live at the end
-  uint64_t recorded_peak_reserved = 0;           // from the reference segment events
-  Distribution sizes;                            // requested bytes per allocation
-  Distribution lifetimes_events;                 // alloc -> free, in events
-  Distribution lifetimes_us;                     // alloc -> free, in microseconds
+  uint64_t never_freed = 0;             // allocations live at the end
+  uint64_t recorded_peak_reserved = 0;  // from the reference segment events
+  Distribution sizes;                   // requested bytes per allocation
+  Distribution lifetimes_events;        // alloc -> free, in events
+  Distribution lifetimes_us;            // alloc -> free, in microseconds
 };
 
 TraceStats compute_stats(EventSource& source);

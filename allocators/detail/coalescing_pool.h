@@ -60,12 +60,11 @@ struct PoolConfig {
 // An index of the free blocks: told when a block becomes free and when it stops being free,
 // and asked for a free block of at least a size (kNoNode when none).
 template <class Index>
-concept FitIndex = std::movable<Index> &&
-                   requires(Index& index, uint32_t node, const BlockNode& b, uint64_t size) {
-                     index.insert(node, b);  // b became free
-                     index.erase(node, b);   // b is no longer a free block
-                     { index.find(size) } -> std::same_as<uint32_t>;
-                   };
+concept FitIndex = std::movable<Index> && requires(Index& index, uint32_t node, const BlockNode& b, uint64_t size) {
+  index.insert(node, b);  // b became free
+  index.erase(node, b);   // b is no longer a free block
+  { index.find(size) } -> std::same_as<uint32_t>;
+};
 
 template <FitIndex Index>
 class CoalescingPool {
@@ -142,8 +141,9 @@ class CoalescingPool {
   size_t segment_count() const { return segments_.size(); }
 
  private:
-  static constexpr bool kAddressOrdered =
-      requires(Index& index, const BlockNode& b) { index.replace(uint32_t{}, uint32_t{}, b); };
+  static constexpr bool kAddressOrdered = requires(Index & index, const BlockNode& b) {
+    index.replace(uint32_t{}, uint32_t{}, b);
+  };
 
   // Splits free block `node` whose remainder keeps its place in an address-ordered index.
   Block split_in_place(uint32_t node, uint64_t size) {

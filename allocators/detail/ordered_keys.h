@@ -132,8 +132,10 @@ class OrderedKeys {
     auto& bin = groups_[at.group_].bins[at.bin_];
     auto from = bin.begin() + at.pos_;
     auto to = std::lower_bound(bin.begin(), bin.end(), now, less);
-    if (to > from) std::move(from + 1, to, from), *(to - 1) = now;
-    else std::move_backward(to, from, from + 1), *to = now;
+    if (to > from)
+      std::move(from + 1, to, from), *(to - 1) = now;
+    else
+      std::move_backward(to, from, from + 1), *to = now;
   }
   // The same for the key `old` (which must be in the set).
   void replace(const Key& old, const Key& now) { replace(lower_bound(old), now); }
@@ -187,7 +189,8 @@ class OrderedKeys {
       if (b == 0) return kNoBin;
       --b;
       uint32_t w = b / 64;
-      if (uint64_t bits = words[w] & (~0ull >> (63 - b % 64))) return w * 64 + 63 - static_cast<uint32_t>(std::countl_zero(bits));
+      if (uint64_t bits = words[w] & (~0ull >> (63 - b % 64)))
+        return w * 64 + 63 - static_cast<uint32_t>(std::countl_zero(bits));
       uint64_t lower = summary & ((1ull << w) - 1);
       if (!lower) return kNoBin;
       w = 63 - static_cast<uint32_t>(std::countl_zero(lower));

@@ -19,7 +19,7 @@ constexpr uint64_t kSizeMask = (1ull << kSizeBits) - 1;
 
 bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-constexpr int kAddressUnitBits = 9;  // blocks are 512-byte aligned
+constexpr int kAddressUnitBits = 9;                                     // blocks are 512-byte aligned
 constexpr uint64_t kMaxAddress = 1ull << (64 - 25 + kAddressUnitBits);  // 2^48
 
 uint64_t pack_address(Addr addr, uint32_t node) { return (addr >> kAddressUnitBits) << 25 | node; }
@@ -285,15 +285,19 @@ void PytorchCachingAllocator::free(uint32_t b) {
     vacated = size_key(src);
     absorb(b, src);
   }
-  if (vacated) replace_in_blocks(*vacated, b);
-  else insert_into_blocks(b);
+  if (vacated)
+    replace_in_blocks(*vacated, b);
+  else
+    insert_into_blocks(b);
 }
 
 size_t PytorchCachingAllocator::try_merge_blocks(uint32_t dst, uint32_t src) {
   if (src == kNoNode || blocks_[src].allocated || blocks_[src].mapped != blocks_[dst].mapped) return 0;
   // The neighbour leaves its set before anything about it changes.
-  if (blocks_[src].mapped) erase_from_blocks(src);
-  else pool_of(src).unmapped.erase(address_key(src));
+  if (blocks_[src].mapped)
+    erase_from_blocks(src);
+  else
+    pool_of(src).unmapped.erase(address_key(src));
   return absorb(dst, src);
 }
 
@@ -345,8 +349,10 @@ void PytorchCachingAllocator::release_blocks(Pool& pool) {
   std::vector<uint32_t> order;
   for (const Key& k : pool.blocks) order.push_back(k.node());
   for (uint32_t b : order) {
-    if (blocks_[b].segment != kNoNode) to_unmap.push_back(b);  // unmapping mutates the pool: later
-    else if (!blocks_[b].is_split()) release_block(b);
+    if (blocks_[b].segment != kNoNode)
+      to_unmap.push_back(b);  // unmapping mutates the pool: later
+    else if (!blocks_[b].is_split())
+      release_block(b);
   }
   for (uint32_t b : to_unmap) {
     unmap_block(b);
@@ -632,9 +638,9 @@ uint32_t PytorchCachingAllocator::lay_out(const RecordedSegment& seg, Addr base,
     if (r.address < cursor || r.address >= end) continue;  // overlapping or outside: inconsistent input
     if (r.address > cursor) add(cursor, r.address - cursor, false);
     const Addr boundary = i + 1 < seg.blocks.size() ? std::min(seg.blocks[i + 1].address, end) : end;
-    uint64_t size = r.size ? std::min(r.size, boundary - r.address)
-                           : estimate_block_size(r.requested_size, boundary - r.address, seg.small_pool,
-                                                 segment != kNoNode);
+    uint64_t size =
+        r.size ? std::min(r.size, boundary - r.address)
+               : estimate_block_size(r.requested_size, boundary - r.address, seg.small_pool, segment != kNoNode);
     add(r.address, size, true);
     cursor = r.address + size;
   }
@@ -674,8 +680,12 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
       if (!base) return std::nullopt;
       es.base = *base;
       segments_.push_back(es);
-      groups.push_back(ExpandableGroup{seg.stream, seg.small_pool, pool_index_of(seg.pool_id),
-                                       static_cast<uint32_t>(segments_.size() - 1), seg.address, {}});
+      groups.push_back(ExpandableGroup{seg.stream,
+                                       seg.small_pool,
+                                       pool_index_of(seg.pool_id),
+                                       static_cast<uint32_t>(segments_.size() - 1),
+                                       seg.address,
+                                       {}});
       g = std::prev(groups.end());
     }
     g->ranges.push_back(&seg);

@@ -32,11 +32,11 @@
 // touch no block memory.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <algorithm>
 #include <vector>
 
 #include "allocators/detail/ordered_keys.h"
@@ -47,12 +47,12 @@
 namespace fraglab::detail {
 
 // The source's constants (CUDACachingAllocator.cpp / CachingDeviceAllocator.h).
-constexpr uint64_t kMinBlockSize = 512;        // every size rounds to a multiple, at least 512
-constexpr uint64_t kSmallSize = 1 * kMiB;      // largest "small" request
-constexpr uint64_t kSmallBuffer = 2 * kMiB;    // small-pool segment size
-constexpr uint64_t kMinLargeAlloc = 10 * kMiB; // requests 1..10 MiB share 20 MiB segments
+constexpr uint64_t kMinBlockSize = 512;         // every size rounds to a multiple, at least 512
+constexpr uint64_t kSmallSize = 1 * kMiB;       // largest "small" request
+constexpr uint64_t kSmallBuffer = 2 * kMiB;     // small-pool segment size
+constexpr uint64_t kMinLargeAlloc = 10 * kMiB;  // requests 1..10 MiB share 20 MiB segments
 constexpr uint64_t kLargeBuffer = 20 * kMiB;
-constexpr uint64_t kRoundLarge = 2 * kMiB;     // larger segments round to this
+constexpr uint64_t kRoundLarge = 2 * kMiB;  // larger segments round to this
 // cudaDeviceProp::totalGlobalMem of the GPU the bundled recordings were made on (NVIDIA H100 80GB
 // HBM3): the default GPU memory, which sizes expandable segments' ranges and memory fractions.
 constexpr uint64_t kH100TotalMemory = 85017493504ull;
@@ -77,7 +77,7 @@ struct PytorchBlock {
   Addr addr = 0;
   uint64_t size = 0;
   uint32_t prev = kNoNode, next = kNoNode;  // neighbours within the segment
-  uint32_t segment = kNoNode;             // expandable segment index; kNoNode = a cudaMalloc segment
+  uint32_t segment = kNoNode;               // expandable segment index; kNoNode = a cudaMalloc segment
   StreamIndex stream = 0;
   uint16_t pool = 0;  // owning BlockPool: index into the allocator's pools (its `small` says which kind)
   bool allocated = false;
@@ -138,16 +138,16 @@ class PytorchCachingAllocator {
   };
   struct Pool {
     bool small;
-    uint16_t index;   // its place in pools_
-    PoolIndex owner;  // 0: the default pools; else the private pool it belongs to
+    uint16_t index;               // its place in pools_
+    PoolIndex owner;              // 0: the default pools; else the private pool it belongs to
     OrderedKeys<Key> blocks{};    // free mapped blocks: (stream, size, address)
     OrderedKeys<Key> unmapped{};  // unmapped expandable ranges: (stream, address)
     int64_t get_free_blocks_call_count = 0;
   };
   // PrivatePool: its BlockPools are pools_[2k] (large) and pools_[2k + 1] (small).
   struct PrivatePool {
-    bool live = false;      // in graph_pools
-    bool freeable = false;  // in graph_pools_freeable
+    bool live = false;          // in graph_pools
+    bool freeable = false;      // in graph_pools_freeable
     int64_t device_allocs = 0;  // cudaMalloc_count: segments (and mapped ranges) not yet given back
   };
   struct ExpandableSegment {
@@ -164,7 +164,7 @@ class PytorchCachingAllocator {
     Pool* pool;
     uint64_t alloc_size;
     uint32_t block = kNoNode;
-    bool block_in_pool = false;  // found by get_free_block, still in the pool's set
+    bool block_in_pool = false;             // found by get_free_block, still in the pool's set
     OrderedKeys<Key>::iterator position{};  // its place there
   };
 
@@ -229,7 +229,7 @@ class PytorchCachingAllocator {
   uint64_t allowed_memory_maximum_ = 0;
   uint64_t total_allocated_memory_ = 0;
   std::vector<std::array<int64_t, 2>> pool_ids_;
-  std::deque<Pool> pools_;  // [0] default large, [1] default small, then each private pool's pair
+  std::deque<Pool> pools_;            // [0] default large, [1] default small, then each private pool's pair
   std::vector<PrivatePool> private_;  // by PoolIndex; [0] unused (the default pools)
   std::vector<PytorchBlock> blocks_;
   FreeSlots unused_;

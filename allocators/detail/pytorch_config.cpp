@@ -203,9 +203,12 @@ void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::str
     }
   }
   if (auto v = get("expandable_segments")) {
-    if (*v == "True" || *v == "true" || *v == "1") expandable_segments = true;
-    else if (*v == "False" || *v == "false" || *v == "0") expandable_segments = false;
-    else bad("expandable_segments", *v);
+    if (*v == "True" || *v == "true" || *v == "1")
+      expandable_segments = true;
+    else if (*v == "False" || *v == "false" || *v == "0")
+      expandable_segments = false;
+    else
+      bad("expandable_segments", *v);
   }
   // roundup_power2_divisions is a dict {interval start in MiB: divisions}; the snapshot
   // reader flattens it to keys "roundup_power2_divisions.<MiB>".

@@ -44,9 +44,9 @@ struct RecordedConf {
 RecordedConf recorded_conf(const std::map<std::string, std::string>& settings);
 
 struct PytorchAllocatorConfig {
-  uint64_t max_split_size = UINT64_MAX;          // max_split_size_mb; unset = SIZE_MAX
+  uint64_t max_split_size = UINT64_MAX;              // max_split_size_mb; unset = SIZE_MAX
   uint64_t max_non_split_rounding_size = 20 * kMiB;  // max_non_split_rounding_mb (kLargeBuffer)
-  double garbage_collection_threshold = 0.0;     // 0 = off
+  double garbage_collection_threshold = 0.0;         // 0 = off
   bool expandable_segments = false;
   std::array<uint64_t, kRoundUpPowerOfTwoIntervals> roundup_power2_divisions{};  // 0 = off
 

@@ -25,7 +25,6 @@ namespace fraglab::detail {
 
 class TreapIndex {
  public:
-
   bool empty() const { return root_ == kNoNode; }
   size_t size() const { return count_; }
   Addr addr(uint32_t node) const { return items_[node].key; }

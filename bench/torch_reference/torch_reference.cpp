@@ -58,8 +58,9 @@ struct Latency {
     long double sum = 0;
     for (uint64_t v : s) sum += v;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "{\"count\": %zu, \"mean_ns\": %.1f, \"p50_ns\": %llu, \"p99_ns\": %llu, \"max_ns\": %llu}",
-                  s.size(), static_cast<double>(sum / s.size()), static_cast<unsigned long long>(rank(0.5)),
+    std::snprintf(buf, sizeof buf,
+                  "{\"count\": %zu, \"mean_ns\": %.1f, \"p50_ns\": %llu, \"p99_ns\": %llu, \"max_ns\": %llu}", s.size(),
+                  static_cast<double>(sum / s.size()), static_cast<unsigned long long>(rank(0.5)),
                   static_cast<unsigned long long>(rank(0.99)), static_cast<unsigned long long>(s.back()));
     return buf;
   }
@@ -92,9 +93,14 @@ int main(int argc, char** argv) {
   int device = 0;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--touch") touch = true;
-    else if (a == "--device" && i + 1 < argc) device = std::atoi(argv[++i]);
-    else { std::cerr << "torch_reference: unknown argument " << a << "\n"; return 2; }
+    if (a == "--touch")
+      touch = true;
+    else if (a == "--device" && i + 1 < argc)
+      device = std::atoi(argv[++i]);
+    else {
+      std::cerr << "torch_reference: unknown argument " << a << "\n";
+      return 2;
+    }
   }
   OpList list = read_ops(path);
 

@@ -28,14 +28,17 @@ uint32_t band_color(const TraceInfo& info, uint64_t alloc_index, BandColor mode)
   const Event& alloc = info.trace.events[alloc_index];
   switch (mode) {
     case BandColor::Age:
-      return age_color(1.0 - static_cast<double>(alloc_index) / static_cast<double>(std::max<uint64_t>(1, info.events())));
-    case BandColor::Size: return size_class_color(alloc.size);
+      return age_color(1.0 -
+                       static_cast<double>(alloc_index) / static_cast<double>(std::max<uint64_t>(1, info.events())));
+    case BandColor::Size:
+      return size_class_color(alloc.size);
     case BandColor::Site: {
       int slot = info.color_slot(info.site_of(alloc));
       return slot >= 0 && slot < static_cast<int>(kSiteColors.size()) ? kSiteColors[static_cast<size_t>(slot)]
                                                                       : kNoSiteColor;
     }
-    case BandColor::Stream: return kSiteColors[alloc.stream % kSiteColors.size()];
+    case BandColor::Stream:
+      return kSiteColors[alloc.stream % kSiteColors.size()];
     case BandColor::Pool:
       return alloc.pool == 0 ? kNoSiteColor : kSiteColors[static_cast<size_t>(alloc.pool - 1) % kSiteColors.size()];
   }
@@ -216,7 +219,8 @@ MemoryRaster build_raster(const ActiveMemory& model, const RasterRequest& reques
         float band = p[i] / p[3];
         return static_cast<uint32_t>(band * cover + static_cast<float>(channel(kBackground, i)) * (1 - cover) + 0.5f);
       };
-      out.rgba[static_cast<size_t>(h - 1 - r) * static_cast<size_t>(w) + static_cast<size_t>(c)] = rgba(mix(0), mix(1), mix(2));
+      out.rgba[static_cast<size_t>(h - 1 - r) * static_cast<size_t>(w) + static_cast<size_t>(c)] =
+          rgba(mix(0), mix(1), mix(2));
     }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

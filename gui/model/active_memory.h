@@ -37,11 +37,10 @@ enum class BandColor { Size, Age, Site, Pool, Stream };  // as the app's ColorMo
 class ActiveMemory {
  public:
   // `progress(done)` may cancel (return false: the model is left empty).
-  explicit ActiveMemory(std::shared_ptr<const TraceInfo> trace,
-                        const std::function<bool(uint64_t)>& progress = {});
+  explicit ActiveMemory(std::shared_ptr<const TraceInfo> trace, const std::function<bool(uint64_t)>& progress = {});
 
   const TraceInfo& trace() const { return *trace_; }
-  const ByteSeries& total() const { return total_; }      // live requested bytes after each event
+  const ByteSeries& total() const { return total_; }  // live requested bytes after each event
   const MinMaxPyramid& pyramid() const { return pyramid_; }
   // The live allocations just after `event`, oldest first.
   std::vector<uint64_t> live_at(uint64_t event) const;
@@ -53,7 +52,7 @@ class ActiveMemory {
   class Sweep {
    public:
     Sweep(const ActiveMemory& model, uint64_t event);  // state just after `event` (or before 0: kBefore)
-    void advance_to(uint64_t event);                     // state just after `event` (>= the current)
+    void advance_to(uint64_t event);                   // state just after `event` (>= the current)
     uint64_t live_bytes() const { return live_bytes_; }
     template <class F>
     void for_each_live(F&& f) const {
@@ -65,9 +64,9 @@ class ActiveMemory {
    private:
     void apply(uint64_t index);
     const ActiveMemory& m_;
-    uint64_t at_;  // last applied event (kBefore: none)
-    std::vector<uint64_t> order_;         // alloc indices, ascending, kDead where freed
-    std::vector<uint32_t> pos_of_id_;     // allocation id -> position in order_
+    uint64_t at_;                      // last applied event (kBefore: none)
+    std::vector<uint64_t> order_;      // alloc indices, ascending, kDead where freed
+    std::vector<uint32_t> pos_of_id_;  // allocation id -> position in order_
     size_t dead_ = 0;
     uint64_t live_bytes_ = 0;
     static constexpr uint64_t kDead = UINT64_MAX;
@@ -77,7 +76,7 @@ class ActiveMemory {
   std::shared_ptr<const TraceInfo> trace_;
   ByteSeries total_;
   MinMaxPyramid pyramid_;
-  uint64_t stride_ = 0;  // events between checkpoints
+  uint64_t stride_ = 0;                             // events between checkpoints
   std::vector<std::vector<uint64_t>> checkpoints_;  // [k]: live just after event k * stride_ - 1 (k = 0: none)
 };
 
@@ -96,17 +95,18 @@ struct RasterRequest {
 
 struct MemoryRaster {
   RasterRequest request;
-  uint64_t top_bytes = 1;                 // bytes at the top row
-  std::vector<uint32_t> rgba;             // width * height, top row first (palette.h packing)
-  std::vector<uint64_t> column_event;     // the event each column shows
-  double seconds = 0;                     // build time
+  uint64_t top_bytes = 1;              // bytes at the top row
+  std::vector<uint32_t> rgba;          // width * height, top row first (palette.h packing)
+  std::vector<uint64_t> column_event;  // the event each column shows
+  double seconds = 0;                  // build time
 };
 
 // The color of one allocation's band (before its shading); age: when it was allocated.
 uint32_t band_color(const TraceInfo& info, uint64_t alloc_index, BandColor mode);
 
-MemoryRaster build_raster(const ActiveMemory& model, const RasterRequest& request,
-                          const std::function<bool()>& cancelled = [] { return false; });
+MemoryRaster build_raster(
+    const ActiveMemory& model, const RasterRequest& request,
+    const std::function<bool()>& cancelled = [] { return false; });
 
 // The model and its rasters on a worker thread (newest request wins).
 class ActiveMemoryRun {

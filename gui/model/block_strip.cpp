@@ -47,9 +47,9 @@ class PixelMixer {
   }
   void flush() {
     if (pixel_ >= 0 && coverage_ > 0) {
-      uint32_t mixed = rgba(static_cast<uint32_t>(sum_[0] / coverage_ + 0.5),
-                            static_cast<uint32_t>(sum_[1] / coverage_ + 0.5),
-                            static_cast<uint32_t>(sum_[2] / coverage_ + 0.5));
+      uint32_t mixed =
+          rgba(static_cast<uint32_t>(sum_[0] / coverage_ + 0.5), static_cast<uint32_t>(sum_[1] / coverage_ + 0.5),
+               static_cast<uint32_t>(sum_[2] / coverage_ + 0.5));
       auto p = static_cast<double>(pixel_);
       emit_.span(p, p + 1, blend(mixed, kFreeColor, std::min(1.0, coverage_)));
     }

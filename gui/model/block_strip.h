@@ -25,7 +25,7 @@ struct StripRect {
 struct BlockStrip {
   int width = 0, rows = 0;
   double bytes_per_px = 1;
-  std::vector<double> region_start;  // linear pixel where each region starts
+  std::vector<double> region_start;   // linear pixel where each region starts
   std::vector<StripRect> background;  // regions: free physical memory and unmapped ranges
   std::vector<StripRect> blocks;      // live blocks, after level of detail
 };
@@ -37,9 +37,9 @@ constexpr int kRegionGapPx = 2;
 BlockStrip build_block_strip(const CursorSnapshot& snap, int width, int rows, const BlockColor& color);
 
 struct StripHit {
-  int region = -1;             // -1: not on device memory
-  Addr addr = 0;               // the byte under the pixel's left edge
-  bool physical = false;       // backed by physical memory
+  int region = -1;                       // -1: not on device memory
+  Addr addr = 0;                         // the byte under the pixel's left edge
+  bool physical = false;                 // backed by physical memory
   const SnapshotBlock* block = nullptr;  // the largest live block in the pixel
 };
 

@@ -40,9 +40,18 @@ inline uint32_t size_class_color(uint64_t bytes) {
 
 // Sites by rank (0 = the most bytes); rank >= kSiteColors.size() shares kNoSiteColor.
 constexpr std::array<uint32_t, 12> kSiteColors{{
-    rgba(31, 119, 180), rgba(255, 127, 14), rgba(44, 160, 44), rgba(214, 39, 40), rgba(148, 103, 189),
-    rgba(140, 86, 75), rgba(227, 119, 194), rgba(188, 189, 34), rgba(23, 190, 207), rgba(174, 199, 232),
-    rgba(255, 187, 120), rgba(152, 223, 138),
+    rgba(31, 119, 180),
+    rgba(255, 127, 14),
+    rgba(44, 160, 44),
+    rgba(214, 39, 40),
+    rgba(148, 103, 189),
+    rgba(140, 86, 75),
+    rgba(227, 119, 194),
+    rgba(188, 189, 34),
+    rgba(23, 190, 207),
+    rgba(174, 199, 232),
+    rgba(255, 187, 120),
+    rgba(152, 223, 138),
 }};
 
 // `fraction` 0 = allocated just now, 1 = allocated at the start of the trace.

@@ -43,18 +43,18 @@ struct SnapshotBlock {
 };
 
 struct CursorSnapshot {
-  uint64_t event_index = 0;             // memory after events [0, event_index]
-  std::vector<SnapshotBlock> blocks;    // live blocks, address order
-  std::vector<DeviceRegion> regions;    // segments and reserved VMM ranges, address order
-  std::vector<PoolIndex> region_pools;  // the recorded lane: each region's private pool (0: default)
+  uint64_t event_index = 0;                         // memory after events [0, event_index]
+  std::vector<SnapshotBlock> blocks;                // live blocks, address order
+  std::vector<DeviceRegion> regions;                // segments and reserved VMM ranges, address order
+  std::vector<PoolIndex> region_pools;              // the recorded lane: each region's private pool (0: default)
   std::vector<std::pair<Addr, uint64_t>> physical;  // backed intervals, address order
   Fragmentation frag;
-  std::vector<uint64_t> free_ranges;    // free range sizes, address order
+  std::vector<uint64_t> free_ranges;  // free range sizes, address order
   // The largest request the policy serves right now without taking more device memory,
   // found by trying requests on fresh replays to this event. Unset when not probed.
   std::optional<uint64_t> largest_fit;
-  bool probed = false;                  // the probe finished (or was skipped)
-  std::string probe_note;               // why it was skipped
+  bool probed = false;     // the probe finished (or was skipped)
+  std::string probe_note;  // why it was skipped
 };
 
 class PolicyRun {
@@ -70,9 +70,9 @@ class PolicyRun {
 
   const std::string& spec() const { return spec_; }
   State state() const { return state_.load(std::memory_order_acquire); }
-  double progress() const;               // 0..1 of the whole-trace replay
-  const std::string& error() const { return error_; }       // when Failed
-  const RunResult* result() const;       // when Done
+  double progress() const;                             // 0..1 of the whole-trace replay
+  const std::string& error() const { return error_; }  // when Failed
+  const RunResult* result() const;                     // when Done
 
   // Asks for the memory at `event_index` (asynchronously; a newer request wins).
   void request_snapshot(uint64_t event_index);
@@ -81,9 +81,9 @@ class PolicyRun {
   bool settled_at(uint64_t event_index) const;
 
   // Synchronous snapshot (tests, benchmarks); throws like the replay.
-  static CursorSnapshot build_snapshot(const TraceInfo& trace, const std::string& spec, const SimDeviceConfig& device,
-                                       uint64_t event_index, bool probe,
-                                       const std::function<bool()>& cancelled = [] { return false; });
+  static CursorSnapshot build_snapshot(
+      const TraceInfo& trace, const std::string& spec, const SimDeviceConfig& device, uint64_t event_index, bool probe,
+      const std::function<bool()>& cancelled = [] { return false; });
 
  private:
   void replay_all(std::stop_token stop);

@@ -117,18 +117,26 @@ void RecordedState::apply(uint64_t index) {
       if (keep_blocks_) blocks_.erase(addr_of_id_[e.id]);
       break;
     }
-    case EventKind::SegmentAlloc: add_region(e.addr, e.size, false, 0); break;
-    case EventKind::SegmentMap: add_region(e.addr, e.size, true, 0); break;
+    case EventKind::SegmentAlloc:
+      add_region(e.addr, e.size, false, 0);
+      break;
+    case EventKind::SegmentMap:
+      add_region(e.addr, e.size, true, 0);
+      break;
     case EventKind::SegmentFree:
-    case EventKind::SegmentUnmap: remove_range(e.addr, e.size); break;
-    default: break;  // free_requested, empty_cache, oom, pool release: no change of memory
+    case EventKind::SegmentUnmap:
+      remove_range(e.addr, e.size);
+      break;
+    default:
+      break;  // free_requested, empty_cache, oom, pool release: no change of memory
   }
 }
 
 std::unique_ptr<RunResult> recorded_result(const TraceInfo& info, const std::function<bool(uint64_t)>& progress) {
   const Trace& trace = info.trace;
   if (!has_recorded_layout(trace))
-    throw std::invalid_argument("the trace records no allocator layout (no segment calls): nothing to show as recorded");
+    throw std::invalid_argument(
+        "the trace records no allocator layout (no segment calls): nothing to show as recorded");
   auto result = std::make_unique<RunResult>();
   ReplayResult& r = result->replay;
   r.policy = kRecordedSpec;
@@ -140,15 +148,32 @@ std::unique_ptr<RunResult> recorded_result(const TraceInfo& info, const std::fun
     const Event& e = trace.events[i];
     state.apply(i);
     switch (e.kind) {
-      case EventKind::Alloc: ++r.allocs; break;
-      case EventKind::Free: ++r.frees; break;
-      case EventKind::EmptyCache: ++r.empty_caches; break;
-      case EventKind::SegmentAlloc: ++r.calls.segment_allocs; break;
-      case EventKind::SegmentFree: ++r.calls.segment_frees; break;
-      case EventKind::SegmentMap: ++r.calls.maps; break;
-      case EventKind::SegmentUnmap: ++r.calls.unmaps; break;
-      case EventKind::Oom: r.ooms.push_back({i, e.size, e.stream, state.reserved, state.allocated, true}); break;
-      default: break;
+      case EventKind::Alloc:
+        ++r.allocs;
+        break;
+      case EventKind::Free:
+        ++r.frees;
+        break;
+      case EventKind::EmptyCache:
+        ++r.empty_caches;
+        break;
+      case EventKind::SegmentAlloc:
+        ++r.calls.segment_allocs;
+        break;
+      case EventKind::SegmentFree:
+        ++r.calls.segment_frees;
+        break;
+      case EventKind::SegmentMap:
+        ++r.calls.maps;
+        break;
+      case EventKind::SegmentUnmap:
+        ++r.calls.unmaps;
+        break;
+      case EventKind::Oom:
+        r.ooms.push_back({i, e.size, e.stream, state.reserved, state.allocated, true});
+        break;
+      default:
+        break;
     }
     if ((e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) &&
         (result->device_grows.empty() || result->device_grows.back() != i))
@@ -178,7 +203,8 @@ std::unique_ptr<RunResult> recorded_result(const TraceInfo& info, const std::fun
 CursorSnapshot recorded_snapshot(const TraceInfo& info, uint64_t event_index, const std::function<bool()>& cancelled) {
   const Trace& trace = info.trace;
   if (!has_recorded_layout(trace))
-    throw std::invalid_argument("the trace records no allocator layout (no segment calls): nothing to show as recorded");
+    throw std::invalid_argument(
+        "the trace records no allocator layout (no segment calls): nothing to show as recorded");
   RecordedState state(trace);
   uint64_t end = std::min<uint64_t>(event_index + 1, trace.events.size());
   for (uint64_t i = 0; i < end; ++i) {

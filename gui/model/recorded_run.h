@@ -38,14 +38,14 @@ class RecordedState {
   };
   struct Region {
     uint64_t size = 0;
-    bool vmm = false;  // mapped pages of an expandable segment (adjacent mappings merge)
+    bool vmm = false;    // mapped pages of an expandable segment (adjacent mappings merge)
     PoolIndex pool = 0;  // a private pool's blocks were seen in it
   };
 
   // The state before event 0. Without `keep_blocks` only the byte counts and regions are
   // kept (the whole-trace series: no per-block map to update).
   explicit RecordedState(const Trace& trace, bool keep_blocks = true);
-  void apply(uint64_t index);                  // applies trace.events[index]
+  void apply(uint64_t index);  // applies trace.events[index]
 
   uint64_t requested = 0, allocated = 0, reserved = 0;
   const std::map<Addr, Block>& blocks() const { return blocks_; }
@@ -61,7 +61,7 @@ class RecordedState {
   std::map<Addr, Block> blocks_;
   std::vector<std::pair<uint64_t, uint64_t>> size_of_id_;  // live allocation id -> (block, requested) bytes
   std::map<Addr, Region> regions_;
-  std::vector<Addr> addr_of_id_;                  // live allocation id -> block address
+  std::vector<Addr> addr_of_id_;                     // live allocation id -> block address
   std::unordered_map<Addr, uint64_t> initial_size_;  // initial-state blocks' recorded sizes
 };
 
@@ -77,7 +77,7 @@ std::unique_ptr<RunResult> recorded_result(const TraceInfo& trace, const std::fu
 
 // The memory just after event `event_index`, as the recording had it. Throws
 // std::invalid_argument when the trace has no recorded layout.
-CursorSnapshot recorded_snapshot(const TraceInfo& trace, uint64_t event_index,
-                                 const std::function<bool()>& cancelled = [] { return false; });
+CursorSnapshot recorded_snapshot(
+    const TraceInfo& trace, uint64_t event_index, const std::function<bool()>& cancelled = [] { return false; });
 
 }  // namespace fraglab::gui

@@ -63,7 +63,6 @@ void assign_sites(TraceInfo& info) {
 
 }  // namespace
 
-
 int64_t TraceInfo::time_at(uint64_t index) const {
   if (trace.events.empty()) return 0;
   return trace.events[std::min<uint64_t>(index, trace.events.size() - 1)].time_us;

@@ -76,7 +76,8 @@ std::vector<uint64_t> detect_steps(const std::vector<uint32_t>& live) {
   for (size_t p = 3; p + 1 < r.size() && period == 0; ++p)
     if (r[p] >= r[p - 1] && r[p] >= r[p + 1] && r[p] >= 0.85 * best) period = p;
   if (period == 0) return {0};
-  auto events_per_step = static_cast<uint64_t>(static_cast<double>(period) * static_cast<double>(n) / static_cast<double>(m));
+  auto events_per_step =
+      static_cast<uint64_t>(static_cast<double>(period) * static_cast<double>(n) / static_cast<double>(m));
   if (events_per_step < 2) return {0};
   // Boundaries at the lowest live bytes, one a period.
   std::vector<uint64_t> steps{0};
@@ -97,7 +98,8 @@ uint64_t Alignment::to_b(uint64_t e) const {
   if (nb == 0) return 0;
   switch (how) {
     case Align::Events:
-      return std::min(nb - 1, static_cast<uint64_t>(static_cast<double>(e) / std::max<double>(1, na) * static_cast<double>(nb)));
+      return std::min(
+          nb - 1, static_cast<uint64_t>(static_cast<double>(e) / std::max<double>(1, na) * static_cast<double>(nb)));
     case Align::Time: {
       int64_t t = a->time_at(e) - a->time_at(0);
       return std::min(nb - 1, b->index_at_time(b->time_at(0) + t));

@@ -53,8 +53,8 @@ struct Pool {
     ptrs.push_back(p);
     long long off = (long long)((char*)p - (char*)ptrs[0]);
     char buf[128];
-    std::snprintf(buf, sizeof buf, "%s[\"a\", %llu, %lld, %llu]", log.empty() ? "" : ", ", (unsigned long long)size, off,
-                  (unsigned long long)reserved());
+    std::snprintf(buf, sizeof buf, "%s[\"a\", %llu, %lld, %llu]", log.empty() ? "" : ", ", (unsigned long long)size,
+                  off, (unsigned long long)reserved());
     log += buf;
     return ptrs.size() - 1;
   }

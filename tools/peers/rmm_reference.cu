@@ -121,8 +121,12 @@ int main(int argc, char** argv) {
   std::optional<std::size_t> arena_size;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--arena-size" && i + 1 < argc) arena_size = std::stoull(argv[++i]);
-    else { std::fprintf(stderr, "rmm_reference: unknown argument %s\n", a.c_str()); return 2; }
+    if (a == "--arena-size" && i + 1 < argc)
+      arena_size = std::stoull(argv[++i]);
+    else {
+      std::fprintf(stderr, "rmm_reference: unknown argument %s\n", a.c_str());
+      return 2;
+    }
   }
   if (kind != "pool" && kind != "arena" && kind != "binning") {
     std::fprintf(stderr, "rmm_reference: unknown resource %s\n", kind.c_str());

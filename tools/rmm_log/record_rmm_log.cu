@@ -32,8 +32,7 @@ namespace {
     }                                                                                     \
   } while (0)
 
-__global__ void touch(char* p, std::size_t n)
-{
+__global__ void touch(char* p, std::size_t n) {
   std::size_t i = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4096;
   if (i < n) p[i] = 1;
 }
@@ -44,18 +43,16 @@ struct Block {
 };
 
 // Rounds to what a framework would ask for: 512-byte multiples, with odd tails now and then.
-std::size_t jitter(std::mt19937_64& rng, std::size_t base)
-{
+std::size_t jitter(std::mt19937_64& rng, std::size_t base) {
   std::uniform_real_distribution<double> f(0.6, 1.4);
   auto s = static_cast<std::size_t>(static_cast<double>(base) * f(rng));
-  s      = (s + 511) / 512 * 512;
+  s = (s + 511) / 512 * 512;
   if (rng() % 7 == 0) s += 8 * (rng() % 60);  // unaligned request sizes happen
   return s == 0 ? 512 : s;
 }
 
 template <typename MR>
-void* alloc(MR& mr, std::size_t size, cudaStream_t stream)
-{
+void* alloc(MR& mr, std::size_t size, cudaStream_t stream) {
   void* p = mr.allocate(size, stream);
   unsigned blocks = static_cast<unsigned>((size / 4096 + 255) / 256);
   touch<<<blocks == 0 ? 1 : blocks, 256, 0, stream>>>(static_cast<char*>(p), size);
@@ -66,8 +63,7 @@ void* alloc(MR& mr, std::size_t size, cudaStream_t stream)
 // grow layer by layer, with short-lived workspaces), a backward pass (activations freed in
 // reverse, gradients allocated), and an optimizer step that frees the gradients.
 template <typename MR>
-void trainer(MR& mr, cudaStream_t stream, int layers, std::size_t width, int steps, unsigned seed)
-{
+void trainer(MR& mr, cudaStream_t stream, int layers, std::size_t width, int steps, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::vector<Block> weights;
   for (int l = 0; l < layers; ++l) {
@@ -84,7 +80,7 @@ void trainer(MR& mr, cudaStream_t stream, int layers, std::size_t width, int ste
       acts.push_back({alloc(mr, a, stream), a});
       if (rng() % 2) {  // a workspace that lives for one layer
         std::size_t ws = jitter(rng, 1u << (12 + rng() % 10));
-        void* p        = alloc(mr, ws, stream);
+        void* p = alloc(mr, ws, stream);
         mr.deallocate(p, ws, stream);
       }
       if (l % 4 == 3) {  // a small tensor kept for backward
@@ -101,32 +97,30 @@ void trainer(MR& mr, cudaStream_t stream, int layers, std::size_t width, int ste
     for (auto& g : grads) mr.deallocate(g.ptr, g.size, stream);
     CHECK_CUDA(cudaStreamSynchronize(stream));
   }
-  for (auto it = weights.rbegin(); it != weights.rend(); ++it)
-    mr.deallocate(it->ptr, it->size, stream);
+  for (auto it = weights.rbegin(); it != weights.rend(); ++it) mr.deallocate(it->ptr, it->size, stream);
   CHECK_CUDA(cudaStreamSynchronize(stream));
 }
 
 }  // namespace
 
-int main(int argc, char** argv)
-{
+int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s OUT.csv [steps=6] [seed=1]\n", argv[0]);
     return 2;
   }
   std::string const path = argv[1];
-  int const steps        = argc > 2 ? std::atoi(argv[2]) : 6;
-  unsigned const seed    = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 1u;
+  int const steps = argc > 2 ? std::atoi(argv[2]) : 6;
+  unsigned const seed = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 1u;
 
   rmm::mr::cuda_memory_resource cuda_mr;
   // 256 MiB to start, growing (pool_memory_resource doubles) up to 4 GiB.
-  rmm::mr::pool_memory_resource<rmm::mr::cuda_memory_resource> pool(
-    &cuda_mr, std::size_t{256} << 20, std::size_t{4} << 30);
+  rmm::mr::pool_memory_resource<rmm::mr::cuda_memory_resource> pool(&cuda_mr, std::size_t{256} << 20,
+                                                                    std::size_t{4} << 30);
   {
     rmm::mr::logging_resource_adaptor<decltype(pool)> log(&pool, path);
 
     // Setup on the default stream from the main thread: an embedding table and a scratch buffer.
-    void* table   = log.allocate(std::size_t{24} << 20);
+    void* table = log.allocate(std::size_t{24} << 20);
     void* scratch = log.allocate(3 * 1000 * 1000 + 17);
 
     cudaStream_t s1{}, s2{};

@@ -100,10 +100,14 @@ void generate_adversarial(const AdversarialOptions& o, uint64_t seed, EventSink&
   if (o.align == 0 || o.min_size < o.align || o.max_size < o.min_size || o.live < o.max_size || o.rounds < 1)
     throw std::invalid_argument("adversarial: need align <= min-size <= max-size <= live and rounds >= 1");
   Rng rng(seed);
-  if (o.pattern == "robson") robson(o, rng, sink);
-  else if (o.pattern == "buddy") buddy(o, rng, sink);
-  else if (o.pattern == "growth") growth(o, rng, sink);
-  else throw std::invalid_argument("adversarial: --pattern is robson, buddy or growth");
+  if (o.pattern == "robson")
+    robson(o, rng, sink);
+  else if (o.pattern == "buddy")
+    buddy(o, rng, sink);
+  else if (o.pattern == "growth")
+    growth(o, rng, sink);
+  else
+    throw std::invalid_argument("adversarial: --pattern is robson, buddy or growth");
   sink.flush();
 }
 

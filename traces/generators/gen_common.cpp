@@ -118,16 +118,20 @@ Dist Dist::parse(const std::string& text, bool sizes) {
 
 double Dist::sample(Rng& rng) const {
   switch (kind_) {
-    case Kind::Fixed: return a_;
-    case Kind::Uniform: return a_ + (b_ - a_) * rng.uniform01();
-    case Kind::LogNormal: return a_ * std::exp(b_ * rng.normal());
+    case Kind::Fixed:
+      return a_;
+    case Kind::Uniform:
+      return a_ + (b_ - a_) * rng.uniform01();
+    case Kind::LogNormal:
+      return a_ * std::exp(b_ * rng.normal());
     case Kind::PowerLaw: {
       // Inverse CDF of p(x) ~ x^-alpha on [min, max].
       double e = 1.0 - c_;
       double lo = std::pow(a_, e), hi = std::pow(b_, e);
       return std::pow(lo + (hi - lo) * rng.uniform01(), 1.0 / e);
     }
-    case Kind::Exponential: return rng.exponential(a_);
+    case Kind::Exponential:
+      return rng.exponential(a_);
   }
   return a_;
 }

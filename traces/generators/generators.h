@@ -40,21 +40,21 @@ void generate_train(const TrainOptions& options, uint64_t seed, EventSink& sink)
 // iteration until their output length; each holds a KV cache that grows token by token
 // (contiguous, reallocated by copy when it outgrows its capacity) or in fixed-size pages.
 struct ServeOptions {
-  double rate = 20;                        // requests per second
+  double rate = 20;  // requests per second
   uint64_t requests = 1000;
   std::string prompt = "lognormal:512:1";  // prompt tokens
   std::string output = "lognormal:128:1";  // generated tokens
   uint64_t max_tokens = 8192;              // prompt + output clipped to this
   int max_batch = 32;
-  std::string kv = "contiguous";           // contiguous or paged
-  double growth = 1.0;                     // contiguous: new capacity = max(need, old * growth); 1 = exact
-  uint64_t page_tokens = 16;               // paged: tokens per page
-  int kv_tensors = 2;                      // separately allocated K/V tensors per request (2 = K and V)
-  uint64_t kv_bytes_per_token = 0;         // 0: 2 (K,V) * layers * hidden * 2 bytes, over kv_tensors
+  std::string kv = "contiguous";    // contiguous or paged
+  double growth = 1.0;              // contiguous: new capacity = max(need, old * growth); 1 = exact
+  uint64_t page_tokens = 16;        // paged: tokens per page
+  int kv_tensors = 2;               // separately allocated K/V tensors per request (2 = K and V)
+  uint64_t kv_bytes_per_token = 0;  // 0: 2 (K,V) * layers * hidden * 2 bytes, over kv_tensors
   int layers = 32;
   uint64_t hidden = 4096;
   uint64_t vocab = 32000;
-  uint64_t weights = 0;                    // model weight bytes allocated at start; 0: 12 * layers * hidden^2 * 2
+  uint64_t weights = 0;  // model weight bytes allocated at start; 0: 12 * layers * hidden^2 * 2
 };
 void generate_serve(const ServeOptions& options, uint64_t seed, EventSink& sink);
 
@@ -63,9 +63,9 @@ void generate_serve(const ServeOptions& options, uint64_t seed, EventSink& sink)
 struct RandomOptions {
   uint64_t allocs = 1000000;
   std::string size = "lognormal:256KiB:2";
-  std::string lifetime = "exp";    // exp, uniform, lognormal:SIGMA, powerlaw:ALPHA (shape; scale from the target)
+  std::string lifetime = "exp";  // exp, uniform, lognormal:SIGMA, powerlaw:ALPHA (shape; scale from the target)
   uint64_t target_live = 1ull << 30;
-  uint64_t align = 1;               // round sizes up to this
+  uint64_t align = 1;  // round sizes up to this
 };
 void generate_random(const RandomOptions& options, uint64_t seed, EventSink& sink);
 
@@ -83,7 +83,7 @@ struct AdversarialOptions {
   uint64_t min_size = 4096;
   uint64_t max_size = 64ull << 20;
   uint64_t align = 512;
-  int rounds = 4;              // repetitions of the whole pattern
+  int rounds = 4;  // repetitions of the whole pattern
 };
 void generate_adversarial(const AdversarialOptions& options, uint64_t seed, EventSink& sink);
 

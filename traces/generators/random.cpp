@@ -49,11 +49,16 @@ class Lifetime {
 
   double sample(Rng& rng) const {
     switch (shape_) {
-      case Shape::Exponential: return rng.exponential(mean_);
-      case Shape::Uniform: return 2 * mean_ * rng.uniform01();
-      case Shape::Fixed: return mean_;
-      case Shape::LogNormal: return median_ * std::exp(param_ * rng.normal());
-      case Shape::Pareto: return median_ * std::pow(1.0 - rng.uniform01(), -1.0 / param_);
+      case Shape::Exponential:
+        return rng.exponential(mean_);
+      case Shape::Uniform:
+        return 2 * mean_ * rng.uniform01();
+      case Shape::Fixed:
+        return mean_;
+      case Shape::LogNormal:
+        return median_ * std::exp(param_ * rng.normal());
+      case Shape::Pareto:
+        return median_ * std::pow(1.0 - rng.uniform01(), -1.0 / param_);
     }
     return mean_;
   }

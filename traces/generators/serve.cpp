@@ -37,8 +37,9 @@ class Server {
       : o_(o), sink_(sink), rng_(seed), prompt_(Dist::parse(o.prompt, false)), output_(Dist::parse(o.output, false)) {
     if (o.rate <= 0 || o.max_batch < 1 || o.kv_tensors < 1 || o.layers < 1 || o.hidden == 0 || o.page_tokens == 0 ||
         o.max_tokens < 2 || o.growth < 1.0)
-      throw std::invalid_argument("serve: rate, max-batch, kv-tensors, layers, hidden, page-tokens must be positive, "
-                                  "max-tokens >= 2, growth >= 1");
+      throw std::invalid_argument(
+          "serve: rate, max-batch, kv-tensors, layers, hidden, page-tokens must be positive, "
+          "max-tokens >= 2, growth >= 1");
     if (o.kv != "contiguous" && o.kv != "paged") throw std::invalid_argument("serve: --kv is contiguous or paged");
     paged_ = o.kv == "paged";
     bytes_per_token_ = o.kv_bytes_per_token

@@ -45,9 +45,12 @@ class Trainer {
       : o_(o), sink_(sink), rng_(seed), seq_(Dist::parse(o.seq, false)) {
     if (o.layers < 1 || o.hidden == 0 || o.heads < 1 || o.vocab == 0 || o.batch == 0 || o.steps < 0 || o.ffn_mult < 1)
       throw std::invalid_argument("train: layers, hidden, heads, vocab, batch and ffn-mult must be positive");
-    if (o.precision != "bf16" && o.precision != "fp32") throw std::invalid_argument("train: --precision is bf16 or fp32");
-    if (o.optimizer != "adamw" && o.optimizer != "sgd") throw std::invalid_argument("train: --optimizer is adamw or sgd");
-    if (o.attention != "eager" && o.attention != "flash") throw std::invalid_argument("train: --attention is eager or flash");
+    if (o.precision != "bf16" && o.precision != "fp32")
+      throw std::invalid_argument("train: --precision is bf16 or fp32");
+    if (o.optimizer != "adamw" && o.optimizer != "sgd")
+      throw std::invalid_argument("train: --optimizer is adamw or sgd");
+    if (o.attention != "eager" && o.attention != "flash")
+      throw std::invalid_argument("train: --attention is eager or flash");
     if (o.gelu != "tanh" && o.gelu != "fused") throw std::invalid_argument("train: --gelu is tanh or fused");
     mixed_ = o.precision == "bf16";
     eb_ = mixed_ ? 2 : 4;
@@ -82,15 +85,15 @@ class Trainer {
       p.id = alloc(elems * 4);
       params_.push_back(p);
     };
-    add(o_.vocab * h, true);  // wte, tied to the LM head
+    add(o_.vocab * h, true);    // wte, tied to the LM head
     add(max_seq() * h, false);  // wpe
     for (int l = 0; l < o_.layers; ++l) {
-      add(h, false), add(h, false);              // ln_1
-      add(3 * h * h, true), add(3 * h, false);   // attn.c_attn
-      add(h * h, true), add(h, false);           // attn.c_proj
-      add(h, false), add(h, false);              // ln_2
-      add(f * h, true), add(f, false);           // mlp.c_fc
-      add(h * f, true), add(h, false);           // mlp.c_proj
+      add(h, false), add(h, false);             // ln_1
+      add(3 * h * h, true), add(3 * h, false);  // attn.c_attn
+      add(h * h, true), add(h, false);          // attn.c_proj
+      add(h, false), add(h, false);             // ln_2
+      add(f * h, true), add(f, false);          // mlp.c_fc
+      add(h * f, true), add(h, false);          // mlp.c_proj
     }
     add(h, false), add(h, false);  // ln_f
   }
@@ -145,9 +148,9 @@ class Trainer {
     AllocId cube = alloc(wide);
     AllocId scaled = alloc(wide);  // 0.044715 * x^3
     release(cube);
-    AllocId inner = alloc(wide);   // x + ...
+    AllocId inner = alloc(wide);  // x + ...
     release(scaled);
-    AllocId arg = alloc(wide);     // sqrt(2/pi) * (...)
+    AllocId arg = alloc(wide);  // sqrt(2/pi) * (...)
     release(inner);
     Op& tanh = tape.emplace_back();
     AllocId t = alloc(wide);
@@ -216,13 +219,13 @@ class Trainer {
       ctx = alloc(T * h * eb_);
       attn.saved.push_back(ctx);
       attn.saved.push_back(alloc(b * a * s * 4));  // logsumexp
-      attn.bwd_temps = {T * h * 4};                 // dq accumulator
+      attn.bwd_temps = {T * h * 4};                // dq accumulator
     }
     AllocId merged = alloc(T * h * eb_);  // merge heads: permute + contiguous
     if (o_.attention == "eager") release(ctx);
 
     // c_proj + residual dropout + residual add.
-    Op& proj = op();  // its input is already in the activation dtype: only the weight is cast
+    Op& proj = op();               // its input is already in the activation dtype: only the weight is cast
     proj.saved.push_back(merged);  // saved lists run oldest first: backward frees newest first
     if (mixed_) proj.saved.push_back(cast_param(layer_param(l, 4))), cache_bias_cast(layer_param(l, 5));
     AllocId po = alloc(T * h * eb_);
@@ -266,7 +269,8 @@ class Trainer {
     AllocId out = residual_dropout(tape, p2, x_mid);
 
     if (!keep) {
-      // Checkpointed (the autocast cache is the one thing a checkpoint does not drop): nothing but the block's input outlives the forward.
+      // Checkpointed (the autocast cache is the one thing a checkpoint does not drop): nothing but the block's input
+      // outlives the forward.
       for (size_t i = first; i < tape.size(); ++i)
         for (AllocId id : tape[i].saved)
           if (id != x) release(id);
@@ -369,7 +373,7 @@ class Trainer {
       release(logits);
     }
     Op& loss_op = tape.emplace_back();
-    AllocId shifted = alloc(T1 * V * 4);  // logits[..., :-1, :].contiguous()
+    AllocId shifted = alloc(T1 * V * 4);         // logits[..., :-1, :].contiguous()
     loss_op.saved.push_back(alloc(T1 * V * 4));  // log_softmax output
     release(shifted);
     leave_autocast();
