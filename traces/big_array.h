@@ -66,6 +66,9 @@ class BigArray {
     std::memcpy(static_cast<void*>(data_ + size_), items, n * sizeof(T));
     size_ += n;
   }
+  // Empties the array, keeping its pages for reuse (their content is stale: push_back and append
+  // overwrite it; grow_zeroed must not be used after a clear).
+  void clear() { size_ = 0; }
   // Grows to n elements; the new ones are all-zero (never written before: zero pages).
   void grow_zeroed(size_t n) {
     if (n <= size_) return;

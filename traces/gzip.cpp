@@ -1,8 +1,10 @@
 #include "traces/gzip.h"
 
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
@@ -10,7 +12,7 @@
 
 namespace fraglab {
 
-std::string gunzip(const std::string& compressed, const std::string& name) {
+std::string gunzip(std::string_view compressed, const std::string& name) {
   // A decompression bomb (gzip reaches ~1000x) stops at the limit, before it is in memory.
   const uint64_t limit = read_limits().budget(compressed.size());
   std::string out;
@@ -68,6 +70,37 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
   inflateEnd(&zs);
   out.resize(produced);
   return out;
+}
+
+namespace {
+
+// One gzip member whose trailer states its size: inflated by libdeflate, or nothing (the caller
+// falls back to zlib, which handles and reports every other case).
+std::unique_ptr<char[]> inflate_one_member(std::string_view compressed, size_t& size) {
+  if (compressed.size() < 18) return nullptr;
+  uint32_t isize = 0;  // the trailer's size of the input, modulo 2^32
+  std::memcpy(&isize, compressed.data() + compressed.size() - 4, sizeof isize);
+  // A size over the expansion budget is a bomb to refuse (zlib says where); a file of 4 GiB or more
+  // states its size modulo 2^32, and libdeflate then reports a short buffer: zlib again.
+  if (isize > read_limits().budget(compressed.size())) return nullptr;
+  std::unique_ptr<char[]> out(new char[std::max<size_t>(isize, 1)]);
+  libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+  if (!d) return nullptr;
+  size_t in_used = 0, out_size = 0;
+  libdeflate_result r =
+      libdeflate_gzip_decompress_ex(d, compressed.data(), compressed.size(), out.get(), isize, &in_used, &out_size);
+  libdeflate_free_decompressor(d);
+  if (r != LIBDEFLATE_SUCCESS || in_used != compressed.size() || out_size != isize) return nullptr;
+  size = out_size;
+  return out;
+}
+
+}  // namespace
+
+InflatedBytes inflate_gzip(std::string_view compressed, const std::string& name) {
+  size_t size = 0;
+  if (std::unique_ptr<char[]> out = inflate_one_member(compressed, size)) return InflatedBytes(std::move(out), size);
+  return InflatedBytes(gunzip(compressed, name));
 }
 
 std::string gunzip_prefix(std::string_view compressed, size_t max_out) {

@@ -125,6 +125,8 @@ const char* kind_name(Kind kind) {
     case Kind::Tuple: return "tuple";
     case Kind::Dict: return "dict";
     case Kind::Set: return "set";
+    case Kind::Interned: return "list";
+    case Kind::Gone: return "dict";
   }
   return "?";
 }
@@ -132,7 +134,7 @@ const char* kind_name(Kind kind) {
 // The stack machine. One pass over the input; every opcode checks its operands' bounds.
 class Parser {
  public:
-  Parser(Document& doc) : d_(doc) {}
+  Parser(Document& doc, StreamSpec spec) : d_(doc), spec_(spec), streaming_(spec.sink != nullptr) {}
 
   void run() {
     const auto* begin = reinterpret_cast<const uint8_t*>(d_.input_.data());
@@ -143,9 +145,13 @@ class Parser {
     // an opcode of at least one byte, every string by one of at least two. Only address
     // space is reserved; pages are backed as they are written.
     size_t n = d_.input_.size() + 16;
-    d_.arena_ = BigArray<Value>(n);
-    d_.containers_ = BigArray<Document::Container>(n);
-    d_.chunks_ = BigArray<Document::Chunk>(n);
+    for (Document::Tables* t : {&d_.tables_, streaming_ ? &d_.transient_ : nullptr}) {
+      if (!t) continue;
+      t->arena = BigArray<Value>(n);
+      t->containers = BigArray<Document::Container>(n);
+      t->chunks = BigArray<Document::Chunk>(n);
+    }
+    if (streaming_) d_.tags_ = BigArray<uint32_t>(n);
     d_.spans_ = BigArray<Document::Span>(n / 2 + 16);
     memo_ = BigArray<Value>(n + 64);
     stack_.reserve(4096);
@@ -159,6 +165,12 @@ class Parser {
 
  private:
   Document& d_;
+  StreamSpec spec_;
+  bool streaming_;
+  // Streaming: the root dict, root['device_traces'] and the list streamed (None until seen).
+  Value root_dict_, device_traces_, stream_list_;
+  std::vector<uint64_t> transient_memo_keys_;  // memo keys stored with a transient container
+  static constexpr uint32_t kConsumed = 1;     // the tag of a consumed entry
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
@@ -221,30 +233,136 @@ class Parser {
     d_.floats_.push_back(v);
     return Value::make(Kind::Float, d_.floats_.size() - 1);
   }
+  // Strings are (offset, length) inline; the side table holds only what does not fit.
   Value make_span(Kind kind, const uint8_t* at, uint64_t n) {
-    d_.spans_.push_back({static_cast<uint64_t>(at - begin_), n});
-    return Value::make(kind, d_.spans_.size() - 1);
+    auto offset = static_cast<uint64_t>(at - begin_);
+    if (n < (uint64_t{1} << Document::kInlineLenBits) && offset < (uint64_t{1} << 40))
+      return Value::make(kind, offset << Document::kInlineLenBits | n);
+    d_.spans_.push_back({offset, n});
+    return Value::make(kind, Document::kSideSpanBit | (d_.spans_.size() - 1));
   }
   Value make_container(Kind kind) {
-    d_.containers_.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
-    return Value::make(kind, d_.containers_.size() - 1);
+    if (streaming_) [[unlikely]] {
+      if (transient_role(kind)) {
+        d_.transient_.containers.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
+        d_.tags_.push_back(0);
+        return Value::make(kind, Document::kTransientBit | (d_.transient_.containers.size() - 1));
+      }
+    }
+    d_.tables_.containers.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
+    Value v = Value::make(kind, d_.tables_.containers.size() - 1);
+    if (streaming_) [[unlikely]]
+      note_role(v);
+    return v;
   }
   // Moves stack_[from, end) into the arena as a chunk appended to `container`.
   void append_items(Value container, size_t from) {
     size_t n = stack_.size() - from;
     if (n == 0) return;
-    if (n > UINT32_MAX || d_.chunks_.size() >= UINT32_MAX - 1) fail_op("too many items");
-    uint64_t at = d_.arena_.size();
-    d_.arena_.append(stack_.data() + from, n);
+    if (streaming_) [[unlikely]] {
+      if (container.same_object(stream_list_)) return consume(from);
+      if (!d_.transient(container)) check_persistent_items(from);
+    }
+    Document::Tables& t = d_.transient(container) ? d_.transient_ : d_.tables_;
+    if (n > UINT32_MAX || t.chunks.size() >= UINT32_MAX - 1) fail_op("too many items");
+    uint64_t at = t.arena.size();
+    t.arena.append(stack_.data() + from, n);
     stack_.resize(from);
-    auto chunk = static_cast<uint32_t>(d_.chunks_.size());
-    d_.chunks_.push_back({at, static_cast<uint32_t>(n), Document::kNoChunk});
-    Document::Container& c = d_.containers_[container.payload()];
+    auto chunk = static_cast<uint32_t>(t.chunks.size());
+    t.chunks.push_back({at, static_cast<uint32_t>(n), Document::kNoChunk});
+    Document::Container& c = t.containers[Document::index(container)];
     if (c.last == Document::kNoChunk)
       c.first = chunk;
     else
-      d_.chunks_[c.last].next = chunk;
+      t.chunks[c.last].next = chunk;
     c.last = chunk;
+  }
+
+  // --- Streaming (see pickle_reader.h). Roles follow from where a new container is made, as
+  // Python's pickler writes: right after its key (dict value), or as the next item of the list
+  // on top (APPEND) or of the container below the last MARK (APPENDS/SETITEMS). A guess that
+  // turns out wrong is caught (transient values reaching the tree, the streamed list not being
+  // root['device_traces'][device]) and abandons the streaming parse.
+
+  // Whether the value made now would be an item of `c` under MARK ... APPENDS/SETITEMS, and how
+  // many items precede it above the MARK.
+  bool after_mark_of(Value c, size_t& above) const {
+    if (marks_.empty() || marks_.back() == 0 || !stack_[marks_.back() - 1].same_object(c)) return false;
+    above = stack_.size() - marks_.back();
+    return true;
+  }
+  bool top_is(Value c, size_t depth) const { return stack_.size() >= depth && stack_[stack_.size() - depth].same_object(c); }
+  bool key_on_top(std::string_view key) const {
+    if (stack_.empty() || stack_.back().kind() != Kind::Str) return false;
+    Document::Span s = d_.span_of(stack_.back());
+    return s.size == key.size() && std::memcmp(begin_ + s.offset, key.data(), key.size()) == 0;
+  }
+  // Whether a value made now would be the value under the key on top of dict `c`.
+  bool value_of(Value c, std::string_view key) const {
+    size_t above = 0;
+    if (!key_on_top(key)) return false;
+    if (after_mark_of(c, above)) return above % 2 == 1;
+    return top_is(c, 2);  // SETITEM
+  }
+  // Entry dicts of the streamed list and the frames lists of those entries are transient.
+  bool transient_role(Kind kind) const {
+    if (kind == Kind::Dict) {
+      size_t above = 0;
+      return stream_list_.kind() == Kind::List && (after_mark_of(stream_list_, above) || top_is(stream_list_, 1));
+    }
+    if (kind != Kind::List || !key_on_top("frames") || stack_.size() < 2) return false;
+    size_t above = 0;
+    Value entry = !marks_.empty() && marks_.back() >= 1 ? stack_[marks_.back() - 1] : stack_[stack_.size() - 2];
+    if (entry.kind() != Kind::Dict || !d_.transient(entry)) return false;
+    return after_mark_of(entry, above) ? above % 2 == 1 : top_is(entry, 2);
+  }
+  void note_role(Value v) {
+    if (root_dict_.kind() == Kind::None) {
+      if (stack_.empty() && marks_.empty() && v.kind() == Kind::Dict) root_dict_ = v;
+      return;
+    }
+    if (v.kind() != Kind::List) return;
+    if (device_traces_.kind() == Kind::None) {
+      if (value_of(root_dict_, "device_traces")) device_traces_ = v;
+      return;
+    }
+    if (stream_list_.kind() != Kind::None || spec_.device < 0) return;
+    size_t above = 0, index = 0;
+    if (after_mark_of(device_traces_, above)) index = d_.size(device_traces_) + above;
+    else if (top_is(device_traces_, 1)) index = d_.size(device_traces_);
+    else return;
+    if (index == static_cast<size_t>(spec_.device)) stream_list_ = v;
+  }
+  // Items leaving for a container of the tree must not be (or name) transient ones.
+  void check_persistent_items(size_t from) const {
+    for (size_t i = from; i < stack_.size(); ++i) {
+      Value v = stack_[i];
+      if (v.kind() >= Kind::Interned || (v.is_container() && d_.transient(v))) throw StreamAbandoned{};
+    }
+  }
+  // The streamed list's new items go to the sink; then the transient tables are emptied.
+  void consume(size_t from) {
+    for (size_t i = from; i < stack_.size(); ++i) {
+      Value v = stack_[i];
+      if (v.kind() != Kind::Dict || !d_.transient(v) || d_.tag(v) == kConsumed) throw StreamAbandoned{};
+      spec_.sink->item(d_, v);
+      d_.set_tag(v, kConsumed);
+    }
+    stack_.resize(from);
+    d_.streamed_list_ = stream_list_;
+    for (Value v : stack_)
+      if (v.is_container() && d_.transient(v)) throw StreamAbandoned{};
+    for (uint64_t key : transient_memo_keys_) {
+      Value* slot = memo_slot(key);
+      if (!slot || !slot->is_container() || !d_.transient(*slot)) continue;
+      uint32_t tag = d_.tag(*slot);
+      if (slot->kind() == Kind::Dict && tag == kConsumed) *slot = Value::make(Kind::Gone, 0);
+      else if (slot->kind() == Kind::List && tag != 0) *slot = Value::make(Kind::Interned, tag);
+      else throw StreamAbandoned{};
+    }
+    transient_memo_keys_.clear();
+    d_.transient_.clear();
+    d_.tags_.clear();
   }
   Value container_from_mark(Kind kind) {
     size_t m = pop_mark();
@@ -265,8 +383,14 @@ class Parser {
     return v;
   }
 
+  Value* memo_slot(uint64_t key) {
+    if (key < memo_.size()) return &memo_[key];
+    auto it = far_memo_.find(key);
+    return it == far_memo_.end() ? nullptr : &it->second;
+  }
   void memo_put(uint64_t key) {
     Value v = top();
+    if (streaming_ && v.is_container() && d_.transient(v)) transient_memo_keys_.push_back(key);
     if (key < memo_.capacity()) {
       memo_.grow_zeroed(key + 1);
       if (memo_[key].same_object(kAbsent)) ++memo_count_;
@@ -276,10 +400,17 @@ class Parser {
     if (far_memo_.insert_or_assign(key, v).second) ++memo_count_;
   }
   void memo_get(uint64_t key) {
-    if (key < memo_.size() && !memo_[key].same_object(kAbsent)) return push(memo_[key]);
-    auto it = far_memo_.find(key);
-    if (it == far_memo_.end()) fail_op(fmt::format("memo key {} was never stored", key));
-    push(it->second);
+    Value v;
+    if (key < memo_.size() && !memo_[key].same_object(kAbsent)) {
+      v = memo_[key];
+    } else {
+      auto it = far_memo_.find(key);
+      if (it == far_memo_.end()) fail_op(fmt::format("memo key {} was never stored", key));
+      v = it->second;
+    }
+    if (v.kind() == Kind::Gone) [[unlikely]]
+      throw StreamAbandoned{};  // a consumed entry named again: the complete parse judges it
+    push(v);
   }
   uint64_t text_uint(std::string_view s) {
     uint64_t v = 0;
@@ -333,6 +464,8 @@ class Parser {
       case '.': {  // STOP
         if (stack_.empty()) fail_op("empty stack at STOP");
         d_.root_ = stack_.back();
+        if (streaming_ && (d_.root_.kind() >= Kind::Interned || (d_.root_.is_container() && d_.transient(d_.root_))))
+          throw StreamAbandoned{};
         return true;
       }
       case '(': marks_.push_back(stack_.size()); return false;
@@ -469,12 +602,20 @@ class Parser {
   }
 };
 
-Document Document::parse(std::string_view bytes, const std::string& name) {
+Document Document::parse(std::string_view bytes, const std::string& name) { return parse(bytes, name, StreamSpec{}); }
+
+Document Document::parse(std::string_view bytes, const std::string& name, StreamSpec spec) {
   Document d;
   d.input_ = bytes;
   d.name_ = name;
-  Parser(d).run();
+  Parser(d, spec).run();
   return d;
+}
+
+Document::Span Document::span_of(Value str) const {
+  uint64_t p = str.payload();
+  if (p & kSideSpanBit) return spans_[p & ~kSideSpanBit];
+  return {p >> kInlineLenBits, p & ((uint64_t{1} << kInlineLenBits) - 1)};
 }
 
 int64_t Document::as_int_slow(Value v, const char* what) const {
@@ -496,7 +637,7 @@ double Document::as_float(Value v, const char* what) const {
 std::string_view Document::as_str(Value v, const char* what) const {
   if (v.kind() != Kind::Str && v.kind() != Kind::Bytes)
     throw FormatError::in_file(name_, fmt::format("{} must be a str, not {}", what, kind_name(v.kind())));
-  const Span& s = spans_[v.payload()];
+  Span s = span_of(v);
   return input_.substr(s.offset, s.size);
 }
 
@@ -524,19 +665,21 @@ std::string Document::to_text(Value v) const {
 
 size_t Document::size(Value container) const {
   uint64_t n = 0;
-  for (uint32_t c = containers_[container.payload()].first; c != kNoChunk; c = chunks_[c].next) n += chunks_[c].count;
+  const Tables& t = tables(container);
+  for (uint32_t c = t.containers[index(container)].first; c != kNoChunk; c = t.chunks[c].next) n += t.chunks[c].count;
   return container.kind() == Kind::Dict ? n / 2 : n;
 }
 
-uint64_t Document::offset(Value container) const { return containers_[container.payload()].offset; }
+uint64_t Document::offset(Value container) const { return tables(container).containers[index(container)].offset; }
 
 const Value* Document::find(Value dict, std::string_view key) const {
   const Value* found = nullptr;
-  for (uint32_t c = containers_[dict.payload()].first; c != kNoChunk; c = chunks_[c].next) {
-    const Value* it = arena_.data() + chunks_[c].begin;
-    for (uint32_t i = 0; i + 1 < chunks_[c].count; i += 2) {
+  const Tables& t = tables(dict);
+  for (uint32_t c = t.containers[index(dict)].first; c != kNoChunk; c = t.chunks[c].next) {
+    const Value* it = t.arena.data() + t.chunks[c].begin;
+    for (uint32_t i = 0; i + 1 < t.chunks[c].count; i += 2) {
       if (it[i].kind() != Kind::Str) continue;
-      const Span& s = spans_[it[i].payload()];
+      Span s = span_of(it[i]);
       if (s.size == key.size() && std::memcmp(input_.data() + s.offset, key.data(), key.size()) == 0)
         found = &it[i + 1];
     }
