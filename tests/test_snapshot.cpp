@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 
 #include "traces/addr_map.h"
@@ -325,6 +326,113 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
   } catch (const FormatError& e) {
     CHECK(std::string(e.what()).find("no data for device 2; devices with data: 1 (1 entries)") !=
           std::string::npos);
+  }
+}
+
+namespace {
+
+// Both readings of the same bytes: the streaming one (what read_pytorch_snapshot does) and the
+// complete one. Their traces, or their errors, must be equal.
+struct BothReadings {
+  std::optional<Trace> streaming, complete;
+  std::string streaming_error, complete_error;
+  bool streamed = false;
+};
+
+BothReadings read_both(const std::string& bytes, const std::string& name, const ReadOptions& options = {}) {
+  BothReadings r;
+  try {
+    r.streaming = parse_pytorch_snapshot(bytes, name, options);
+    r.streamed = last_snapshot_import_streamed();
+  } catch (const FormatError& e) {
+    r.streaming_error = e.what();
+  }
+  try {
+    r.complete = parse_pytorch_snapshot_complete(bytes, name, options);
+  } catch (const FormatError& e) {
+    r.complete_error = e.what();
+  }
+  return r;
+}
+
+// device_traces[0] = [alloc a (frames F, memoized), free_requested a, free_completed a], each entry in its
+// own APPENDS batch, the frees naming F through the memo: F is interned between batches.
+std::string shared_frames_snapshot(bool repeat_entry) {
+  P p;
+  p.empty_dict().mark().str("device_traces").empty_list().empty_list();
+  p.mark().empty_dict().op('\x94').mark();  // memo 0: the alloc entry
+  p.str("action").str("alloc").str("addr").i64(4096).str("size").i64(512).str("stream").i64(0);
+  p.str("frames").empty_list().op('\x94').mark();  // memo 1: its frames
+  p.empty_dict().mark().str("name").str("f").str("filename").str("a.py").str("line").i64(3).setitems();
+  p.appends().setitems().appends();
+  for (const char* action : {"free_requested", "free_completed"}) {
+    p.mark().empty_dict().mark();
+    p.str("action").str(action).str("addr").i64(4096).str("size").i64(512).str("stream").i64(0);
+    p.str("frames").raw(std::string("h\x01", 2)).setitems().appends();
+  }
+  if (repeat_entry) p.mark().raw(std::string("h\x00", 2)).appends();  // the alloc entry again
+  p.op('a').setitems();
+  return p.stop();
+}
+
+}  // namespace
+
+TEST_CASE("snapshot import: the streaming reading equals the complete one on every recording", "[snapshot]") {
+  std::vector<std::string> files;
+  for (const std::string& dir : {kCorpus, std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/"})
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().string().ends_with(".pickle.gz")) files.push_back(e.path().string());
+  REQUIRE(files.size() >= 40);
+  size_t streamed = 0;
+  for (const std::string& f : files) {
+    INFO(f);
+    std::string bytes = gunzip(read_file(f), f);
+    BothReadings r = read_both(bytes, f);
+    REQUIRE(r.streaming);
+    REQUIRE(r.complete);
+    CHECK(*r.streaming == *r.complete);
+    // Every recording with a history streams it (the others have nothing to stream).
+    CHECK(r.streamed == !r.complete->meta.history_absent);
+    streamed += r.streamed;
+  }
+  CHECK(streamed >= 30);
+}
+
+TEST_CASE("snapshot import: streaming off PyTorch's layout falls back to the complete reading", "[snapshot]") {
+  SECTION("a frames list named through the memo after its entry was consumed") {
+    BothReadings r = read_both(shared_frames_snapshot(false), "shared.pickle");
+    REQUIRE(r.streaming);
+    CHECK(r.streamed);
+    CHECK(*r.streaming == *r.complete);
+    REQUIRE(r.streaming->events.size() == 3);
+    for (const Event& e : r.streaming->events) CHECK(e.stack == r.streaming->events[0].stack);
+    CHECK(r.streaming->events[0].stack != 0);
+  }
+  SECTION("a consumed entry named again through the memo: the complete reading's error") {
+    BothReadings r = read_both(shared_frames_snapshot(true), "repeat.pickle");
+    CHECK_FALSE(r.streaming);
+    CHECK(r.streaming_error == r.complete_error);
+    CHECK(r.streaming_error.find("the same object as an earlier one") != std::string::npos);
+  }
+  SECTION("an error in an entry: the same message and offset") {
+    std::string bytes = snapshot_of({{"alloc", 4096, 512}, {"bogus", 4096, 512}});
+    BothReadings r = read_both(bytes, "bad.pickle");
+    CHECK_FALSE(r.streaming);
+    CHECK_FALSE(r.complete_error.empty());
+    CHECK(r.streaming_error == r.complete_error);
+  }
+  SECTION("a device the recording has no trace for, and truncations of a real recording") {
+    std::string bytes = gunzip(read_file(kCorpus + "gpt2_train.default.stacks.pickle.gz"), "x");
+    for (size_t cut : {bytes.size() / 3, bytes.size() / 2, bytes.size() - 2}) {
+      BothReadings r = read_both(bytes.substr(0, cut), "cut.pickle");
+      CHECK_FALSE(r.streaming);
+      CHECK(r.streaming_error == r.complete_error);
+    }
+    ReadOptions one;
+    one.device = 1;
+    BothReadings r = read_both(bytes, "x.pickle", one);
+    CHECK(r.streaming_error == r.complete_error);
+    CHECK(r.streaming_error.find("no data for device 1") != std::string::npos);
   }
 }
 

@@ -104,6 +104,7 @@ class Document {
 
   Value root() const { return root_; }
   const std::string& name() const { return name_; }
+  size_t input_size() const { return input_.size(); }
 
   // Scalars. as_int throws FormatError (naming `what`) unless the value is an int that fits.
   int64_t as_int(Value v, const char* what) const {

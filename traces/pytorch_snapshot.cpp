@@ -135,6 +135,7 @@ class StackInterner {
   // The frames list's content as frame ids, 4 bytes each: equal for equal stacks.
   std::string key_of(Value frames) {
     std::string key;
+    key.reserve(doc_->size(frames) * sizeof(uint32_t));
     doc_->for_each(frames, [&](Value f) {
       if (f.kind() != Kind::Dict) return;
       if (doc_->transient(f)) throw pickle::StreamAbandoned{};  // frame dicts are identified by container
@@ -181,12 +182,13 @@ class StackInterner {
 
   uint32_t frame_of(Value dict) {
     uint32_t index = doc_->container_index(dict);
-    if (auto it = frame_of_dict_.find(index); it != frame_of_dict_.end()) return it->second;
+    if (index < frame_of_dict_.size() && frame_of_dict_[index]) return frame_of_dict_[index] - 1;
     FrameKey k{text_id(doc_->find(dict, "name")), text_id(doc_->find(dict, "filename")), 0};
     if (const Value* v = doc_->find(dict, "line"); v && v->is_int()) k.line = doc_->as_int(*v, "line");
     auto [it, inserted] = frame_of_key_.try_emplace(k, static_cast<uint32_t>(frames_.size()));
     if (inserted) frames_.push_back(k);
-    frame_of_dict_.emplace(index, it->second);
+    if (index >= frame_of_dict_.size()) frame_of_dict_.resize(std::max<size_t>(index + 1, 2 * frame_of_dict_.size()));
+    frame_of_dict_[index] = it->second + 1;
     return it->second;
   }
 
@@ -214,7 +216,7 @@ class StackInterner {
   std::unordered_map<Value, uint32_t, ValueHash, ValueEq> text_of_value_;
   std::unordered_map<std::string_view, uint32_t> text_of_view_{{std::string_view(), 0}};
   std::vector<FrameKey> frames_;
-  std::unordered_map<uint32_t, uint32_t> frame_of_dict_;
+  std::vector<uint32_t> frame_of_dict_;  // by container index: frame id + 1 (0: not seen); one per frame reference
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frame_of_key_;
   std::unordered_map<uint32_t, StackId> stack_of_list_;  // frames list (by identity) -> stack
   std::unordered_map<std::string, StackId> stack_of_key_;  // frame ids -> stack
@@ -236,6 +238,11 @@ class Importer final : public pickle::ListSink {
 
   // A streamed entry, while the parse goes on.
   void item(Document& doc, Value entry) override {
+    if (!streaming_doc_) {
+      // Entries are at least ~40 bytes of pickle each: room for all, taken (not touched) at once.
+      raw_.reserve(doc.input_size() / 40);
+      raw_offsets_.reserve(doc.input_size() / 40);
+    }
     doc_ = &doc;
     stacks_.attach(&doc);
     streaming_doc_ = &doc;
