@@ -1,10 +1,12 @@
 #include "traces/gzip.h"
 
 #include <libdeflate.h>
+#include <sys/mman.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
@@ -76,30 +78,34 @@ namespace {
 
 // One gzip member whose trailer states its size: inflated by libdeflate, or nothing (the caller
 // falls back to zlib, which handles and reports every other case).
-std::unique_ptr<char[]> inflate_one_member(std::string_view compressed, size_t& size) {
-  if (compressed.size() < 18) return nullptr;
+std::optional<InflatedBytes> inflate_one_member(std::string_view compressed) {
+  if (compressed.size() < 18) return std::nullopt;
   uint32_t isize = 0;  // the trailer's size of the input, modulo 2^32
   std::memcpy(&isize, compressed.data() + compressed.size() - 4, sizeof isize);
   // A size over the expansion budget is a bomb to refuse (zlib says where); a file of 4 GiB or more
   // states its size modulo 2^32, and libdeflate then reports a short buffer: zlib again.
-  if (isize > read_limits().budget(compressed.size())) return nullptr;
-  std::unique_ptr<char[]> out(new char[std::max<size_t>(isize, 1)]);
+  if (isize == 0 || isize > read_limits().budget(compressed.size())) return std::nullopt;
+  void* map = mmap(nullptr, isize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (map == MAP_FAILED) return std::nullopt;
+  InflatedBytes out(map, isize, isize);
   libdeflate_decompressor* d = libdeflate_alloc_decompressor();
-  if (!d) return nullptr;
+  if (!d) return std::nullopt;
   size_t in_used = 0, out_size = 0;
   libdeflate_result r =
-      libdeflate_gzip_decompress_ex(d, compressed.data(), compressed.size(), out.get(), isize, &in_used, &out_size);
+      libdeflate_gzip_decompress_ex(d, compressed.data(), compressed.size(), map, isize, &in_used, &out_size);
   libdeflate_free_decompressor(d);
-  if (r != LIBDEFLATE_SUCCESS || in_used != compressed.size() || out_size != isize) return nullptr;
-  size = out_size;
+  if (r != LIBDEFLATE_SUCCESS || in_used != compressed.size() || out_size != isize) return std::nullopt;
   return out;
 }
 
 }  // namespace
 
+InflatedBytes::~InflatedBytes() {
+  if (map_) munmap(map_, map_size_);
+}
+
 InflatedBytes inflate_gzip(std::string_view compressed, const std::string& name) {
-  size_t size = 0;
-  if (std::unique_ptr<char[]> out = inflate_one_member(compressed, size)) return InflatedBytes(std::move(out), size);
+  if (std::optional<InflatedBytes> out = inflate_one_member(compressed)) return std::move(*out);
   return InflatedBytes(gunzip(compressed, name));
 }
 

@@ -399,7 +399,16 @@ class Parser {
     }
     if (far_memo_.insert_or_assign(key, v).second) ++memo_count_;
   }
-  void memo_get(uint64_t key) {
+  // The common case inline: a dense key naming a stored value.
+  [[gnu::always_inline]] void memo_get(uint64_t key) {
+    if (key < memo_.size()) [[likely]] {
+      Value v = memo_[key];
+      if (!v.same_object(kAbsent) && v.kind() != Kind::Gone) [[likely]]
+        return push(v);
+    }
+    memo_get_slow(key);
+  }
+  [[gnu::noinline]] void memo_get_slow(uint64_t key) {
     Value v;
     if (key < memo_.size() && !memo_[key].same_object(kAbsent)) {
       v = memo_[key];
@@ -432,7 +441,7 @@ class Parser {
     return Value::make(Kind::HugeInt, d_.huge_.size() - 1);
   }
   // LONG1/LONG4: little-endian two's complement of n bytes.
-  Value long_bytes(const uint8_t* b, uint64_t n) {
+  [[gnu::always_inline]] Value long_bytes(const uint8_t* b, uint64_t n) {
     if (n == 0) return make_int(0);
     bool negative = b[n - 1] & 0x80;
     uint8_t fill = negative ? 0xff : 0x00;
@@ -448,7 +457,7 @@ class Parser {
   Value string_op(Kind kind, uint64_t n) { return make_span(kind, take(n), n); }
 
   // Executes one opcode; true at STOP.
-  bool step(uint8_t op) {
+  [[gnu::always_inline]] bool step(uint8_t op) {
     op_ = op;
     switch (op) {
       case 0x80: {  // PROTO

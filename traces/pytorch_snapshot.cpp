@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -80,21 +81,33 @@ Action parse_action(std::string_view s) {
 }
 
 // Maps str Values to small codes. Pickle memoizes repeated strings, so after the first
-// sighting a key is recognised by identity (8-byte compare) instead of by its text.
+// sighting a key is recognised by identity (8-byte compare) instead of by its text: a small
+// open-addressed table by the Value's bits, at most 64 remembered (a miss parses the text).
 template <class Code>
 class StrCache {
  public:
   template <class Parse>
   Code get(const Document& doc, Value v, Parse parse) {
-    for (const auto& [seen, code] : seen_)
-      if (seen.same_object(v)) return code;
-    Code code = parse(doc.as_str(v, "key"));
-    if (seen_.size() < 64) seen_.emplace_back(v, code);
-    return code;
+    size_t i = (v.payload() * 0x9e3779b97f4a7c15ull) >> 56;
+    for (int probe = 0; probe < 8; ++probe, i = (i + 1) % kSlots) {
+      Slot& slot = slots_[i];
+      if (slot.seen.same_object(v)) return slot.code;
+      if (slot.seen.kind() != Kind::None) continue;
+      Code code = parse(doc.as_str(v, "key"));
+      if (used_ < 64) slot = {v, code}, ++used_;
+      return code;
+    }
+    return parse(doc.as_str(v, "key"));
   }
 
  private:
-  std::vector<std::pair<Value, Code>> seen_;
+  static constexpr size_t kSlots = 256;
+  struct Slot {
+    Value seen;  // None: empty (only str Values are looked up)
+    Code code{};
+  };
+  std::array<Slot, kSlots> slots_{};
+  size_t used_ = 0;
 };
 
 enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, UserMetadata, Other };
@@ -328,6 +341,7 @@ class Importer final : public pickle::ListSink {
   uint64_t user_metadata_entries_ = 0;        // trace entries with a non-empty user_metadata
   std::vector<int> segment_devices_;           // devices the segments list, for error messages
   std::vector<Event> raw_;                     // the history at address level (ids not yet assigned)
+  size_t written_ = 0;                         // build(): events written so far (over the history)
   std::vector<uint64_t> raw_offsets_;          // each raw entry's offset in the input, for errors
   std::vector<uint64_t> empty_cache_before_;   // event indices where an EmptyCache goes
   size_t release_run_start_ = SIZE_MAX;        // first event of the current run of segment releases
@@ -488,7 +502,14 @@ class Importer final : public pickle::ListSink {
     reserved_ = m.initial.reserved();
     peak_reserved_ = peak_reserved(raw_, reserved_);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
-    trace_.events.reserve(m.initial.live_blocks + raw_.size());
+    // The events are written over the history, in place: the prologue into room made in front of
+    // it, then each entry at or before its own slot (an entry makes at most one event).
+    size_t prologue = 0;
+    for (const RecordedSegment& seg : m.initial.segments) prologue += seg.blocks.size();
+    size_t history_size = raw_.size();
+    trace_.events = std::move(raw_);
+    trace_.events.insert(trace_.events.begin(), prologue, Event{});
+    written_ = 0;
     for (const RecordedSegment& seg : m.initial.segments)
       for (const RecordedBlock& b : seg.blocks) {
         Event e;
@@ -502,12 +523,13 @@ class Importer final : public pickle::ListSink {
         live_.insert(e.addr, e.id);
         if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
         free_requested_[e.id] = b.state == RecordedBlock::State::ActivePendingFree;
-        trace_.events.push_back(e);
+        trace_.events[written_++] = e;
       }
-    for (size_t i = 0; i < raw_.size(); ++i) {
+    for (size_t i = 0; i < history_size; ++i) {
       entry_offset_ = raw_offsets_[i];
-      apply_entry(raw_[i]);
+      apply_entry(trace_.events[prologue + i]);  // a copy: its slot may be written next
     }
+    trace_.events.resize(written_);
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back(release_run_start_);
     insert_empty_caches();
     infer_pools(trace_);
@@ -592,7 +614,7 @@ class Importer final : public pickle::ListSink {
   void push(const Event& e) {
     bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
     if (release) {
-      if (release_run_start_ == SIZE_MAX) release_run_start_ = trace_.events.size(), reserved_before_run_ = reserved_;
+      if (release_run_start_ == SIZE_MAX) release_run_start_ = written_, reserved_before_run_ = reserved_;
     } else if (release_run_start_ != SIZE_MAX) {
       bool malloc_path = e.kind == EventKind::Oom;
       if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
@@ -602,7 +624,7 @@ class Importer final : public pickle::ListSink {
     }
     if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved_ += e.size;
     if (release) reserved_ -= std::min(reserved_, e.size);
-    trace_.events.push_back(e);
+    trace_.events[written_++] = e;
   }
 
   // Garbage collection releases segments on malloc's path below the limit; settings that do not say
@@ -852,7 +874,8 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
     importer->attach(nullptr);
   }
   if (release_input) release_input();
-  return importer->finish(history);
+  Trace t = importer->finish(history);
+  return t;
 }
 
 }  // namespace
