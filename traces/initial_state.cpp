@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
-#include <unordered_set>
+
+#include "traces/addr_map.h"
 
 namespace fraglab {
 
@@ -112,14 +113,14 @@ struct StartBlock {
 std::map<Addr, StartBlock> live_at_start(const std::vector<Event>& history,
                                          const std::vector<RecordedSegment>& final_segments) {
   std::map<Addr, StartBlock> start;
-  std::unordered_set<Addr> seen, live;
+  AddrMap seen, live;  // used as sets (one flat table each, no node per address)
   for (const Event& e : history) {
     bool free_entry = e.kind == EventKind::Free || e.kind == EventKind::FreeRequested;
     if (e.kind == EventKind::Alloc) {
-      live.insert(e.addr);
-      seen.insert(e.addr);
-    } else if (free_entry && !(e.kind == EventKind::Free && live.erase(e.addr)) && !live.count(e.addr) &&
-               seen.insert(e.addr).second) {
+      live.insert(e.addr, 0);
+      seen.insert(e.addr, 0);
+    } else if (free_entry && !(e.kind == EventKind::Free && live.erase(e.addr)) && !live.find(e.addr) &&
+               seen.insert(e.addr, 0)) {
       StartBlock& b = start[e.addr];
       b.block.address = e.addr;
       b.block.requested_size = e.size;
@@ -132,7 +133,7 @@ std::map<Addr, StartBlock> live_at_start(const std::vector<Event>& history,
   }
   for (const RecordedSegment& s : final_segments)
     for (const RecordedBlock& blk : s.blocks)
-      if (blk.state != RecordedBlock::State::Inactive && !seen.count(blk.address))
+      if (blk.state != RecordedBlock::State::Inactive && !seen.find(blk.address))
         start[blk.address] = StartBlock{blk, s.stream, false};
   return start;
 }
