@@ -7,7 +7,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 packages=(
   build-essential cmake ninja-build pkg-config git python3
-  libcli11-dev nlohmann-json3-dev libfmt-dev libzstd-dev zlib1g-dev libeigen3-dev catch2
+  libcli11-dev nlohmann-json3-dev libfmt-dev libzstd-dev zlib1g-dev libdeflate-dev libeigen3-dev catch2
   libbenchmark-dev
   libglfw3-dev libimgui-dev libstb-dev libgl-dev
   xvfb xauth libgl1-mesa-dri

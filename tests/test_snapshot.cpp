@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 
 #include "traces/addr_map.h"
@@ -28,8 +29,14 @@ const std::string kCorpus = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/";
 // A minimal pickle writer for test inputs (protocol 4 opcodes, no memo unless asked).
 struct P {
   std::string b = "\x80\x04";
-  P& op(char c) { b += c; return *this; }
-  P& raw(const std::string& s) { b += s; return *this; }
+  P& op(char c) {
+    b += c;
+    return *this;
+  }
+  P& raw(const std::string& s) {
+    b += s;
+    return *this;
+  }
   P& str(const std::string& s) {
     b += '\x8c';
     b += static_cast<char>(s.size());
@@ -107,17 +114,19 @@ Trace parse(const std::string& bytes) { return parse_pytorch_snapshot(bytes, "te
 
 TEST_CASE("pickle reader: scalars, containers, memo identity", "[snapshot]") {
   // [None, True, False, -3 (BININT), 255 (BININT1), 65535 (BININT2), -2**40 (LONG1),
-  //  2**63 (LONG1, 9 bytes: wider than int64), 1.5 (BINFLOAT), 'héllo', b'xy', (1, 2), {'k': 7}, memo-shared list twice]
+  //  2**63 (LONG1, 9 bytes: wider than int64), 1.5 (BINFLOAT), 'héllo', b'xy', (1, 2), {'k': 7}, memo-shared list
+  //  twice]
   std::string b = "\x80\x04]\x94(N\x88\x89J\xfd\xff\xff\xffK\xffM\xff\xff";
-  b += std::string("\x8a\x06\x00\x00\x00\x00\x00\xff", 8);                  // -2**40
-  b += std::string("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00", 11);      // 2**63
-  b += std::string("G\x3f\xf8\x00\x00\x00\x00\x00\x00", 9);                  // 1.5
+  b += std::string("\x8a\x06\x00\x00\x00\x00\x00\xff", 8);               // -2**40
+  b += std::string("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00", 11);  // 2**63
+  b += std::string("G\x3f\xf8\x00\x00\x00\x00\x00\x00", 9);              // 1.5
   b += "\x8c\x06h\xc3\xa9llo";
   b += "C\x02xy";
   b += "K\x01K\x02\x86";
   b += "}(\x8c\x01kK\x07u";
-  b += "]\x94K\x09" "a";  // a list [9], memoized as key 1
-  b += "h\x01";           // the same list again
+  b += "]\x94K\x09"
+       "a";      // a list [9], memoized as key 1
+  b += "h\x01";  // the same list again
   b += "e.";
   auto doc = pickle::Document::parse(b, "mem");
   pickle::Value root = doc.root();
@@ -149,7 +158,11 @@ TEST_CASE("pickle reader: scalars, containers, memo identity", "[snapshot]") {
 
 TEST_CASE("pickle reader: a memo GET yields the same object", "[snapshot]") {
   // [[1], <GET of that list>] -> the two items are one object
-  std::string b = std::string("\x80\x04](]\x94K\x01" "ah\x00" "e.", 14);
+  std::string b = std::string(
+      "\x80\x04](]\x94K\x01"
+      "ah\x00"
+      "e.",
+      14);
   auto doc = pickle::Document::parse(b, "mem");
   std::vector<pickle::Value> items;
   doc.for_each(doc.root(), [&](pickle::Value v) { items.push_back(v); });
@@ -169,15 +182,25 @@ TEST_CASE("pickle reader: rejects code, names opcode and offset", "[snapshot]") 
       CHECK(std::string(e.what()).find(what) != std::string::npos);
     }
   };
-  reject("\x80\x02" "cos\nsystem\n" "\x8c\x02id\x85R.", "GLOBAL", 2);
+  reject(
+      "\x80\x02"
+      "cos\nsystem\n"
+      "\x8c\x02id\x85R.",
+      "GLOBAL", 2);
   reject("\x80\x04\x8c\x02os\x8c\x06system\x93.", "STACK_GLOBAL", 14);
   reject("\x80\x02N)R.", "REDUCE", 4);
-  reject("\x80\x02}N" "b.", "BUILD", 4);
+  reject(
+      "\x80\x02}N"
+      "b.",
+      "BUILD", 4);
   reject("\x80\x04\xff.", "unknown opcode 0xff", 2);
   reject("\x80\x04h\x05.", "memo key 5 was never stored", 2);
   reject("\x80\x04]K\x01", "truncated", 5);
   reject("\x80\x04\x8c\x10short.", "truncated", 2);
-  reject("\x80\x04K\x01" "e.", "no MARK", 4);
+  reject(
+      "\x80\x04K\x01"
+      "e.",
+      "no MARK", 4);
   reject("\x80\x04(K\x01K\x02u.", "no container below the MARK", 7);
 }
 
@@ -323,8 +346,114 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
     parse_pytorch_snapshot(bytes, "two", {2});
     FAIL("accepted");
   } catch (const FormatError& e) {
-    CHECK(std::string(e.what()).find("no data for device 2; devices with data: 1 (1 entries)") !=
-          std::string::npos);
+    CHECK(std::string(e.what()).find("no data for device 2; devices with data: 1 (1 entries)") != std::string::npos);
+  }
+}
+
+namespace {
+
+// Both readings of the same bytes: the streaming one (what read_pytorch_snapshot does) and the
+// complete one. Their traces, or their errors, must be equal.
+struct BothReadings {
+  std::optional<Trace> streaming, complete;
+  std::string streaming_error, complete_error;
+  bool streamed = false;
+};
+
+BothReadings read_both(const std::string& bytes, const std::string& name, const ReadOptions& options = {}) {
+  BothReadings r;
+  try {
+    r.streaming = parse_pytorch_snapshot(bytes, name, options);
+    r.streamed = last_snapshot_import_streamed();
+  } catch (const FormatError& e) {
+    r.streaming_error = e.what();
+  }
+  try {
+    r.complete = parse_pytorch_snapshot_complete(bytes, name, options);
+  } catch (const FormatError& e) {
+    r.complete_error = e.what();
+  }
+  return r;
+}
+
+// device_traces[0] = [alloc a (frames F, memoized), free_requested a, free_completed a], each entry in its
+// own APPENDS batch, the frees naming F through the memo: F is interned between batches.
+std::string shared_frames_snapshot(bool repeat_entry) {
+  P p;
+  p.empty_dict().mark().str("device_traces").empty_list().empty_list();
+  p.mark().empty_dict().op('\x94').mark();  // memo 0: the alloc entry
+  p.str("action").str("alloc").str("addr").i64(4096).str("size").i64(512).str("stream").i64(0);
+  p.str("frames").empty_list().op('\x94').mark();  // memo 1: its frames
+  p.empty_dict().mark().str("name").str("f").str("filename").str("a.py").str("line").i64(3).setitems();
+  p.appends().setitems().appends();
+  for (const char* action : {"free_requested", "free_completed"}) {
+    p.mark().empty_dict().mark();
+    p.str("action").str(action).str("addr").i64(4096).str("size").i64(512).str("stream").i64(0);
+    p.str("frames").raw(std::string("h\x01", 2)).setitems().appends();
+  }
+  if (repeat_entry) p.mark().raw(std::string("h\x00", 2)).appends();  // the alloc entry again
+  p.op('a').setitems();
+  return p.stop();
+}
+
+}  // namespace
+
+TEST_CASE("snapshot import: the streaming reading equals the complete one on every recording", "[snapshot]") {
+  std::vector<std::string> files;
+  for (const std::string& dir : {kCorpus, std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/"})
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().string().ends_with(".pickle.gz")) files.push_back(e.path().string());
+  REQUIRE(files.size() >= 40);
+  size_t streamed = 0;
+  for (const std::string& f : files) {
+    INFO(f);
+    std::string bytes = gunzip(read_file(f), f);
+    BothReadings r = read_both(bytes, f);
+    REQUIRE(r.streaming);
+    REQUIRE(r.complete);
+    CHECK(*r.streaming == *r.complete);
+    // Every recording with a history streams it (the others have nothing to stream).
+    CHECK(r.streamed == !r.complete->meta.history_absent);
+    streamed += r.streamed;
+  }
+  CHECK(streamed >= 30);
+}
+
+TEST_CASE("snapshot import: streaming off PyTorch's layout falls back to the complete reading", "[snapshot]") {
+  SECTION("a frames list named through the memo after its entry was consumed") {
+    BothReadings r = read_both(shared_frames_snapshot(false), "shared.pickle");
+    REQUIRE(r.streaming);
+    CHECK(r.streamed);
+    CHECK(*r.streaming == *r.complete);
+    REQUIRE(r.streaming->events.size() == 3);
+    for (const Event& e : r.streaming->events) CHECK(e.stack == r.streaming->events[0].stack);
+    CHECK(r.streaming->events[0].stack != 0);
+  }
+  SECTION("a consumed entry named again through the memo: the complete reading's error") {
+    BothReadings r = read_both(shared_frames_snapshot(true), "repeat.pickle");
+    CHECK_FALSE(r.streaming);
+    CHECK(r.streaming_error == r.complete_error);
+    CHECK(r.streaming_error.find("the same object as an earlier one") != std::string::npos);
+  }
+  SECTION("an error in an entry: the same message and offset") {
+    std::string bytes = snapshot_of({{"alloc", 4096, 512}, {"bogus", 4096, 512}});
+    BothReadings r = read_both(bytes, "bad.pickle");
+    CHECK_FALSE(r.streaming);
+    CHECK_FALSE(r.complete_error.empty());
+    CHECK(r.streaming_error == r.complete_error);
+  }
+  SECTION("a device the recording has no trace for, and truncations of a real recording") {
+    std::string bytes = gunzip(read_file(kCorpus + "gpt2_train.default.stacks.pickle.gz"), "x");
+    for (size_t cut : {bytes.size() / 3, bytes.size() / 2, bytes.size() - 2}) {
+      BothReadings r = read_both(bytes.substr(0, cut), "cut.pickle");
+      CHECK_FALSE(r.streaming);
+      CHECK(r.streaming_error == r.complete_error);
+    }
+    ReadOptions one;
+    one.device = 1;
+    BothReadings r = read_both(bytes, "x.pickle", one);
+    CHECK(r.streaming_error == r.complete_error);
+    CHECK(r.streaming_error.find("no data for device 1") != std::string::npos);
   }
 }
 
@@ -347,9 +476,16 @@ TEST_CASE("malformed snapshots: exit code 2 naming file and offset", "[snapshot]
   SECTION("truncated pickle") { expect_rejected("trunc.pickle", raw.substr(0, raw.size() / 2), "truncated"); }
   SECTION("truncated gzip") { expect_rejected("trunc.pickle.gz", gz.substr(0, gz.size() / 2), "truncated"); }
   SECTION("unknown opcode") { expect_rejected("unknown.pickle", "\x80\x04\xff.", "unknown opcode 0xff"); }
-  SECTION("GLOBAL") { expect_rejected("global.pickle", "\x80\x02" "cos\nsystem\n.", "GLOBAL"); }
+  SECTION("GLOBAL") {
+    expect_rejected("global.pickle",
+                    "\x80\x02"
+                    "cos\nsystem\n.",
+                    "GLOBAL");
+  }
   SECTION("REDUCE") { expect_rejected("reduce.pickle", "\x80\x02N)R.", "REDUCE"); }
-  SECTION("memo GET of a missing key") { expect_rejected("memo.pickle", std::string("\x80\x04]j\x07\x00\x01\x00.", 9), "memo key 65543"); }
+  SECTION("memo GET of a missing key") {
+    expect_rejected("memo.pickle", std::string("\x80\x04]j\x07\x00\x01\x00.", 9), "memo key 65543");
+  }
   SECTION("negative size") {
     expect_rejected("neg.pickle", snapshot_of({{"alloc", 4096, -512}}), "'size' is negative");
   }

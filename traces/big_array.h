@@ -31,8 +31,8 @@ class BigArray {
   BigArray() = default;
   explicit BigArray(size_t max_elements) : capacity_(max_elements ? max_elements : 1) {
     mapped_ = std::min(capacity_, kFirstMapping / sizeof(T) + 1);
-    void* p = mmap(nullptr, mapped_ * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void* p =
+        mmap(nullptr, mapped_ * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     data_ = static_cast<T*>(p);
   }
@@ -66,6 +66,9 @@ class BigArray {
     std::memcpy(static_cast<void*>(data_ + size_), items, n * sizeof(T));
     size_ += n;
   }
+  // Empties the array, keeping its pages for reuse (their content is stale: push_back and append
+  // overwrite it; grow_zeroed must not be used after a clear).
+  void clear() { size_ = 0; }
   // Grows to n elements; the new ones are all-zero (never written before: zero pages).
   void grow_zeroed(size_t n) {
     if (n <= size_) return;

@@ -1,8 +1,12 @@
 #include "traces/gzip.h"
 
+#include <libdeflate.h>
+#include <sys/mman.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
@@ -10,7 +14,7 @@
 
 namespace fraglab {
 
-std::string gunzip(const std::string& compressed, const std::string& name) {
+std::string gunzip(std::string_view compressed, const std::string& name) {
   // A decompression bomb (gzip reaches ~1000x) stops at the limit, before it is in memory.
   const uint64_t limit = read_limits().budget(compressed.size());
   std::string out;
@@ -27,10 +31,10 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
       if (produced >= limit) {
         uint64_t offset = compressed.size() - in_left;
         inflateEnd(&zs);
-        throw FormatError::at_offset(
-            name, offset,
-            "gzip data inflates past " + std::to_string(limit) + " bytes (" + std::to_string(compressed.size()) +
-                " compressed): refused as a decompression bomb; " + kRaiseLimitHint);
+        throw FormatError::at_offset(name, offset,
+                                     "gzip data inflates past " + std::to_string(limit) + " bytes (" +
+                                         std::to_string(compressed.size()) +
+                                         " compressed): refused as a decompression bomb; " + kRaiseLimitHint);
       }
       out.resize(std::min<uint64_t>(out.size() * 2, limit));
     }
@@ -68,6 +72,41 @@ std::string gunzip(const std::string& compressed, const std::string& name) {
   inflateEnd(&zs);
   out.resize(produced);
   return out;
+}
+
+namespace {
+
+// One gzip member whose trailer states its size: inflated by libdeflate, or nothing (the caller
+// falls back to zlib, which handles and reports every other case).
+std::optional<InflatedBytes> inflate_one_member(std::string_view compressed) {
+  if (compressed.size() < 18) return std::nullopt;
+  uint32_t isize = 0;  // the trailer's size of the input, modulo 2^32
+  std::memcpy(&isize, compressed.data() + compressed.size() - 4, sizeof isize);
+  // A size over the expansion budget is a bomb to refuse (zlib says where); a file of 4 GiB or more
+  // states its size modulo 2^32, and libdeflate then reports a short buffer: zlib again.
+  if (isize == 0 || isize > read_limits().budget(compressed.size())) return std::nullopt;
+  void* map = mmap(nullptr, isize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (map == MAP_FAILED) return std::nullopt;
+  InflatedBytes out(map, isize, isize);
+  libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+  if (!d) return std::nullopt;
+  size_t in_used = 0, out_size = 0;
+  libdeflate_result r =
+      libdeflate_gzip_decompress_ex(d, compressed.data(), compressed.size(), map, isize, &in_used, &out_size);
+  libdeflate_free_decompressor(d);
+  if (r != LIBDEFLATE_SUCCESS || in_used != compressed.size() || out_size != isize) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+InflatedBytes::~InflatedBytes() {
+  if (map_) munmap(map_, map_size_);
+}
+
+InflatedBytes inflate_gzip(std::string_view compressed, const std::string& name) {
+  if (std::optional<InflatedBytes> out = inflate_one_member(compressed)) return std::move(*out);
+  return InflatedBytes(gunzip(compressed, name));
 }
 
 std::string gunzip_prefix(std::string_view compressed, size_t max_out) {

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
-#include <unordered_set>
+
+#include "traces/addr_map.h"
 
 namespace fraglab {
 
@@ -79,9 +80,15 @@ SegmentMap segments_at_start(const std::vector<Event>& history, const std::vecto
   for (const RecordedSegment& s : final_segments) (s.is_expandable ? ranges : segments)[s.address] = bare(s);
   for (auto e = history.rbegin(); e != history.rend(); ++e) {
     switch (e->kind) {
-      case EventKind::SegmentAlloc: segments.erase(e->addr); break;
-      case EventKind::SegmentFree: segments.emplace(e->addr, from_entry(*e, false)); break;
-      case EventKind::SegmentMap: unmap_range(ranges, e->addr, e->size); break;
+      case EventKind::SegmentAlloc:
+        segments.erase(e->addr);
+        break;
+      case EventKind::SegmentFree:
+        segments.emplace(e->addr, from_entry(*e, false));
+        break;
+      case EventKind::SegmentMap:
+        unmap_range(ranges, e->addr, e->size);
+        break;
       case EventKind::SegmentUnmap: {
         RecordedSegment r = from_entry(*e, true);
         // Pages of the segment an adjacent range belongs to: take its pool and kind.
@@ -94,7 +101,8 @@ SegmentMap segments_at_start(const std::vector<Event>& history, const std::vecto
         map_range(ranges, r);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   segments.merge(ranges);
@@ -112,27 +120,27 @@ struct StartBlock {
 std::map<Addr, StartBlock> live_at_start(const std::vector<Event>& history,
                                          const std::vector<RecordedSegment>& final_segments) {
   std::map<Addr, StartBlock> start;
-  std::unordered_set<Addr> seen, live;
+  AddrMap seen, live;  // used as sets (one flat table each, no node per address)
   for (const Event& e : history) {
     bool free_entry = e.kind == EventKind::Free || e.kind == EventKind::FreeRequested;
     if (e.kind == EventKind::Alloc) {
-      live.insert(e.addr);
-      seen.insert(e.addr);
-    } else if (free_entry && !(e.kind == EventKind::Free && live.erase(e.addr)) && !live.count(e.addr) &&
-               seen.insert(e.addr).second) {
+      live.insert(e.addr, 0);
+      seen.insert(e.addr, 0);
+    } else if (free_entry && !(e.kind == EventKind::Free && live.erase(e.addr)) && !live.find(e.addr) &&
+               seen.insert(e.addr, 0)) {
       StartBlock& b = start[e.addr];
       b.block.address = e.addr;
       b.block.requested_size = e.size;
       b.block.stack = e.stack;
       // Its free was requested before the history began when the first entry completes it.
-      b.block.state = e.kind == EventKind::Free ? RecordedBlock::State::ActivePendingFree
-                                                 : RecordedBlock::State::ActiveAllocated;
+      b.block.state =
+          e.kind == EventKind::Free ? RecordedBlock::State::ActivePendingFree : RecordedBlock::State::ActiveAllocated;
       b.stream = e.stream;
     }
   }
   for (const RecordedSegment& s : final_segments)
     for (const RecordedBlock& blk : s.blocks)
-      if (blk.state != RecordedBlock::State::Inactive && !seen.count(blk.address))
+      if (blk.state != RecordedBlock::State::Inactive && !seen.find(blk.address))
         start[blk.address] = StartBlock{blk, s.stream, false};
   return start;
 }

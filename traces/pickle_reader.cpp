@@ -24,75 +24,144 @@ constexpr int64_t kInlineMax = (int64_t{1} << 59) - 1;
 
 const char* opcode_name(uint8_t op) {
   switch (op) {
-    case '(': return "MARK";
-    case '.': return "STOP";
-    case '0': return "POP";
-    case '1': return "POP_MARK";
-    case '2': return "DUP";
-    case 'F': return "FLOAT";
-    case 'I': return "INT";
-    case 'J': return "BININT";
-    case 'K': return "BININT1";
-    case 'L': return "LONG";
-    case 'M': return "BININT2";
-    case 'N': return "NONE";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    case 'R': return "REDUCE";
-    case 'S': return "STRING";
-    case 'T': return "BINSTRING";
-    case 'U': return "SHORT_BINSTRING";
-    case 'V': return "UNICODE";
-    case 'X': return "BINUNICODE";
-    case 'a': return "APPEND";
-    case 'b': return "BUILD";
-    case 'c': return "GLOBAL";
-    case 'd': return "DICT";
-    case '}': return "EMPTY_DICT";
-    case 'e': return "APPENDS";
-    case 'g': return "GET";
-    case 'h': return "BINGET";
-    case 'i': return "INST";
-    case 'j': return "LONG_BINGET";
-    case 'l': return "LIST";
-    case ']': return "EMPTY_LIST";
-    case 'o': return "OBJ";
-    case 'p': return "PUT";
-    case 'q': return "BINPUT";
-    case 'r': return "LONG_BINPUT";
-    case 's': return "SETITEM";
-    case 't': return "TUPLE";
-    case ')': return "EMPTY_TUPLE";
-    case 'u': return "SETITEMS";
-    case 'G': return "BINFLOAT";
-    case 0x80: return "PROTO";
-    case 0x81: return "NEWOBJ";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 0x85: return "TUPLE1";
-    case 0x86: return "TUPLE2";
-    case 0x87: return "TUPLE3";
-    case 0x88: return "NEWTRUE";
-    case 0x89: return "NEWFALSE";
-    case 0x8a: return "LONG1";
-    case 0x8b: return "LONG4";
-    case 'B': return "BINBYTES";
-    case 'C': return "SHORT_BINBYTES";
-    case 0x8c: return "SHORT_BINUNICODE";
-    case 0x8d: return "BINUNICODE8";
-    case 0x8e: return "BINBYTES8";
-    case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x93: return "STACK_GLOBAL";
-    case 0x94: return "MEMOIZE";
-    case 0x95: return "FRAME";
-    case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return nullptr;
+    case '(':
+      return "MARK";
+    case '.':
+      return "STOP";
+    case '0':
+      return "POP";
+    case '1':
+      return "POP_MARK";
+    case '2':
+      return "DUP";
+    case 'F':
+      return "FLOAT";
+    case 'I':
+      return "INT";
+    case 'J':
+      return "BININT";
+    case 'K':
+      return "BININT1";
+    case 'L':
+      return "LONG";
+    case 'M':
+      return "BININT2";
+    case 'N':
+      return "NONE";
+    case 'P':
+      return "PERSID";
+    case 'Q':
+      return "BINPERSID";
+    case 'R':
+      return "REDUCE";
+    case 'S':
+      return "STRING";
+    case 'T':
+      return "BINSTRING";
+    case 'U':
+      return "SHORT_BINSTRING";
+    case 'V':
+      return "UNICODE";
+    case 'X':
+      return "BINUNICODE";
+    case 'a':
+      return "APPEND";
+    case 'b':
+      return "BUILD";
+    case 'c':
+      return "GLOBAL";
+    case 'd':
+      return "DICT";
+    case '}':
+      return "EMPTY_DICT";
+    case 'e':
+      return "APPENDS";
+    case 'g':
+      return "GET";
+    case 'h':
+      return "BINGET";
+    case 'i':
+      return "INST";
+    case 'j':
+      return "LONG_BINGET";
+    case 'l':
+      return "LIST";
+    case ']':
+      return "EMPTY_LIST";
+    case 'o':
+      return "OBJ";
+    case 'p':
+      return "PUT";
+    case 'q':
+      return "BINPUT";
+    case 'r':
+      return "LONG_BINPUT";
+    case 's':
+      return "SETITEM";
+    case 't':
+      return "TUPLE";
+    case ')':
+      return "EMPTY_TUPLE";
+    case 'u':
+      return "SETITEMS";
+    case 'G':
+      return "BINFLOAT";
+    case 0x80:
+      return "PROTO";
+    case 0x81:
+      return "NEWOBJ";
+    case 0x82:
+      return "EXT1";
+    case 0x83:
+      return "EXT2";
+    case 0x84:
+      return "EXT4";
+    case 0x85:
+      return "TUPLE1";
+    case 0x86:
+      return "TUPLE2";
+    case 0x87:
+      return "TUPLE3";
+    case 0x88:
+      return "NEWTRUE";
+    case 0x89:
+      return "NEWFALSE";
+    case 0x8a:
+      return "LONG1";
+    case 0x8b:
+      return "LONG4";
+    case 'B':
+      return "BINBYTES";
+    case 'C':
+      return "SHORT_BINBYTES";
+    case 0x8c:
+      return "SHORT_BINUNICODE";
+    case 0x8d:
+      return "BINUNICODE8";
+    case 0x8e:
+      return "BINBYTES8";
+    case 0x8f:
+      return "EMPTY_SET";
+    case 0x90:
+      return "ADDITEMS";
+    case 0x91:
+      return "FROZENSET";
+    case 0x92:
+      return "NEWOBJ_EX";
+    case 0x93:
+      return "STACK_GLOBAL";
+    case 0x94:
+      return "MEMOIZE";
+    case 0x95:
+      return "FRAME";
+    case 0x96:
+      return "BYTEARRAY8";
+    case 0x97:
+      return "NEXT_BUFFER";
+    case 0x98:
+      return "READONLY_BUFFER";
+    default:
+      return nullptr;
   }
 }
 
@@ -112,19 +181,33 @@ T load_le(const uint8_t* p) {
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::None: return "None";
+    case Kind::None:
+      return "None";
     case Kind::False:
-    case Kind::True: return "bool";
+    case Kind::True:
+      return "bool";
     case Kind::Int:
     case Kind::WideInt:
-    case Kind::HugeInt: return "int";
-    case Kind::Float: return "float";
-    case Kind::Str: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::List: return "list";
-    case Kind::Tuple: return "tuple";
-    case Kind::Dict: return "dict";
-    case Kind::Set: return "set";
+    case Kind::HugeInt:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::Str:
+      return "str";
+    case Kind::Bytes:
+      return "bytes";
+    case Kind::List:
+      return "list";
+    case Kind::Tuple:
+      return "tuple";
+    case Kind::Dict:
+      return "dict";
+    case Kind::Set:
+      return "set";
+    case Kind::Interned:
+      return "list";
+    case Kind::Gone:
+      return "dict";
   }
   return "?";
 }
@@ -132,7 +215,7 @@ const char* kind_name(Kind kind) {
 // The stack machine. One pass over the input; every opcode checks its operands' bounds.
 class Parser {
  public:
-  Parser(Document& doc) : d_(doc) {}
+  Parser(Document& doc, StreamSpec spec) : d_(doc), spec_(spec), streaming_(spec.sink != nullptr) {}
 
   void run() {
     const auto* begin = reinterpret_cast<const uint8_t*>(d_.input_.data());
@@ -143,9 +226,13 @@ class Parser {
     // an opcode of at least one byte, every string by one of at least two. Only address
     // space is reserved; pages are backed as they are written.
     size_t n = d_.input_.size() + 16;
-    d_.arena_ = BigArray<Value>(n);
-    d_.containers_ = BigArray<Document::Container>(n);
-    d_.chunks_ = BigArray<Document::Chunk>(n);
+    for (Document::Tables* t : {&d_.tables_, streaming_ ? &d_.transient_ : nullptr}) {
+      if (!t) continue;
+      t->arena = BigArray<Value>(n);
+      t->containers = BigArray<Document::Container>(n);
+      t->chunks = BigArray<Document::Chunk>(n);
+    }
+    if (streaming_) d_.tags_ = BigArray<uint32_t>(n);
     d_.spans_ = BigArray<Document::Span>(n / 2 + 16);
     memo_ = BigArray<Value>(n + 64);
     stack_.reserve(4096);
@@ -159,6 +246,12 @@ class Parser {
 
  private:
   Document& d_;
+  StreamSpec spec_;
+  bool streaming_;
+  // Streaming: the root dict, root['device_traces'] and the list streamed (None until seen).
+  Value root_dict_, device_traces_, stream_list_;
+  std::vector<uint64_t> transient_memo_keys_;  // memo keys stored with a transient container
+  static constexpr uint32_t kConsumed = 1;     // the tag of a consumed entry
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
@@ -166,7 +259,7 @@ class Parser {
   uint8_t op_ = 0;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
-  BigArray<Value> memo_;                         // dense keys (what picklers write)
+  BigArray<Value> memo_;                          // dense keys (what picklers write)
   std::unordered_map<uint64_t, Value> far_memo_;  // keys too large to index densely
   uint64_t memo_count_ = 0;
 
@@ -213,7 +306,8 @@ class Parser {
   }
 
   Value make_int(int64_t v) {
-    if (v >= kInlineMin && v <= kInlineMax) return Value::make(Kind::Int, static_cast<uint64_t>(v) & Value::kPayloadMask);
+    if (v >= kInlineMin && v <= kInlineMax)
+      return Value::make(Kind::Int, static_cast<uint64_t>(v) & Value::kPayloadMask);
     d_.wide_.push_back(v);
     return Value::make(Kind::WideInt, d_.wide_.size() - 1);
   }
@@ -221,30 +315,144 @@ class Parser {
     d_.floats_.push_back(v);
     return Value::make(Kind::Float, d_.floats_.size() - 1);
   }
+  // Strings are (offset, length) inline; the side table holds only what does not fit.
   Value make_span(Kind kind, const uint8_t* at, uint64_t n) {
-    d_.spans_.push_back({static_cast<uint64_t>(at - begin_), n});
-    return Value::make(kind, d_.spans_.size() - 1);
+    auto offset = static_cast<uint64_t>(at - begin_);
+    if (n < (uint64_t{1} << Document::kInlineLenBits) && offset < (uint64_t{1} << 40))
+      return Value::make(kind, offset << Document::kInlineLenBits | n);
+    d_.spans_.push_back({offset, n});
+    return Value::make(kind, Document::kSideSpanBit | (d_.spans_.size() - 1));
   }
   Value make_container(Kind kind) {
-    d_.containers_.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
-    return Value::make(kind, d_.containers_.size() - 1);
+    if (streaming_) [[unlikely]] {
+      if (transient_role(kind)) {
+        d_.transient_.containers.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
+        d_.tags_.push_back(0);
+        return Value::make(kind, Document::kTransientBit | (d_.transient_.containers.size() - 1));
+      }
+    }
+    d_.tables_.containers.push_back({op_at_, Document::kNoChunk, Document::kNoChunk});
+    Value v = Value::make(kind, d_.tables_.containers.size() - 1);
+    if (streaming_) [[unlikely]]
+      note_role(v);
+    return v;
   }
   // Moves stack_[from, end) into the arena as a chunk appended to `container`.
   void append_items(Value container, size_t from) {
     size_t n = stack_.size() - from;
     if (n == 0) return;
-    if (n > UINT32_MAX || d_.chunks_.size() >= UINT32_MAX - 1) fail_op("too many items");
-    uint64_t at = d_.arena_.size();
-    d_.arena_.append(stack_.data() + from, n);
+    if (streaming_) [[unlikely]] {
+      if (container.same_object(stream_list_)) return consume(from);
+      if (!d_.transient(container)) check_persistent_items(from);
+    }
+    Document::Tables& t = d_.transient(container) ? d_.transient_ : d_.tables_;
+    if (n > UINT32_MAX || t.chunks.size() >= UINT32_MAX - 1) fail_op("too many items");
+    uint64_t at = t.arena.size();
+    t.arena.append(stack_.data() + from, n);
     stack_.resize(from);
-    auto chunk = static_cast<uint32_t>(d_.chunks_.size());
-    d_.chunks_.push_back({at, static_cast<uint32_t>(n), Document::kNoChunk});
-    Document::Container& c = d_.containers_[container.payload()];
+    auto chunk = static_cast<uint32_t>(t.chunks.size());
+    t.chunks.push_back({at, static_cast<uint32_t>(n), Document::kNoChunk});
+    Document::Container& c = t.containers[Document::index(container)];
     if (c.last == Document::kNoChunk)
       c.first = chunk;
     else
-      d_.chunks_[c.last].next = chunk;
+      t.chunks[c.last].next = chunk;
     c.last = chunk;
+  }
+
+  // --- Streaming (see pickle_reader.h). Roles follow from where a new container is made, as
+  // Python's pickler writes: right after its key (dict value), or as the next item of the list
+  // on top (APPEND) or of the container below the last MARK (APPENDS/SETITEMS). A guess that
+  // turns out wrong is caught (transient values reaching the tree, the streamed list not being
+  // root['device_traces'][device]) and abandons the streaming parse.
+
+  // Whether the value made now would be an item of `c` under MARK ... APPENDS/SETITEMS, and how
+  // many items precede it above the MARK.
+  bool after_mark_of(Value c, size_t& above) const {
+    if (marks_.empty() || marks_.back() == 0 || !stack_[marks_.back() - 1].same_object(c)) return false;
+    above = stack_.size() - marks_.back();
+    return true;
+  }
+  bool top_is(Value c, size_t depth) const {
+    return stack_.size() >= depth && stack_[stack_.size() - depth].same_object(c);
+  }
+  bool key_on_top(std::string_view key) const {
+    if (stack_.empty() || stack_.back().kind() != Kind::Str) return false;
+    Document::Span s = d_.span_of(stack_.back());
+    return s.size == key.size() && std::memcmp(begin_ + s.offset, key.data(), key.size()) == 0;
+  }
+  // Whether a value made now would be the value under the key on top of dict `c`.
+  bool value_of(Value c, std::string_view key) const {
+    size_t above = 0;
+    if (!key_on_top(key)) return false;
+    if (after_mark_of(c, above)) return above % 2 == 1;
+    return top_is(c, 2);  // SETITEM
+  }
+  // Entry dicts of the streamed list and the frames lists of those entries are transient.
+  bool transient_role(Kind kind) const {
+    if (kind == Kind::Dict) {
+      size_t above = 0;
+      return stream_list_.kind() == Kind::List && (after_mark_of(stream_list_, above) || top_is(stream_list_, 1));
+    }
+    if (kind != Kind::List || !key_on_top("frames") || stack_.size() < 2) return false;
+    size_t above = 0;
+    Value entry = !marks_.empty() && marks_.back() >= 1 ? stack_[marks_.back() - 1] : stack_[stack_.size() - 2];
+    if (entry.kind() != Kind::Dict || !d_.transient(entry)) return false;
+    return after_mark_of(entry, above) ? above % 2 == 1 : top_is(entry, 2);
+  }
+  void note_role(Value v) {
+    if (root_dict_.kind() == Kind::None) {
+      if (stack_.empty() && marks_.empty() && v.kind() == Kind::Dict) root_dict_ = v;
+      return;
+    }
+    if (v.kind() != Kind::List) return;
+    if (device_traces_.kind() == Kind::None) {
+      if (value_of(root_dict_, "device_traces")) device_traces_ = v;
+      return;
+    }
+    if (stream_list_.kind() != Kind::None || spec_.device < 0) return;
+    size_t above = 0, index = 0;
+    if (after_mark_of(device_traces_, above))
+      index = d_.size(device_traces_) + above;
+    else if (top_is(device_traces_, 1))
+      index = d_.size(device_traces_);
+    else
+      return;
+    if (index == static_cast<size_t>(spec_.device)) stream_list_ = v;
+  }
+  // Items leaving for a container of the tree must not be (or name) transient ones.
+  void check_persistent_items(size_t from) const {
+    for (size_t i = from; i < stack_.size(); ++i) {
+      Value v = stack_[i];
+      if (v.kind() >= Kind::Interned || (v.is_container() && d_.transient(v))) throw StreamAbandoned{};
+    }
+  }
+  // The streamed list's new items go to the sink; then the transient tables are emptied.
+  void consume(size_t from) {
+    for (size_t i = from; i < stack_.size(); ++i) {
+      Value v = stack_[i];
+      if (v.kind() != Kind::Dict || !d_.transient(v) || d_.tag(v) == kConsumed) throw StreamAbandoned{};
+      spec_.sink->item(d_, v);
+      d_.set_tag(v, kConsumed);
+    }
+    stack_.resize(from);
+    d_.streamed_list_ = stream_list_;
+    for (Value v : stack_)
+      if (v.is_container() && d_.transient(v)) throw StreamAbandoned{};
+    for (uint64_t key : transient_memo_keys_) {
+      Value* slot = memo_slot(key);
+      if (!slot || !slot->is_container() || !d_.transient(*slot)) continue;
+      uint32_t tag = d_.tag(*slot);
+      if (slot->kind() == Kind::Dict && tag == kConsumed)
+        *slot = Value::make(Kind::Gone, 0);
+      else if (slot->kind() == Kind::List && tag != 0)
+        *slot = Value::make(Kind::Interned, tag);
+      else
+        throw StreamAbandoned{};
+    }
+    transient_memo_keys_.clear();
+    d_.transient_.clear();
+    d_.tags_.clear();
   }
   Value container_from_mark(Kind kind) {
     size_t m = pop_mark();
@@ -265,8 +473,14 @@ class Parser {
     return v;
   }
 
+  Value* memo_slot(uint64_t key) {
+    if (key < memo_.size()) return &memo_[key];
+    auto it = far_memo_.find(key);
+    return it == far_memo_.end() ? nullptr : &it->second;
+  }
   void memo_put(uint64_t key) {
     Value v = top();
+    if (streaming_ && v.is_container() && d_.transient(v)) transient_memo_keys_.push_back(key);
     if (key < memo_.capacity()) {
       memo_.grow_zeroed(key + 1);
       if (memo_[key].same_object(kAbsent)) ++memo_count_;
@@ -275,11 +489,27 @@ class Parser {
     }
     if (far_memo_.insert_or_assign(key, v).second) ++memo_count_;
   }
-  void memo_get(uint64_t key) {
-    if (key < memo_.size() && !memo_[key].same_object(kAbsent)) return push(memo_[key]);
-    auto it = far_memo_.find(key);
-    if (it == far_memo_.end()) fail_op(fmt::format("memo key {} was never stored", key));
-    push(it->second);
+  // The common case inline: a dense key naming a stored value.
+  [[gnu::always_inline]] void memo_get(uint64_t key) {
+    if (key < memo_.size()) [[likely]] {
+      Value v = memo_[key];
+      if (!v.same_object(kAbsent) && v.kind() != Kind::Gone) [[likely]]
+        return push(v);
+    }
+    memo_get_slow(key);
+  }
+  [[gnu::noinline]] void memo_get_slow(uint64_t key) {
+    Value v;
+    if (key < memo_.size() && !memo_[key].same_object(kAbsent)) {
+      v = memo_[key];
+    } else {
+      auto it = far_memo_.find(key);
+      if (it == far_memo_.end()) fail_op(fmt::format("memo key {} was never stored", key));
+      v = it->second;
+    }
+    if (v.kind() == Kind::Gone) [[unlikely]]
+      throw StreamAbandoned{};  // a consumed entry named again: the complete parse judges it
+    push(v);
   }
   uint64_t text_uint(std::string_view s) {
     uint64_t v = 0;
@@ -301,7 +531,7 @@ class Parser {
     return Value::make(Kind::HugeInt, d_.huge_.size() - 1);
   }
   // LONG1/LONG4: little-endian two's complement of n bytes.
-  Value long_bytes(const uint8_t* b, uint64_t n) {
+  [[gnu::always_inline]] Value long_bytes(const uint8_t* b, uint64_t n) {
     if (n == 0) return make_int(0);
     bool negative = b[n - 1] & 0x80;
     uint8_t fill = negative ? 0xff : 0x00;
@@ -317,7 +547,7 @@ class Parser {
   Value string_op(Kind kind, uint64_t n) { return make_span(kind, take(n), n); }
 
   // Executes one opcode; true at STOP.
-  bool step(uint8_t op) {
+  [[gnu::always_inline]] bool step(uint8_t op) {
     op_ = op;
     switch (op) {
       case 0x80: {  // PROTO
@@ -327,28 +557,51 @@ class Parser {
       }
       case 0x95: {  // FRAME: framing is a hint for buffered readers; the whole input is here
         uint64_t n = load_le<uint64_t>(take(8));
-        if (n > static_cast<uint64_t>(end_ - p_)) fail_op(fmt::format("pickle is truncated: frame of {} bytes, {} left", n, end_ - p_));
+        if (n > static_cast<uint64_t>(end_ - p_))
+          fail_op(fmt::format("pickle is truncated: frame of {} bytes, {} left", n, end_ - p_));
         return false;
       }
       case '.': {  // STOP
         if (stack_.empty()) fail_op("empty stack at STOP");
         d_.root_ = stack_.back();
+        if (streaming_ && (d_.root_.kind() >= Kind::Interned || (d_.root_.is_container() && d_.transient(d_.root_))))
+          throw StreamAbandoned{};
         return true;
       }
-      case '(': marks_.push_back(stack_.size()); return false;
-      case '0':  // POP
-        if (!marks_.empty() && stack_.size() == marks_.back()) marks_.pop_back();
-        else pop();
+      case '(':
+        marks_.push_back(stack_.size());
         return false;
-      case '1': stack_.resize(pop_mark()); return false;  // POP_MARK
-      case '2': push(top()); return false;                // DUP
+      case '0':  // POP
+        if (!marks_.empty() && stack_.size() == marks_.back())
+          marks_.pop_back();
+        else
+          pop();
+        return false;
+      case '1':
+        stack_.resize(pop_mark());
+        return false;  // POP_MARK
+      case '2':
+        push(top());
+        return false;  // DUP
 
-      case 'N': push(Value::make(Kind::None, 0)); return false;
-      case 0x88: push(Value::make(Kind::True, 0)); return false;
-      case 0x89: push(Value::make(Kind::False, 0)); return false;
-      case 'J': push(make_int(load_le<int32_t>(take(4)))); return false;
-      case 'K': push(make_int(*take(1))); return false;
-      case 'M': push(make_int(load_le<uint16_t>(take(2)))); return false;
+      case 'N':
+        push(Value::make(Kind::None, 0));
+        return false;
+      case 0x88:
+        push(Value::make(Kind::True, 0));
+        return false;
+      case 0x89:
+        push(Value::make(Kind::False, 0));
+        return false;
+      case 'J':
+        push(make_int(load_le<int32_t>(take(4))));
+        return false;
+      case 'K':
+        push(make_int(*take(1)));
+        return false;
+      case 'M':
+        push(make_int(load_le<uint16_t>(take(2))));
+        return false;
       case 0x8a: {  // LONG1
         uint8_t n = *take(1);
         push(long_bytes(take(n), n));
@@ -371,12 +624,17 @@ class Parser {
       }
       case 'I': {  // INT (protocol 0): also spells bools as 00 / 01
         std::string_view s = line();
-        if (s == "00") push(Value::make(Kind::False, 0));
-        else if (s == "01") push(Value::make(Kind::True, 0));
-        else push(text_int(s));
+        if (s == "00")
+          push(Value::make(Kind::False, 0));
+        else if (s == "01")
+          push(Value::make(Kind::True, 0));
+        else
+          push(text_int(s));
         return false;
       }
-      case 'L': push(text_int(line())); return false;
+      case 'L':
+        push(text_int(line()));
+        return false;
       case 'F': {
         std::string_view s = line();
         double v = 0;
@@ -386,32 +644,68 @@ class Parser {
         return false;
       }
 
-      case 0x8c: push(string_op(Kind::Str, *take(1))); return false;                      // SHORT_BINUNICODE
-      case 'X': push(string_op(Kind::Str, load_le<uint32_t>(take(4)))); return false;     // BINUNICODE
-      case 0x8d: push(string_op(Kind::Str, load_le<uint64_t>(take(8)))); return false;    // BINUNICODE8
-      case 'U': push(string_op(Kind::Bytes, *take(1))); return false;                     // SHORT_BINSTRING
-      case 'T': {                                                                         // BINSTRING
+      case 0x8c:
+        push(string_op(Kind::Str, *take(1)));
+        return false;  // SHORT_BINUNICODE
+      case 'X':
+        push(string_op(Kind::Str, load_le<uint32_t>(take(4))));
+        return false;  // BINUNICODE
+      case 0x8d:
+        push(string_op(Kind::Str, load_le<uint64_t>(take(8))));
+        return false;  // BINUNICODE8
+      case 'U':
+        push(string_op(Kind::Bytes, *take(1)));
+        return false;  // SHORT_BINSTRING
+      case 'T': {      // BINSTRING
         int32_t n = load_le<int32_t>(take(4));
         if (n < 0) fail_op("negative length");
         push(string_op(Kind::Bytes, static_cast<uint64_t>(n)));
         return false;
       }
-      case 'C': push(string_op(Kind::Bytes, *take(1))); return false;                     // SHORT_BINBYTES
-      case 'B': push(string_op(Kind::Bytes, load_le<uint32_t>(take(4)))); return false;   // BINBYTES
-      case 0x8e:                                                                          // BINBYTES8
-      case 0x96: push(string_op(Kind::Bytes, load_le<uint64_t>(take(8)))); return false;  // BYTEARRAY8
+      case 'C':
+        push(string_op(Kind::Bytes, *take(1)));
+        return false;  // SHORT_BINBYTES
+      case 'B':
+        push(string_op(Kind::Bytes, load_le<uint32_t>(take(4))));
+        return false;  // BINBYTES
+      case 0x8e:       // BINBYTES8
+      case 0x96:
+        push(string_op(Kind::Bytes, load_le<uint64_t>(take(8))));
+        return false;  // BYTEARRAY8
 
-      case ']': push(make_container(Kind::List)); return false;
-      case '}': push(make_container(Kind::Dict)); return false;
-      case ')': push(make_container(Kind::Tuple)); return false;
-      case 0x8f: push(make_container(Kind::Set)); return false;
-      case 'l': push(container_from_mark(Kind::List)); return false;
-      case 'd': push(container_from_mark(Kind::Dict)); return false;
-      case 't': push(container_from_mark(Kind::Tuple)); return false;
-      case 0x91: push(container_from_mark(Kind::Set)); return false;  // FROZENSET
-      case 0x85: push(tuple_of(1)); return false;
-      case 0x86: push(tuple_of(2)); return false;
-      case 0x87: push(tuple_of(3)); return false;
+      case ']':
+        push(make_container(Kind::List));
+        return false;
+      case '}':
+        push(make_container(Kind::Dict));
+        return false;
+      case ')':
+        push(make_container(Kind::Tuple));
+        return false;
+      case 0x8f:
+        push(make_container(Kind::Set));
+        return false;
+      case 'l':
+        push(container_from_mark(Kind::List));
+        return false;
+      case 'd':
+        push(container_from_mark(Kind::Dict));
+        return false;
+      case 't':
+        push(container_from_mark(Kind::Tuple));
+        return false;
+      case 0x91:
+        push(container_from_mark(Kind::Set));
+        return false;  // FROZENSET
+      case 0x85:
+        push(tuple_of(1));
+        return false;
+      case 0x86:
+        push(tuple_of(2));
+        return false;
+      case 0x87:
+        push(tuple_of(3));
+        return false;
       case 'a': {  // APPEND
         if (stack_.size() < 2 + (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
         append_items(expect_target(stack_[stack_.size() - 2], Kind::List), stack_.size() - 1);
@@ -433,13 +727,27 @@ class Parser {
         return false;
       }
 
-      case 0x94: memo_put(memo_count_); return false;                       // MEMOIZE
-      case 'q': memo_put(*take(1)); return false;                           // BINPUT
-      case 'r': memo_put(load_le<uint32_t>(take(4))); return false;         // LONG_BINPUT
-      case 'p': memo_put(text_uint(line())); return false;                  // PUT
-      case 'h': memo_get(*take(1)); return false;                           // BINGET
-      case 'j': memo_get(load_le<uint32_t>(take(4))); return false;         // LONG_BINGET
-      case 'g': memo_get(text_uint(line())); return false;                  // GET
+      case 0x94:
+        memo_put(memo_count_);
+        return false;  // MEMOIZE
+      case 'q':
+        memo_put(*take(1));
+        return false;  // BINPUT
+      case 'r':
+        memo_put(load_le<uint32_t>(take(4)));
+        return false;  // LONG_BINPUT
+      case 'p':
+        memo_put(text_uint(line()));
+        return false;  // PUT
+      case 'h':
+        memo_get(*take(1));
+        return false;  // BINGET
+      case 'j':
+        memo_get(load_le<uint32_t>(take(4)));
+        return false;  // LONG_BINGET
+      case 'g':
+        memo_get(text_uint(line()));
+        return false;  // GET
 
       case 'c':
       case 0x93:
@@ -469,22 +777,36 @@ class Parser {
   }
 };
 
-Document Document::parse(std::string_view bytes, const std::string& name) {
+Document Document::parse(std::string_view bytes, const std::string& name) { return parse(bytes, name, StreamSpec{}); }
+
+Document Document::parse(std::string_view bytes, const std::string& name, StreamSpec spec) {
   Document d;
   d.input_ = bytes;
   d.name_ = name;
-  Parser(d).run();
+  Parser(d, spec).run();
   return d;
+}
+
+Document::Span Document::span_of(Value str) const {
+  uint64_t p = str.payload();
+  if (p & kSideSpanBit) return spans_[p & ~kSideSpanBit];
+  return {p >> kInlineLenBits, p & ((uint64_t{1} << kInlineLenBits) - 1)};
 }
 
 int64_t Document::as_int_slow(Value v, const char* what) const {
   switch (v.kind()) {
-    case Kind::Int: return static_cast<int64_t>(v.payload() << 4) >> 4;  // sign-extend 60 bits
-    case Kind::WideInt: return wide_[v.payload()];
-    case Kind::False: return 0;
-    case Kind::True: return 1;
-    case Kind::HugeInt: fail_at(huge_[v.payload()], fmt::format("{}: integer does not fit in 64 bits", what));
-    default: throw FormatError::in_file(name_, fmt::format("{} must be an int, not {}", what, kind_name(v.kind())));
+    case Kind::Int:
+      return static_cast<int64_t>(v.payload() << 4) >> 4;  // sign-extend 60 bits
+    case Kind::WideInt:
+      return wide_[v.payload()];
+    case Kind::False:
+      return 0;
+    case Kind::True:
+      return 1;
+    case Kind::HugeInt:
+      fail_at(huge_[v.payload()], fmt::format("{}: integer does not fit in 64 bits", what));
+    default:
+      throw FormatError::in_file(name_, fmt::format("{} must be an int, not {}", what, kind_name(v.kind())));
   }
 }
 
@@ -496,7 +818,7 @@ double Document::as_float(Value v, const char* what) const {
 std::string_view Document::as_str(Value v, const char* what) const {
   if (v.kind() != Kind::Str && v.kind() != Kind::Bytes)
     throw FormatError::in_file(name_, fmt::format("{} must be a str, not {}", what, kind_name(v.kind())));
-  const Span& s = spans_[v.payload()];
+  Span s = span_of(v);
   return input_.substr(s.offset, s.size);
 }
 
@@ -504,12 +826,17 @@ bool Document::as_bool(Value v, const char* what) const { return as_int(v, what)
 
 std::string Document::to_text(Value v) const {
   switch (v.kind()) {
-    case Kind::None: return "None";
-    case Kind::False: return "False";
-    case Kind::True: return "True";
+    case Kind::None:
+      return "None";
+    case Kind::False:
+      return "False";
+    case Kind::True:
+      return "True";
     case Kind::Int:
-    case Kind::WideInt: return std::to_string(as_int(v, "value"));
-    case Kind::HugeInt: return "<int wider than 64 bits>";
+    case Kind::WideInt:
+      return std::to_string(as_int(v, "value"));
+    case Kind::HugeInt:
+      return "<int wider than 64 bits>";
     case Kind::Float: {
       double f = floats_[v.payload()];
       std::string s = fmt::format("{}", f);
@@ -517,26 +844,30 @@ std::string Document::to_text(Value v) const {
       return s;
     }
     case Kind::Str:
-    case Kind::Bytes: return std::string(as_str(v, "value"));
-    default: return std::string("<") + kind_name(v.kind()) + ">";
+    case Kind::Bytes:
+      return std::string(as_str(v, "value"));
+    default:
+      return std::string("<") + kind_name(v.kind()) + ">";
   }
 }
 
 size_t Document::size(Value container) const {
   uint64_t n = 0;
-  for (uint32_t c = containers_[container.payload()].first; c != kNoChunk; c = chunks_[c].next) n += chunks_[c].count;
+  const Tables& t = tables(container);
+  for (uint32_t c = t.containers[index(container)].first; c != kNoChunk; c = t.chunks[c].next) n += t.chunks[c].count;
   return container.kind() == Kind::Dict ? n / 2 : n;
 }
 
-uint64_t Document::offset(Value container) const { return containers_[container.payload()].offset; }
+uint64_t Document::offset(Value container) const { return tables(container).containers[index(container)].offset; }
 
 const Value* Document::find(Value dict, std::string_view key) const {
   const Value* found = nullptr;
-  for (uint32_t c = containers_[dict.payload()].first; c != kNoChunk; c = chunks_[c].next) {
-    const Value* it = arena_.data() + chunks_[c].begin;
-    for (uint32_t i = 0; i + 1 < chunks_[c].count; i += 2) {
+  const Tables& t = tables(dict);
+  for (uint32_t c = t.containers[index(dict)].first; c != kNoChunk; c = t.chunks[c].next) {
+    const Value* it = t.arena.data() + t.chunks[c].begin;
+    for (uint32_t i = 0; i + 1 < t.chunks[c].count; i += 2) {
       if (it[i].kind() != Kind::Str) continue;
-      const Span& s = spans_[it[i].payload()];
+      Span s = span_of(it[i]);
       if (s.size == key.size() && std::memcmp(input_.data() + s.offset, key.data(), key.size()) == 0)
         found = &it[i + 1];
     }

@@ -13,6 +13,12 @@
 // block address and its requested size; segment_* carry the segment (or mapped range)
 // address and size; oom carries the requested size in `size` and the device's free
 // bytes under the key `device_free` instead of `addr` (memory_snapshot.cpp).
+//
+// Two passes at most, one in the common case: the pickle is parsed streaming (pickle_reader.h),
+// each device_traces entry read as it closes (its stream and stack kept as local ids, resolved
+// after the segments so that ids come out in the order the complete reading gives them), and the
+// pickle is released before the events are built. Whatever does not fit that path (another
+// layout, any error) is read again the complete way, which alone decides results and messages.
 #include "traces/pytorch_snapshot.h"
 
 #include <fcntl.h>
@@ -22,9 +28,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include <unordered_map>
@@ -53,8 +62,17 @@ using pickle::Value;
 constexpr int64_t kAbsurdSize = static_cast<int64_t>(kMaxEventBytes);
 
 enum class Action : uint8_t {
-  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
-  Snapshot, UserDefined, Unknown
+  Alloc,
+  FreeRequested,
+  FreeCompleted,
+  SegmentAlloc,
+  SegmentFree,
+  SegmentMap,
+  SegmentUnmap,
+  Oom,
+  Snapshot,
+  UserDefined,
+  Unknown
 };
 
 Action parse_action(std::string_view s) {
@@ -72,21 +90,33 @@ Action parse_action(std::string_view s) {
 }
 
 // Maps str Values to small codes. Pickle memoizes repeated strings, so after the first
-// sighting a key is recognised by identity (8-byte compare) instead of by its text.
+// sighting a key is recognised by identity (8-byte compare) instead of by its text: a small
+// open-addressed table by the Value's bits, at most 64 remembered (a miss parses the text).
 template <class Code>
 class StrCache {
  public:
   template <class Parse>
   Code get(const Document& doc, Value v, Parse parse) {
-    for (const auto& [seen, code] : seen_)
-      if (seen.same_object(v)) return code;
-    Code code = parse(doc.as_str(v, "key"));
-    if (seen_.size() < 64) seen_.emplace_back(v, code);
-    return code;
+    size_t i = (v.payload() * 0x9e3779b97f4a7c15ull) >> 56;
+    for (int probe = 0; probe < 8; ++probe, i = (i + 1) % kSlots) {
+      Slot& slot = slots_[i];
+      if (slot.seen.same_object(v)) return slot.code;
+      if (slot.seen.kind() != Kind::None) continue;
+      Code code = parse(doc.as_str(v, "key"));
+      if (used_ < 64) slot = {v, code}, ++used_;
+      return code;
+    }
+    return parse(doc.as_str(v, "key"));
   }
 
  private:
-  std::vector<std::pair<Value, Code>> seen_;
+  static constexpr size_t kSlots = 256;
+  struct Slot {
+    Value seen;  // None: empty (only str Values are looked up)
+    Code code{};
+  };
+  std::array<Slot, kSlots> slots_{};
+  size_t used_ = 0;
 };
 
 enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, UserMetadata, Other };
@@ -110,20 +140,36 @@ Field parse_field(std::string_view s) {
 // text of each distinct stack is built, within the input's expansion budget (read_limits.h).
 class StackInterner {
  public:
-  StackInterner(const Document& doc, TraceMeta& meta, uint64_t budget) : doc_(doc), meta_(meta), budget_(budget) {}
+  StackInterner(TraceMeta& meta, uint64_t budget) : meta_(meta), budget_(budget) {}
+  void attach(const Document* doc) { doc_ = doc; }
 
   // The stack of a frames list; `fail` reports an error at the caller's position.
   template <class Fail>
   StackId stack_of(Value frames, Fail&& fail) {
-    if (frames.kind() != Kind::List || doc_.empty(frames)) return 0;
-    uint32_t list = doc_.container_index(frames);
+    if (frames.kind() != Kind::List || doc_->empty(frames)) return 0;
+    uint32_t list = doc_->container_index(frames);
     if (auto it = stack_of_list_.find(list); it != stack_of_list_.end()) return it->second;
-    std::string key;  // frame ids, 4 bytes each
-    doc_.for_each(frames, [&](Value f) {
+    StackId id = stack_of_key(key_of(frames), fail);
+    stack_of_list_.emplace(list, id);
+    return id;
+  }
+
+  // The frames list's content as frame ids, 4 bytes each: equal for equal stacks.
+  std::string key_of(Value frames) {
+    std::string key;
+    key.reserve(doc_->size(frames) * sizeof(uint32_t));
+    doc_->for_each(frames, [&](Value f) {
       if (f.kind() != Kind::Dict) return;
+      if (doc_->transient(f)) throw pickle::StreamAbandoned{};  // frame dicts are identified by container
       uint32_t id = frame_of(f);
       key.append(reinterpret_cast<const char*>(&id), sizeof id);
     });
+    return key;
+  }
+
+  // The stack of a key, a new StackId the first time.
+  template <class Fail>
+  StackId stack_of_key(std::string key, Fail&& fail) {
     auto [it, inserted] = stack_of_key_.try_emplace(std::move(key), 0);
     if (inserted) {
       std::vector<StackFrame> stack;
@@ -133,15 +179,15 @@ class StackInterner {
         const FrameKey& k = frames_[id];
         built_ += texts_[k.name].size() + texts_[k.filename].size() + sizeof(StackFrame);
         if (built_ > budget_)
-          fail(fmt::format("stack frames expand to more than {} bytes of text: refused as an alias bomb (one "
-                           "frame referenced by many stacks); {}",
-                           budget_, kRaiseLimitHint));
+          fail(
+              fmt::format("stack frames expand to more than {} bytes of text: refused as an alias bomb (one "
+                          "frame referenced by many stacks); {}",
+                          budget_, kRaiseLimitHint));
         stack.push_back({std::string(texts_[k.name]), std::string(texts_[k.filename]), k.line});
       }
       it->second = static_cast<StackId>(meta_.stacks.size());
       meta_.stacks.push_back(std::move(stack));
     }
-    stack_of_list_.emplace(list, it->second);
     return it->second;
   }
 
@@ -153,18 +199,20 @@ class StackInterner {
   };
   struct FrameKeyHash {
     size_t operator()(const FrameKey& k) const {
-      return std::hash<uint64_t>()((uint64_t{k.name} << 32 | k.filename) ^ static_cast<uint64_t>(k.line) * 0x9e3779b97f4a7c15ull);
+      return std::hash<uint64_t>()((uint64_t{k.name} << 32 | k.filename) ^
+                                   static_cast<uint64_t>(k.line) * 0x9e3779b97f4a7c15ull);
     }
   };
 
   uint32_t frame_of(Value dict) {
-    uint32_t index = doc_.container_index(dict);
-    if (auto it = frame_of_dict_.find(index); it != frame_of_dict_.end()) return it->second;
-    FrameKey k{text_id(doc_.find(dict, "name")), text_id(doc_.find(dict, "filename")), 0};
-    if (const Value* v = doc_.find(dict, "line"); v && v->is_int()) k.line = doc_.as_int(*v, "line");
+    uint32_t index = doc_->container_index(dict);
+    if (index < frame_of_dict_.size() && frame_of_dict_[index]) return frame_of_dict_[index] - 1;
+    FrameKey k{text_id(doc_->find(dict, "name")), text_id(doc_->find(dict, "filename")), 0};
+    if (const Value* v = doc_->find(dict, "line"); v && v->is_int()) k.line = doc_->as_int(*v, "line");
     auto [it, inserted] = frame_of_key_.try_emplace(k, static_cast<uint32_t>(frames_.size()));
     if (inserted) frames_.push_back(k);
-    frame_of_dict_.emplace(index, it->second);
+    if (index >= frame_of_dict_.size()) frame_of_dict_.resize(std::max<size_t>(index + 1, 2 * frame_of_dict_.size()));
+    frame_of_dict_[index] = it->second + 1;
     return it->second;
   }
 
@@ -172,108 +220,214 @@ class StackInterner {
   uint32_t text_id(const Value* v) {
     if (!v || !v->is_str()) return 0;
     if (auto it = text_of_value_.find(*v); it != text_of_value_.end()) return it->second;
-    std::string_view text = doc_.as_str(*v, "frame text");
+    std::string_view text = doc_->as_str(*v, "frame text");
     auto [it, inserted] = text_of_view_.try_emplace(text, static_cast<uint32_t>(texts_.size()));
     if (inserted) texts_.push_back(text);
     text_of_value_.emplace(*v, it->second);
     return it->second;
   }
   struct ValueHash {
-    size_t operator()(Value v) const { return std::hash<uint64_t>()(v.payload() ^ static_cast<uint64_t>(v.kind()) << 60); }
+    size_t operator()(Value v) const {
+      return std::hash<uint64_t>()(v.payload() ^ static_cast<uint64_t>(v.kind()) << 60);
+    }
   };
   struct ValueEq {
     bool operator()(Value a, Value b) const { return a.same_object(b); }
   };
 
-  const Document& doc_;
+  const Document* doc_ = nullptr;
   TraceMeta& meta_;
   uint64_t budget_, built_ = 0;
   std::vector<std::string_view> texts_{std::string_view()};  // views into the input; 0 = ""
   std::unordered_map<Value, uint32_t, ValueHash, ValueEq> text_of_value_;
   std::unordered_map<std::string_view, uint32_t> text_of_view_{{std::string_view(), 0}};
   std::vector<FrameKey> frames_;
-  std::unordered_map<uint32_t, uint32_t> frame_of_dict_;
+  std::vector<uint32_t> frame_of_dict_;  // by container index: frame id + 1 (0: not seen); one per frame reference
   std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frame_of_key_;
-  std::unordered_map<uint32_t, StackId> stack_of_list_;  // frames list (by identity) -> stack
+  std::unordered_map<uint32_t, StackId> stack_of_list_;    // frames list (by identity) -> stack
   std::unordered_map<std::string, StackId> stack_of_key_;  // frame ids -> stack
 };
 
-class Importer {
+class Importer final : public pickle::ListSink {
  public:
   // `disk_bytes`: the input's size on disk, which bounds what it may expand to (read_limits.h).
-  Importer(const Document& doc, const ReadOptions& options, uint64_t disk_bytes)
-      : doc_(doc), options_(options), stacks_(doc, trace_.meta, read_limits().budget(disk_bytes)) {
-    claimed_.resize(doc.container_count());
+  // `streaming`: the entries come through item() while the pickle is parsed.
+  Importer(const std::string& name, const ReadOptions& options, uint64_t disk_bytes, bool streaming)
+      : name_(name), options_(options), stacks_(trace_.meta, read_limits().budget(disk_bytes)), streaming_(streaming) {}
+
+  // The document, once parsed (nullptr: gone, only finish() may follow).
+  void attach(const Document* doc) {
+    doc_ = doc;
+    stacks_.attach(doc);
+    if (doc) claimed_.resize(doc->container_count());
   }
 
-  Trace run() {
-    Value root = doc_.root();
+  // A streamed entry, while the parse goes on.
+  void item(Document& doc, Value entry) override {
+    if (!streaming_doc_) {
+      // Entries are at least ~40 bytes of pickle each: room for all, taken (not touched) at once.
+      raw_.reserve(doc.input_size() / 40);
+      raw_offsets_.reserve(doc.input_size() / 40);
+    }
+    doc_ = &doc;
+    stacks_.attach(&doc);
+    streaming_doc_ = &doc;
+    read_entry(entry);
+  }
+
+  // Everything but building the events; false: history absent. Streaming, it also checks that
+  // the list streamed is the one the complete reading would have read (else StreamAbandoned).
+  bool collect() {
+    if (streaming_ && !doc_->streamed()) streaming_ = false;  // nothing streamed: the document is complete
+    bool history = collect_document();
+    if (streaming_ && !streamed_list_read_) throw pickle::StreamAbandoned{};
+    return history;
+  }
+
+  // Streaming: the entries' local stream and stack ids become the trace's, in the order the
+  // complete reading assigns them (the segments' first, then the entries' in order).
+  void resolve_deferred() {
+    if (!streaming_) return;
+    std::vector<StreamIndex> streams(local_streams_.size() + 1, 0);
+    for (size_t i = 0; i < local_streams_.size(); ++i) streams[i + 1] = streams_.intern(local_streams_[i]);
+    std::vector<StackId> stacks(local_keys_.size() + 1, 0);
+    for (size_t i = 0; i < local_keys_.size(); ++i)
+      stacks[i + 1] = stacks_.stack_of_key(*local_keys_[i], [this](const std::string& what) { fail(what); });
+    for (Event& e : raw_) {
+      e.stream = streams[e.stream];
+      e.stack = stacks[e.stack];
+    }
+    local_key_ids_ = {};
+    local_keys_ = {};
+  }
+
+  // The state at the first entry, the prologue that establishes it, then the history with ids.
+  Trace finish(bool history) { return build(history); }
+  bool streamed() const { return streaming_; }
+
+ private:
+  bool collect_document() {
+    Value root = doc_->root();
     trace_.meta.format = "pytorch-snapshot";
-    trace_.meta.source = doc_.name();
+    trace_.meta.source = name_;
     trace_.meta.device = options_.device;
     if (root.kind() == Kind::List) {  // torch.cuda.memory_snapshot(): the plain list of segments
       read_segments(root);
-      return finish(false);
+      return false;
     }
     if (root.kind() != Kind::Dict)
-      doc_.fail_at(0, std::string("the snapshot must be a dict (or a list of segments), not ") +
-                                             pickle::kind_name(root.kind()));
-    const Value* traces = doc_.find(root, "device_traces");
-    const Value* segments = doc_.find(root, "segments");
+      doc_->fail_at(
+          0, std::string("the snapshot must be a dict (or a list of segments), not ") + pickle::kind_name(root.kind()));
+    const Value* traces = doc_->find(root, "device_traces");
+    const Value* segments = doc_->find(root, "segments");
     if (!traces && !segments)
-      doc_.fail(root, "the snapshot has neither device_traces nor segments: is it a PyTorch memory snapshot?");
-    if (const Value* settings = doc_.find(root, "allocator_settings")) read_settings(*settings, "");
+      doc_->fail(root, "the snapshot has neither device_traces nor segments: is it a PyTorch memory snapshot?");
+    if (const Value* settings = doc_->find(root, "allocator_settings")) read_settings(*settings, "");
     // Host (pinned) memory and annotations: reported by `info`, not device memory to replay.
     for (const char* key : {"host_segments", "host_traces", "external_annotations"})
-      if (const Value* v = doc_.find(root, key); v && v->is_container() && !doc_.empty(*v))
-        trace_.meta.unreplayed.emplace_back(key, doc_.size(*v));
+      if (const Value* v = doc_->find(root, key); v && v->is_container() && !doc_->empty(*v))
+        trace_.meta.unreplayed.emplace_back(key, doc_->size(*v));
     if (segments) read_segments(*segments);
     bool history = false;
     if (traces) {
-      doc_.expect(*traces, Kind::List, "device_traces");
+      doc_->expect(*traces, Kind::List, "device_traces");
       if (auto entries = select_device(*traces, segments != nullptr)) {
-        read_entries(*entries);
+        if (!streaming_) {
+          read_entries(*entries);
+        } else if (entries->same_object(doc_->streamed_list())) {
+          streamed_list_read_ = true;
+        }
         history = !raw_.empty();
       }
     }
-    return finish(history);
+    return history;
   }
 
- private:
-  const Document& doc_;
+  const Document* doc_ = nullptr;
+  std::string name_;
   const ReadOptions& options_;
   Trace trace_;
   IdSlots slots_;
-  AddrMap live_;                               // block address -> id, while allocated
-  std::vector<uint8_t> free_requested_;        // by id: free_requested seen, completion pending
+  AddrMap live_;                                // block address -> id, while allocated
+  std::vector<uint8_t> free_requested_;         // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
-  uint64_t user_metadata_entries_ = 0;        // trace entries with a non-empty user_metadata
-  std::vector<int> segment_devices_;           // devices the segments list, for error messages
-  std::vector<Event> raw_;                     // the history at address level (ids not yet assigned)
-  std::vector<uint64_t> raw_offsets_;          // each raw entry's offset in the input, for errors
-  std::vector<uint64_t> empty_cache_before_;   // event indices where an EmptyCache goes
-  size_t release_run_start_ = SIZE_MAX;        // first event of the current run of segment releases
-  uint64_t reserved_ = 0;                      // the recording's reserved bytes as the history goes
-  uint64_t reserved_before_run_ = 0;           // ... when the current run of releases began
-  uint64_t peak_reserved_ = 0;                 // ... at most
+  uint64_t user_metadata_entries_ = 0;          // trace entries with a non-empty user_metadata
+  std::vector<int> segment_devices_;            // devices the segments list, for error messages
+  std::vector<Event> raw_;                      // the history at address level (ids not yet assigned)
+  size_t written_ = 0;                          // build(): events written so far (over the history)
+  std::vector<uint64_t> raw_offsets_;           // each raw entry's offset in the input, for errors
+  std::vector<uint64_t> empty_cache_before_;    // event indices where an EmptyCache goes
+  size_t release_run_start_ = SIZE_MAX;         // first event of the current run of segment releases
+  uint64_t reserved_ = 0;                       // the recording's reserved bytes as the history goes
+  uint64_t reserved_before_run_ = 0;            // ... when the current run of releases began
+  uint64_t peak_reserved_ = 0;                  // ... at most
   StreamInterner streams_{trace_.meta};
   StackInterner stacks_;
   std::vector<uint8_t> claimed_;  // by container index: an entry, segment or block already read
   StrCache<Field> fields_;
   StrCache<Action> actions_;
   uint64_t entry_offset_ = 0;
+  // Streaming: entries get local stream ids (1-based; 0 = no stream) and local stack ids (1-based;
+  // 0 = none), made the trace's by resolve_deferred().
+  bool streaming_;
+  bool streamed_list_read_ = false;
+  Document* streaming_doc_ = nullptr;  // to tag frames lists as interned
+  std::vector<uint64_t> local_streams_;
+  std::unordered_map<uint64_t, StreamIndex> local_stream_ids_;
+  uint64_t last_handle_ = 0;
+  StreamIndex last_local_stream_ = 0;
+  std::unordered_map<std::string, StackId> local_key_ids_;
+  std::vector<const std::string*> local_keys_;
+  std::unordered_map<uint32_t, StackId> local_stack_of_list_;  // frames lists of the complete document
 
-  [[noreturn]] void fail(const std::string& what) const { doc_.fail_at(entry_offset_, what); }
+  [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_offset(name_, entry_offset_, what); }
+
+  StreamIndex local_stream(Value v) {
+    auto handle = static_cast<uint64_t>(int_field(v, "stream"));
+    if (last_local_stream_ && handle == last_handle_) return last_local_stream_;
+    auto [it, inserted] = local_stream_ids_.try_emplace(handle, static_cast<StreamIndex>(local_streams_.size() + 1));
+    if (inserted) {
+      if (local_streams_.size() >= kMaxStreamIndex) throw pickle::StreamAbandoned{};  // the complete reading decides
+      local_streams_.push_back(handle);
+    }
+    last_handle_ = handle;
+    return last_local_stream_ = it->second;
+  }
+
+  StackId local_stack_of_key(std::string key) {
+    auto [it, inserted] = local_key_ids_.try_emplace(std::move(key), static_cast<StackId>(local_keys_.size() + 1));
+    if (inserted) local_keys_.push_back(&it->first);
+    return it->second;
+  }
+
+  // A frames list's local stack id. A transient list is tagged with it (id + 1), so that the memo
+  // names it by that id once the list itself is gone (Kind::Interned).
+  StackId local_stack(Value frames) {
+    if (frames.kind() == Kind::Interned) return static_cast<StackId>(frames.payload() - 1);
+    if (frames.kind() != Kind::List) return 0;
+    if (doc_->transient(frames)) {
+      if (uint32_t tag = doc_->tag(frames)) return tag - 1;
+      StackId id = doc_->empty(frames) ? 0 : local_stack_of_key(stacks_.key_of(frames));
+      streaming_doc_->set_tag(frames, id + 1);
+      return id;
+    }
+    if (doc_->empty(frames)) return 0;
+    uint32_t list = doc_->container_index(frames);
+    if (auto it = local_stack_of_list_.find(list); it != local_stack_of_list_.end()) return it->second;
+    StackId id = local_stack_of_key(stacks_.key_of(frames));
+    local_stack_of_list_.emplace(list, id);
+    return id;
+  }
 
   // PyTorch writes every trace entry, segment and block as its own object. One referenced again
   // through the pickle memo would be read once per reference: an alias bomb (a few KB naming
   // one entry millions of times) is refused at the repeat instead.
   void claim(Value container, const char* what) {
-    uint8_t& seen = claimed_[doc_.container_index(container)];
+    uint8_t& seen = claimed_[doc_->container_index(container)];
     if (seen)
-      doc_.fail(container, fmt::format("{} is the same object as an earlier one (a pickle memo reference): refused, "
-                                       "PyTorch writes each once",
-                                       what));
+      doc_->fail(container, fmt::format("{} is the same object as an earlier one (a pickle memo reference): refused, "
+                                        "PyTorch writes each once",
+                                        what));
     seen = 1;
   }
 
@@ -288,25 +442,27 @@ class Importer {
   StackId stack_of(Value frames) {
     return stacks_.stack_of(frames, [this](const std::string& what) { fail(what); });
   }
+  // A stack handled as at that point of the complete reading: streaming, a local id for now.
+  StackId entry_stack(Value frames) { return streaming_ ? local_stack(frames) : stack_of(frames); }
 
   // The device's history, or nothing when the snapshot holds only segments for it.
   std::optional<Value> select_device(Value traces, bool have_segments) {
     int device = options_.device;
-    size_t n = doc_.size(traces);
+    size_t n = doc_->size(traces);
     if (device >= 0 && static_cast<size_t>(device) < n) {
       Value found;
       size_t i = 0;
-      doc_.for_each(traces, [&](Value v) {
+      doc_->for_each(traces, [&](Value v) {
         if (i++ == static_cast<size_t>(device)) found = v;
       });
-      doc_.expect(found, Kind::List, "device_traces[device]");
+      doc_->expect(found, Kind::List, "device_traces[device]");
       return found;
     }
     if (have_segments && !trace_.meta.segments.empty()) return std::nullopt;  // segments, no history
     std::string available;
     size_t i = 0;
-    doc_.for_each(traces, [&](Value v) {
-      size_t entries = v.kind() == Kind::List ? doc_.size(v) : 0;
+    doc_->for_each(traces, [&](Value v) {
+      size_t entries = v.kind() == Kind::List ? doc_->size(v) : 0;
       if (i >= 16) return ++i, void();  // a hostile list of millions: the first few say enough
       if (entries) available += fmt::format("{}{} ({} entries)", available.empty() ? "" : ", ", i, entries);
       ++i;
@@ -315,14 +471,15 @@ class Importer {
     for (int d : segment_devices_)
       if (available.find(fmt::format("{} (", d)) == std::string::npos)
         available += fmt::format("{}{} (segments only)", available.empty() ? "" : ", ", d);
-    doc_.fail(traces, fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
-                                  device, available.empty() ? "none" : available));
+    doc_->fail(traces,
+               fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
+                           device, available.empty() ? "none" : available));
   }
 
   int64_t int_field(Value v, const char* what) const {
     if (v.kind() == Kind::HugeInt) fail(fmt::format("'{}' does not fit in 64 bits", what));
     if (!v.is_int()) fail(fmt::format("'{}' must be an int, not {}", what, pickle::kind_name(v.kind())));
-    return doc_.as_int(v, what);
+    return doc_->as_int(v, what);
   }
   uint64_t size_field(Value v, const char* what) const {
     int64_t s = int_field(v, what);
@@ -337,21 +494,20 @@ class Importer {
   }
 
   void read_entries(Value entries) {
-    raw_.reserve(doc_.size(entries));
-    raw_offsets_.reserve(doc_.size(entries));
+    raw_.reserve(doc_->size(entries));
+    raw_offsets_.reserve(doc_->size(entries));
     size_t index = 0;
-    doc_.for_each(entries, [&](Value entry) {
+    doc_->for_each(entries, [&](Value entry) {
       if (entry.kind() != Kind::Dict)
-        doc_.fail(entries, fmt::format("device_traces entry {} must be a dict, not {}", index,
-                                       pickle::kind_name(entry.kind())));
+        doc_->fail(entries, fmt::format("device_traces entry {} must be a dict, not {}", index,
+                                        pickle::kind_name(entry.kind())));
       claim(entry, "this trace entry");
       ++index;
       read_entry(entry);
     });
   }
 
-  // The state at the first entry, the prologue that establishes it, then the history with ids.
-  Trace finish(bool history) {
+  Trace build(bool history) {
     TraceMeta& m = trace_.meta;
     m.history_absent = !history;
     if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
@@ -360,7 +516,14 @@ class Importer {
     reserved_ = m.initial.reserved();
     peak_reserved_ = peak_reserved(raw_, reserved_);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
-    trace_.events.reserve(m.initial.live_blocks + raw_.size());
+    // The events are written over the history, in place: the prologue into room made in front of
+    // it, then each entry at or before its own slot (an entry makes at most one event).
+    size_t prologue = 0;
+    for (const RecordedSegment& seg : m.initial.segments) prologue += seg.blocks.size();
+    size_t history_size = raw_.size();
+    trace_.events = std::move(raw_);
+    trace_.events.insert(trace_.events.begin(), prologue, Event{});
+    written_ = 0;
     for (const RecordedSegment& seg : m.initial.segments)
       for (const RecordedBlock& b : seg.blocks) {
         Event e;
@@ -374,12 +537,13 @@ class Importer {
         live_.insert(e.addr, e.id);
         if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
         free_requested_[e.id] = b.state == RecordedBlock::State::ActivePendingFree;
-        trace_.events.push_back(e);
+        trace_.events[written_++] = e;
       }
-    for (size_t i = 0; i < raw_.size(); ++i) {
+    for (size_t i = 0; i < history_size; ++i) {
       entry_offset_ = raw_offsets_[i];
-      apply_entry(raw_[i]);
+      apply_entry(trace_.events[prologue + i]);  // a copy: its slot may be written next
     }
+    trace_.events.resize(written_);
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back(release_run_start_);
     insert_empty_caches();
     infer_pools(trace_);
@@ -392,41 +556,57 @@ class Importer {
 
   void apply_entry(Event e) {
     switch (e.kind) {
-      case EventKind::Alloc: return on_alloc(e);
-      case EventKind::FreeRequested: return on_free_requested(e);
-      case EventKind::Free: return on_free_completed(e);
-      default: return push(e);
+      case EventKind::Alloc:
+        return on_alloc(e);
+      case EventKind::FreeRequested:
+        return on_free_requested(e);
+      case EventKind::Free:
+        return on_free_completed(e);
+      default:
+        return push(e);
     }
   }
 
   void read_entry(Value entry) {
     if (entry.kind() != Kind::Dict)
-      throw FormatError::in_file(doc_.name(), fmt::format("a device_traces entry must be a dict, not {}",
-                                                          pickle::kind_name(entry.kind())));
-    entry_offset_ = doc_.offset(entry);
+      throw FormatError::in_file(
+          name_, fmt::format("a device_traces entry must be a dict, not {}", pickle::kind_name(entry.kind())));
+    entry_offset_ = doc_->offset(entry);
     Value action_v, addr_v, size_v, stream_v, time_v, frames_v;
     bool has_action = false, has_addr = false, has_size = false;
-    doc_.for_each_pair(entry, [&](Value k, Value v) {
+    doc_->for_each_pair(entry, [&](Value k, Value v) {
       if (!k.is_str()) return;
-      switch (fields_.get(doc_, k, parse_field)) {
-        case Field::Action: action_v = v, has_action = true; break;
-        case Field::Addr:
-        case Field::DeviceFree: addr_v = v, has_addr = true; break;
-        case Field::Size: size_v = v, has_size = true; break;
-        case Field::Stream: stream_v = v; break;
-        case Field::TimeUs: time_v = v; break;
-        case Field::Frames: frames_v = v; break;
-        case Field::UserMetadata:
-          if (v.is_str() && !doc_.as_str(v, "user_metadata").empty()) ++user_metadata_entries_;
+      switch (fields_.get(*doc_, k, parse_field)) {
+        case Field::Action:
+          action_v = v, has_action = true;
           break;
-        case Field::Other: break;
+        case Field::Addr:
+        case Field::DeviceFree:
+          addr_v = v, has_addr = true;
+          break;
+        case Field::Size:
+          size_v = v, has_size = true;
+          break;
+        case Field::Stream:
+          stream_v = v;
+          break;
+        case Field::TimeUs:
+          time_v = v;
+          break;
+        case Field::Frames:
+          frames_v = v;
+          break;
+        case Field::UserMetadata:
+          if (v.is_str() && !doc_->as_str(v, "user_metadata").empty()) ++user_metadata_entries_;
+          break;
+        case Field::Other:
+          break;
       }
     });
     if (!has_action || !action_v.is_str()) fail("trace entry has no 'action' string");
-    Action action = actions_.get(doc_, action_v, parse_action);
+    Action action = actions_.get(*doc_, action_v, parse_action);
     if (action == Action::Snapshot || action == Action::UserDefined) return;  // markers, no memory change
-    if (action == Action::Unknown)
-      fail(fmt::format("unknown trace action '{}'", doc_.as_str(action_v, "action")));
+    if (action == Action::Unknown) fail(fmt::format("unknown trace action '{}'", doc_->as_str(action_v, "action")));
     if (!has_size) fail("trace entry has no 'size'");
     if (!has_addr && action != Action::Oom) fail("trace entry has no 'addr'");
 
@@ -434,20 +614,41 @@ class Importer {
     e.size = size_field(size_v, "size");
     // Oom: addr holds the device's free bytes (0 when not recorded).
     e.addr = action != Action::Oom ? addr_field(addr_v, "addr") : has_addr ? size_field(addr_v, "device_free") : 0;
-    if (time_v.kind() == Kind::None) trace_.meta.has_times = false;
-    else e.time_us = int_field(time_v, "time_us");
-    e.stream = stream_v.kind() == Kind::None ? 0 : stream_index(stream_v, "stream");
-    e.stack = stack_of(frames_v);
+    if (time_v.kind() == Kind::None)
+      trace_.meta.has_times = false;
+    else
+      e.time_us = int_field(time_v, "time_us");
+    e.stream = stream_v.kind() == Kind::None ? 0
+               : streaming_                  ? local_stream(stream_v)
+                                             : stream_index(stream_v, "stream");
+    e.stack = entry_stack(frames_v);
     switch (action) {
-      case Action::Alloc: e.kind = EventKind::Alloc; break;
-      case Action::FreeRequested: e.kind = EventKind::FreeRequested; break;
-      case Action::FreeCompleted: e.kind = EventKind::Free; break;
-      case Action::SegmentAlloc: e.kind = EventKind::SegmentAlloc; break;
-      case Action::SegmentFree: e.kind = EventKind::SegmentFree; break;
-      case Action::SegmentMap: e.kind = EventKind::SegmentMap; break;
-      case Action::SegmentUnmap: e.kind = EventKind::SegmentUnmap; break;
-      case Action::Oom: e.kind = EventKind::Oom; break;
-      default: return;
+      case Action::Alloc:
+        e.kind = EventKind::Alloc;
+        break;
+      case Action::FreeRequested:
+        e.kind = EventKind::FreeRequested;
+        break;
+      case Action::FreeCompleted:
+        e.kind = EventKind::Free;
+        break;
+      case Action::SegmentAlloc:
+        e.kind = EventKind::SegmentAlloc;
+        break;
+      case Action::SegmentFree:
+        e.kind = EventKind::SegmentFree;
+        break;
+      case Action::SegmentMap:
+        e.kind = EventKind::SegmentMap;
+        break;
+      case Action::SegmentUnmap:
+        e.kind = EventKind::SegmentUnmap;
+        break;
+      case Action::Oom:
+        e.kind = EventKind::Oom;
+        break;
+      default:
+        return;
     }
     raw_.push_back(e);
     raw_offsets_.push_back(entry_offset_);
@@ -464,7 +665,7 @@ class Importer {
   void push(const Event& e) {
     bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
     if (release) {
-      if (release_run_start_ == SIZE_MAX) release_run_start_ = trace_.events.size(), reserved_before_run_ = reserved_;
+      if (release_run_start_ == SIZE_MAX) release_run_start_ = written_, reserved_before_run_ = reserved_;
     } else if (release_run_start_ != SIZE_MAX) {
       bool malloc_path = e.kind == EventKind::Oom;
       if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
@@ -474,7 +675,7 @@ class Importer {
     }
     if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved_ += e.size;
     if (release) reserved_ -= std::min(reserved_, e.size);
-    trace_.events.push_back(e);
+    trace_.events[written_++] = e;
   }
 
   // Garbage collection releases segments on malloc's path below the limit; settings that do not say
@@ -489,8 +690,10 @@ class Importer {
   static uint64_t peak_reserved(const std::vector<Event>& history, uint64_t initial) {
     uint64_t reserved = initial, peak = initial;
     for (const Event& e : history) {
-      if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) peak = std::max(peak, reserved += e.size);
-      else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap) reserved -= std::min(reserved, e.size);
+      if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
+        peak = std::max(peak, reserved += e.size);
+      else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap)
+        reserved -= std::min(reserved, e.size);
     }
     return peak;
   }
@@ -557,14 +760,14 @@ class Importer {
   // keys: "roundup_power2_divisions.1024" -> "4". Scalars use Python's spelling.
   void read_settings(Value settings, const std::string& prefix) {
     if (settings.kind() != Kind::Dict) return;
-    doc_.for_each_pair(settings, [&](Value k, Value v) {
-      std::string key = prefix + doc_.to_text(k);
-      if (v.kind() == Kind::Dict && prefix.empty()) {  // one level, as PyTorch writes (no deep recursion on hostile input)
+    doc_->for_each_pair(settings, [&](Value k, Value v) {
+      std::string key = prefix + doc_->to_text(k);
+      if (v.kind() == Kind::Dict &&
+          prefix.empty()) {  // one level, as PyTorch writes (no deep recursion on hostile input)
         claim(v, "this nested allocator setting");
         read_settings(v, key + ".");
-      }
-      else if (!v.is_container())
-        trace_.meta.allocator_settings[key] = doc_.to_text(v);
+      } else if (!v.is_container())
+        trace_.meta.allocator_settings[key] = doc_->to_text(v);
     });
   }
 
@@ -575,12 +778,12 @@ class Importer {
   }
 
   void read_segments(Value segments) {
-    if (segments.kind() != Kind::List) doc_.fail(doc_.root(), "'segments' must be a list");
-    doc_.for_each(segments, [&](Value s) {
-      if (s.kind() != Kind::Dict) doc_.fail(segments, "each segment must be a dict");
+    if (segments.kind() != Kind::List) doc_->fail(doc_->root(), "'segments' must be a list");
+    doc_->for_each(segments, [&](Value s) {
+      if (s.kind() != Kind::Dict) doc_->fail(segments, "each segment must be a dict");
       claim(s, "this segment");
-      entry_offset_ = doc_.offset(s);
-      if (const Value* d = doc_.find(s, "device")) {
+      entry_offset_ = doc_->offset(s);
+      if (const Value* d = doc_->find(s, "device")) {
         int device = static_cast<int>(int_field(*d, "device"));
         if (std::find(segment_devices_.begin(), segment_devices_.end(), device) == segment_devices_.end())
           segment_devices_.push_back(device);
@@ -592,33 +795,32 @@ class Importer {
 
   RecordedSegment read_segment(Value s) {
     RecordedSegment seg;
-    const Value* addr = doc_.find(s, "address");
+    const Value* addr = doc_->find(s, "address");
     if (!addr) fail("segment has no 'address'");
     seg.address = addr_field(*addr, "address");
     seg.total_size = size_of(s, "total_size");
     seg.allocated_size = size_of(s, "allocated_size");
     seg.active_size = size_of(s, "active_size");
     seg.requested_size = size_of(s, "requested_size");
-    if (const Value* v = doc_.find(s, "stream"); v && v->is_int())
-      seg.stream = stream_index(*v, "stream");
-    if (const Value* v = doc_.find(s, "segment_type"); v && v->is_str())
-      seg.small_pool = doc_.as_str(*v, "segment_type") == "small";
-    if (const Value* v = doc_.find(s, "is_expandable"); v && !v->is_container())
+    if (const Value* v = doc_->find(s, "stream"); v && v->is_int()) seg.stream = stream_index(*v, "stream");
+    if (const Value* v = doc_->find(s, "segment_type"); v && v->is_str())
+      seg.small_pool = doc_->as_str(*v, "segment_type") == "small";
+    if (const Value* v = doc_->find(s, "is_expandable"); v && !v->is_container())
       seg.is_expandable = v->kind() == Kind::True || (v->kind() != Kind::False && int_field(*v, "is_expandable") != 0);
-    if (const Value* v = doc_.find(s, "segment_pool_id"); v && (v->kind() == Kind::Tuple || v->kind() == Kind::List)) {
+    if (const Value* v = doc_->find(s, "segment_pool_id"); v && (v->kind() == Kind::Tuple || v->kind() == Kind::List)) {
       size_t k = 0;
-      doc_.for_each(*v, [&](Value part) {
+      doc_->for_each(*v, [&](Value part) {
         if (k < 2 && part.is_int()) seg.pool_id[k] = int_field(part, "segment_pool_id");
         ++k;
       });
     }
-    if (const Value* blocks = doc_.find(s, "blocks"); blocks && blocks->kind() == Kind::List) {
+    if (const Value* blocks = doc_->find(s, "blocks"); blocks && blocks->kind() == Kind::List) {
       // PyTorch 2.0-2.2 blocks have no 'address': they tile the segment in order.
       Addr next = seg.address;
-      doc_.for_each(*blocks, [&](Value b) {
+      doc_->for_each(*blocks, [&](Value b) {
         if (b.kind() != Kind::Dict) fail("each block must be a dict");
         claim(b, "this block");
-        entry_offset_ = doc_.offset(b);
+        entry_offset_ = doc_->offset(b);
         RecordedBlock block = read_block(b, next);
         next = block.address + block.size;
         seg.blocks.push_back(block);
@@ -629,27 +831,27 @@ class Importer {
 
   RecordedBlock read_block(Value b, Addr tiled_address) {
     RecordedBlock block;
-    const Value* baddr = doc_.find(b, "address");
+    const Value* baddr = doc_->find(b, "address");
     block.address = baddr ? addr_field(*baddr, "address") : tiled_address;
     block.size = size_of(b, "size");
     block.requested_size = size_of(b, "requested_size");
-    if (const Value* v = doc_.find(b, "state"); v && v->is_str()) block.state = parse_state(doc_.as_str(*v, "state"));
-    if (const Value* v = doc_.find(b, "frames")) block.stack = stack_of(*v);
+    if (const Value* v = doc_->find(b, "state"); v && v->is_str()) block.state = parse_state(doc_->as_str(*v, "state"));
+    if (const Value* v = doc_->find(b, "frames")) block.stack = stack_of(*v);
     // PyTorch 2.0: 'history' lists the allocations that used the block, newest last, each with
     // the request ('real_size') and its frames.
-    if (const Value* h = doc_.find(b, "history"); h && h->kind() == Kind::List && !doc_.empty(*h)) {
+    if (const Value* h = doc_->find(b, "history"); h && h->kind() == Kind::List && !doc_->empty(*h)) {
       Value last;
-      doc_.for_each(*h, [&](Value v) { last = v; });
+      doc_->for_each(*h, [&](Value v) { last = v; });
       if (last.kind() == Kind::Dict && block.state != RecordedBlock::State::Inactive) {
-        if (!doc_.find(b, "requested_size")) block.requested_size = size_of(last, "real_size");
-        if (const Value* v = doc_.find(last, "frames"); v && block.stack == 0) block.stack = stack_of(*v);
+        if (!doc_->find(b, "requested_size")) block.requested_size = size_of(last, "real_size");
+        if (const Value* v = doc_->find(last, "frames"); v && block.stack == 0) block.stack = stack_of(*v);
       }
     }
     return block;
   }
 
   uint64_t size_of(Value dict, const char* key) {
-    const Value* v = doc_.find(dict, key);
+    const Value* v = doc_->find(dict, key);
     return v ? size_field(*v, key) : 0;
   }
 };
@@ -693,32 +895,76 @@ class MappedFile {
 
 namespace {
 
-Trace import_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options, uint64_t disk_bytes) {
+thread_local bool g_last_import_streamed = false;
+
+// The input is released (release_input) before the events are built, when the reading allows.
+Trace import_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options, uint64_t disk_bytes,
+                      const std::function<void()>& release_input) {
   if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, options);  // transcoded to pickle there
-  Document doc = Document::parse(bytes, name);
-  return Importer(doc, options, disk_bytes).run();
+  std::unique_ptr<Importer> importer;
+  bool history = false;
+  try {
+    importer = std::make_unique<Importer>(name, options, disk_bytes, true);
+    Document doc = Document::parse(bytes, name, pickle::StreamSpec{options.device, importer.get()});
+    importer->attach(&doc);
+    history = importer->collect();
+    importer->resolve_deferred();
+    importer->attach(nullptr);
+  } catch (const pickle::StreamAbandoned&) {
+    importer.reset();
+  } catch (const FormatError&) {
+    importer.reset();  // the complete reading reports it, as it would have
+  } catch (const TooManyStreams&) {
+    importer.reset();
+  }
+  g_last_import_streamed = importer && importer->streamed();
+  if (!importer) {
+    importer = std::make_unique<Importer>(name, options, disk_bytes, false);
+    Document doc = Document::parse(bytes, name);
+    importer->attach(&doc);
+    history = importer->collect();
+    importer->attach(nullptr);
+  }
+  if (release_input) release_input();
+  Trace t = importer->finish(history);
+  return t;
 }
 
 }  // namespace
 
+bool last_snapshot_import_streamed() { return g_last_import_streamed; }
+
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
-  return import_snapshot(bytes, name, options, bytes.size());
+  return import_snapshot(bytes, name, options, bytes.size(), {});
+}
+
+Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options) {
+  if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, options);
+  Importer importer(name, options, bytes.size(), false);
+  Document doc = Document::parse(bytes, name);
+  importer.attach(&doc);
+  bool history = importer.collect();
+  importer.attach(nullptr);
+  return importer.finish(history);
 }
 
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options) {
-  MappedFile file(path);
-  std::string_view bytes = file.bytes();
-  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b) {
-    std::string raw = gunzip(std::string(bytes), path);
+  auto file = std::make_unique<MappedFile>(path);
+  std::string_view bytes = file->bytes();
+  uint64_t disk_bytes = bytes.size();
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+      static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    auto raw = std::make_unique<InflatedBytes>(inflate_gzip(bytes, path));
+    file.reset();  // the compressed bytes are not needed any more
     try {
-      return import_snapshot(raw, path, options, bytes.size());
+      return import_snapshot(raw->bytes(), path, options, disk_bytes, [&raw] { raw.reset(); });
     } catch (const FormatError& e) {
       // Offsets into the pickle are offsets into the decompressed data: the message says so.
       if (e.where() != FormatError::Where::Offset) throw;
       throw FormatError::at_inflated_offset(e.file(), e.position(), e.detail());
     }
   }
-  return import_snapshot(bytes, path, options, bytes.size());
+  return import_snapshot(bytes, path, options, disk_bytes, [&file] { file.reset(); });
 }
 
 }  // namespace fraglab

@@ -29,4 +29,11 @@ Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, co
 // Reads a snapshot file, pickle or JSON, plain (memory-mapped, not copied) or gzipped.
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options);
 
+// Whether the last snapshot import on this thread read its entries streaming (else it read the
+// complete document: another layout, an error, or no history), for tests and benchmarks.
+bool last_snapshot_import_streamed();
+// The complete (never streaming) reading of a pickle, which decides results and messages: what
+// the streaming one is checked against.
+Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options);
+
 }  // namespace fraglab

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Snapshot import against Python, in the same run: the issue-20 targets.
+
+For each snapshot, alternately (REPS rounds): `fraglab info SNAPSHOT` (import plus the trace's
+statistics) and Python's own `pickle.loads(gzip.open(SNAPSHOT).read())` (`pickle.loads(gzip.open(f).read())`, no statistics), each a
+fresh process; wall, CPU (user + sys) and maximum resident memory of each. Prints the best and
+median of each and the ratios: Python's time over fraglab's (target >= 5x) and fraglab's maximum
+resident memory over the uncompressed pickle's size (target <= 2x); both targets are checked on
+pickles of 100 MB or more (below, process start-up dominates).
+
+Snapshots: the arguments, else FRAGLAB_BENCH_SNAPSHOTS (colon-separated), else the bundled
+traces/corpus/bert_varlen_train.default.pickle.gz. A path that does not exist is skipped with a
+message (large recordings are not in the repository: tests/tools/scale_snapshot.py makes a
+>= 1 GB stand-in from a real one).
+
+usage: bench/snapshot_import.py [--fraglab build-release/fraglab] [--reps 3] [--check] [SNAPSHOT ...]
+"""
+import argparse
+import gzip
+import os
+import resource
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What the issue measures: Python's gzip and its C unpickler (a plain pickle is read as it is).
+PY_LOAD = ('import gzip, pickle, sys\n'
+           'f = sys.argv[1]\n'
+           'gz = open(f, "rb").read(2) == b"\\x1f\\x8b"\n'
+           'pickle.loads(gzip.open(f).read() if gz else open(f, "rb").read())\n')
+
+
+# The targets are about large recordings: below this, process start-up (tens of ms, ~30 MB
+# resident for fraglab, more for Python) dominates both figures.
+TARGET_MIN_BYTES = 100e6
+
+
+def run(cmd):
+    """Wall seconds, CPU seconds, max resident bytes of one child process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors='replace')
+    p.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit('failed: %s\n%s' % (' '.join(cmd), err))
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
+
+
+def pickle_size(path):
+    with open(path, 'rb') as f:
+        head = f.read(2)
+        if head != b'\x1f\x8b':
+            return os.path.getsize(path)
+    with gzip.open(path, 'rb') as g:  # exact, also past 4 GiB (the trailer is modulo 2^32)
+        n = 0
+        while True:
+            b = g.read(1 << 24)
+            if not b:
+                return n
+            n += len(b)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('snapshots', nargs='*')
+    ap.add_argument('--fraglab', default=os.path.join(ROOT, 'build-release', 'fraglab'))
+    ap.add_argument('--reps', type=int, default=int(os.environ.get('REPS', 3)))
+    ap.add_argument('--check', action='store_true', help='exit 1 when a target is missed')
+    ap.add_argument('--python-max-bytes', type=float, default=float(os.environ.get('PYTHON_MAX_BYTES', 5e8)),
+                    help='skip Python on pickles larger than this (it needs ~7x the pickle in memory)')
+    a = ap.parse_args()
+    paths = a.snapshots or [p for p in os.environ.get('FRAGLAB_BENCH_SNAPSHOTS', '').split(':') if p] or \
+        [os.path.join(ROOT, 'traces/corpus/bert_varlen_train.default.pickle.gz')]
+    if not os.path.exists(a.fraglab):
+        sys.exit('no fraglab binary at %s (build it, or pass --fraglab)' % a.fraglab)
+    print('| snapshot | pickle MB | fraglab wall s (best / median) | CPU s | max RSS MB | Python wall s (best / median) | CPU s | '
+          'Python / fraglab (wall, CPU) | RSS / pickle |')
+    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    missed = []
+    for path in paths:
+        if not os.path.exists(path):
+            print('| %s | skipped: not found | | | | | | | |' % path)
+            continue
+        size = pickle_size(path)
+        fr, py = [], []
+        with_python = size <= a.python_max_bytes
+        for _ in range(a.reps):
+            fr.append(run([a.fraglab, 'info', path]))
+            if with_python:
+                py.append(run([sys.executable, '-c', PY_LOAD, path]))
+        fw = [r[0] for r in fr]
+        fc = min(r[1] for r in fr)
+        rss = max(r[2] for r in fr)
+        rss_ratio = rss / size
+        row = '| %s | %.1f | %.3f / %.3f | %.3f | %.0f |' % (os.path.basename(path), size / 1e6, min(fw),
+                                                          statistics.median(fw), fc, rss / 1e6)
+        if with_python:
+            pw = [r[0] for r in py]
+            pc = min(r[1] for r in py)
+            ratio_wall, ratio_cpu = min(pw) / min(fw), pc / fc
+            row += ' %.3f / %.3f | %.3f | **%.1fx**, %.1fx |' % (min(pw), statistics.median(pw), pc, ratio_wall, ratio_cpu)
+            if ratio_wall < 5 and size >= TARGET_MIN_BYTES:
+                missed.append('%s: %.1fx Python, target 5x' % (path, ratio_wall))
+        else:
+            row += ' not run (--python-max-bytes) | | |'
+        print(row + ' **%.2fx** |' % rss_ratio)
+        if rss_ratio > 2 and size >= TARGET_MIN_BYTES:
+            missed.append('%s: resident %.2fx the pickle, target 2x' % (path, rss_ratio))
+    for m in missed:
+        print('missed:', m)
+    if a.check and missed:
+        sys.exit(1)
+
+
+if __name__ == '__main__':
+    main()
