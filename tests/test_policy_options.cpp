@@ -5,6 +5,7 @@
 
 #include "allocators/registry.h"
 #include "sim/replay.h"
+#include "sim/replay_simulated.h"
 #include "traces/free_slots.h"
 #include "traces/trace_io.h"
 
