@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -38,5 +38,8 @@ for g in $groups; do case $g in
     rec "FRACTION=0.12 $E" gpt2_oom_backoff
     rec "FRACTION=0.16" bert_varlen_oom
     rec "FRACTION=0.16 $E" bert_varlen_oom ;;
+  large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
+    rec "STACKS=1" gpt2_generate
+    rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;
 esac; done
 ls -la "$out"
