@@ -18,6 +18,19 @@ AppState::~AppState() {
   runs.clear();
 }
 
+namespace {
+
+// A trace read on a loader thread: the model, or the reader's message (FormatError and the like).
+std::pair<std::shared_ptr<const TraceInfo>, std::string> read_trace_info(const std::string& path) {
+  try {
+    return {load_trace_info(path), ""};
+  } catch (const std::exception& e) {
+    return {nullptr, e.what()};
+  }
+}
+
+}  // namespace
+
 void AppState::open(const std::string& path) {
   if (loader_.joinable()) {
     loader_.request_stop();
@@ -27,13 +40,7 @@ void AppState::open(const std::string& path) {
   loading_path_ = path;
   load_finished_ = false;
   loader_ = std::jthread([this, path](std::stop_token stop) {
-    std::shared_ptr<const TraceInfo> info;
-    std::string error;
-    try {
-      info = load_trace_info(path);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+    auto [info, error] = read_trace_info(path);
     if (stop.stop_requested()) return;
     {
       std::lock_guard lock(load_mutex_);
@@ -53,13 +60,7 @@ void AppState::open_second(const std::string& path) {
   }
   second_path = path;
   other_loader_ = std::jthread([this, path](std::stop_token stop) {
-    std::shared_ptr<const TraceInfo> info;
-    std::string error;
-    try {
-      info = load_trace_info(path);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+    auto [info, error] = read_trace_info(path);
     if (stop.stop_requested()) return;
     {
       std::lock_guard lock(load_mutex_);
