@@ -37,13 +37,11 @@ class Checker {
 
   FidelityResult run() {
     SimDeviceConfig config;
-    std::unique_ptr<Device> base;
-    SimDevice upstream(HintedDevice::upstream_config(config));
-    if (options_.hint_addresses)
-      base = std::make_unique<HintedDevice>(upstream, trace_.events, &trace_.meta.initial);
-    else
-      base = std::make_unique<SimDevice>(config);
-    LimitingDevice limited(*base, options_.capacity);
+    // With hints, a HintedDevice over a SimDevice of the bump model; without, the SimDevice alone.
+    SimDevice sim(options_.hint_addresses ? HintedDevice::upstream_config(config) : config);
+    std::optional<HintedDevice> hinted;
+    if (options_.hint_addresses) hinted.emplace(sim, trace_.events, &trace_.meta.initial);
+    LimitingDevice limited(hinted ? static_cast<Device&>(*hinted) : sim, options_.capacity);
     TrackingDevice device(limited);
     auto policy = make_policy(PolicySpec::parse(options_.policy), device, trace_.meta, &trace_.events);
     ReplayOptions ro;
