@@ -136,10 +136,15 @@ class ReplayEngine {
   uint64_t allocated_live() const { return allocated_; }
 
  private:
+  bool step(const Event& e, uint64_t index);
   bool apply_replay_event(const Event& e, uint64_t index);
   bool on_alloc(const Event& e, uint64_t index);
+  bool on_alloc_failed(const Event& e, uint64_t index);
+  void grow_ids(AllocId id);
+  void observe(const Event& e, uint64_t index, uint64_t reserved, uint64_t reserved_before);
   void on_recorded_oom(const Event& e, uint64_t index);
   void on_free(const Event& e);
+  void on_free_not_live(const Event& e);
   void after_event(const Event& e, uint64_t index, uint64_t reserved_before);
   void check_new_block(const BlockRecord& b, const Event& e, uint64_t index);
   void check_all_backed(uint64_t index) const;
@@ -151,12 +156,21 @@ class ReplayEngine {
   bool established_ = false;
   ReplayResult result_;
   std::vector<BlockRecord> blocks_;
-  std::vector<bool> skipped_;  // allocs that failed under --on-oom skip: their frees are skipped too
-  // The live blocks as (address, size), unordered, with their ids and each id's position:
-  // measure() reads only live blocks, and a new reserved peak copies them in one move.
+  // Per allocation id, beside blocks_: its place in the live lists, and whether its alloc failed
+  // under --on-oom skip (its free is skipped too). One 8-byte entry, not a vector<bool> and a
+  // vector<uint32_t>: the alloc and free paths touch one cache line for both.
+  struct IdState {
+    uint32_t live_pos = 0;
+    bool skipped = false;
+  };
+  std::vector<IdState> id_state_;
+  // The live blocks as (address, size), unordered, with their ids: measure() reads only live
+  // blocks, and a new reserved peak copies them in one move.
   std::vector<std::pair<Addr, uint64_t>> live_blocks_;
   std::vector<AllocId> live_ids_;
-  std::vector<uint32_t> live_pos_;
+  // Whether anything watches every event (invariant checks, samples, a callback): one test per
+  // event instead of three.
+  bool observed_ = false;
   mutable std::vector<std::pair<Addr, uint64_t>> scratch_;  // measure()'s sorted blocks
   // The state at the latest reserved peak, measured once in take_result(): a trace sets
   // hundreds of peaks (a run of them while the first step grows the pool), and only the

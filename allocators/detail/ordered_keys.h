@@ -44,7 +44,7 @@ class OrderedKeys {
     using pointer = const Key*;
     using reference = const Key&;
     iterator() = default;
-    const Key& operator*() const { return set_->groups_[group_].bins[bin_][pos_]; }
+    const Key& operator*() const { return set_->groups_[group()].bins[bin()][pos()]; }
     const Key* operator->() const { return &**this; }
     iterator& operator++() {
       set_->step_forward(*this);
@@ -59,16 +59,20 @@ class OrderedKeys {
       ++*this;
       return was;
     }
-    friend bool operator==(const iterator& a, const iterator& b) {
-      return a.group_ == b.group_ && a.bin_ == b.bin_ && a.pos_ == b.pos_;
-    }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.where_ == b.where_; }
 
    private:
     friend class OrderedKeys;
+    // (group, bin, pos) packed in one word: an iterator is built in registers and compared in one
+    // instruction (three 32-bit fields were stored apart and reloaded as one 64-bit word for the
+    // comparison with end(), a store-forwarding stall in the model's hottest loop).
     iterator(const OrderedKeys* set, uint32_t group, uint32_t bin, uint32_t pos)
-        : set_(set), group_(group), bin_(bin), pos_(pos) {}
+        : set_(set), where_(uint64_t{group} << 44 | uint64_t{bin} << 32 | pos) {}
+    uint32_t group() const { return static_cast<uint32_t>(where_ >> 44); }
+    uint32_t bin() const { return static_cast<uint32_t>(where_ >> 32) & 0xfffu; }
+    uint32_t pos() const { return static_cast<uint32_t>(where_); }
     const OrderedKeys* set_ = nullptr;
-    uint32_t group_ = 0, bin_ = 0, pos_ = 0;
+    uint64_t where_ = 0;
   };
 
   size_t size() const { return count_; }
@@ -83,8 +87,8 @@ class OrderedKeys {
     const Group& group = groups_[g];
     const uint32_t b = bin_of(k.hi);
     const auto& bin = group.bins[b];
-    auto it = std::lower_bound(bin.begin(), bin.end(), k, less);
-    if (it != bin.end()) return {this, g, b, static_cast<uint32_t>(it - bin.begin())};
+    const uint32_t pos = position(bin, k);
+    if (pos < bin.size()) return {this, g, b, pos};
     const uint32_t next = group.next_nonempty(b + 1);
     if (next != kNoBin) return {this, g, next, 0};
     return first_from(g + 1);
@@ -94,9 +98,12 @@ class OrderedKeys {
     Group& group = group_for(group_of(k));
     const uint32_t b = bin_of(k.hi);
     auto& bin = group.bins[b];
-    auto it = std::lower_bound(bin.begin(), bin.end(), k, less);
-    if (it != bin.end() && same(*it, k)) return false;
-    bin.insert(it, k);
+    const uint32_t pos = position(bin, k);
+    if (pos < bin.size() && same(bin[pos], k)) return false;
+    // Most bins hold a key or two: shifting by hand beats vector::insert's memmove call.
+    bin.push_back(k);
+    std::copy_backward(bin.begin() + pos, bin.end() - 1, bin.end());
+    bin[pos] = k;
     group.set_bit(b);
     ++count_;
     return true;
@@ -107,30 +114,31 @@ class OrderedKeys {
     if (g >= groups_.size()) return 0;
     const uint32_t b = bin_of(k.hi);
     const auto& bin = groups_[g].bins[b];
-    auto it = std::lower_bound(bin.begin(), bin.end(), k, less);
-    if (it == bin.end() || !(same(*it, k))) return 0;
-    erase(iterator{this, g, b, static_cast<uint32_t>(it - bin.begin())});
+    const uint32_t pos = position(bin, k);
+    if (pos == bin.size() || !same(bin[pos], k)) return 0;
+    erase(iterator{this, g, b, pos});
     return 1;
   }
 
   void erase(iterator at) {
-    Group& group = groups_[at.group_];
-    auto& bin = group.bins[at.bin_];
-    bin.erase(bin.begin() + at.pos_);
-    if (bin.empty()) group.clear_bit(at.bin_);
+    Group& group = groups_[at.group()];
+    auto& bin = group.bins[at.bin()];
+    std::copy(bin.begin() + at.pos() + 1, bin.end(), bin.begin() + at.pos());
+    bin.pop_back();
+    if (bin.empty()) group.clear_bit(at.bin());
     --count_;
   }
 
   // erase(at) + insert(now); when both lie in one bin (a split or merge that keeps the
   // size class), the keys between the two places shift by one instead.
   void replace(iterator at, const Key& now) {
-    if (group_of(now) != at.group_ || bin_of(now.hi) != at.bin_) {
+    if (group_of(now) != at.group() || bin_of(now.hi) != at.bin()) {
       erase(at);
       insert(now);
       return;
     }
-    auto& bin = groups_[at.group_].bins[at.bin_];
-    auto from = bin.begin() + at.pos_;
+    auto& bin = groups_[at.group()].bins[at.bin()];
+    auto from = bin.begin() + at.pos();
     auto to = std::lower_bound(bin.begin(), bin.end(), now, less);
     if (to > from)
       std::move(from + 1, to, from), *(to - 1) = now;
@@ -150,7 +158,17 @@ class OrderedKeys {
   static constexpr uint32_t kBins = kSubBins + (kValueBits - kLinearLimitLog2) * kSubBins;
   static constexpr uint32_t kWords = (kBins + 63) / 64;
   static_assert(kWords <= 64, "the summary word covers at most 64 bitmap words");
+  static_assert(kBins <= 4096, "an iterator holds the bin in 12 bits");
   static constexpr uint64_t kValueMask = (1ull << kValueBits) - 1;
+
+  // lower_bound inside one bin: a short bin (the usual case) is scanned, a long one halved.
+  static uint32_t position(const std::vector<Key>& bin, const Key& k) {
+    const uint32_t n = static_cast<uint32_t>(bin.size());
+    if (n > 8) return static_cast<uint32_t>(std::lower_bound(bin.begin(), bin.end(), k, less) - bin.begin());
+    uint32_t i = 0;
+    while (i < n && less(bin[i], k)) ++i;
+    return i;
+  }
 
   static uint32_t group_of(const Key& k) { return static_cast<uint32_t>(k.hi >> kValueBits); }
   static uint32_t bin_of(uint64_t hi) {
@@ -211,25 +229,28 @@ class OrderedKeys {
   }
 
   void step_forward(iterator& it) const {
-    const Group& group = groups_[it.group_];
-    if (++it.pos_ < group.bins[it.bin_].size()) return;
-    const uint32_t next = group.next_nonempty(it.bin_ + 1);
-    if (next != kNoBin) {
-      it.bin_ = next;
-      it.pos_ = 0;
+    const uint32_t g = it.group(), b = it.bin(), pos = it.pos() + 1;
+    const Group& group = groups_[g];
+    if (pos < group.bins[b].size()) {
+      ++it.where_;
       return;
     }
-    it = first_from(it.group_ + 1);
+    const uint32_t next = group.next_nonempty(b + 1);
+    if (next != kNoBin) {
+      it = iterator{this, g, next, 0};
+      return;
+    }
+    it = first_from(g + 1);
   }
 
   // Steps back; from begin() it is undefined, as for any bidirectional iterator.
   void step_back(iterator& it) const {
-    if (it.group_ < groups_.size() && it.pos_ > 0) {
-      --it.pos_;
+    if (it.group() < groups_.size() && it.pos() > 0) {
+      --it.where_;
       return;
     }
-    uint32_t g = it.group_;
-    uint32_t from = g < groups_.size() ? it.bin_ : kBins;
+    uint32_t g = it.group();
+    uint32_t from = g < groups_.size() ? it.bin() : kBins;
     if (g >= groups_.size()) g = static_cast<uint32_t>(groups_.size()) - 1, from = kBins;
     for (;;) {
       const uint32_t prev = groups_[g].prev_nonempty(from);

@@ -171,7 +171,10 @@ class PytorchCachingAllocator {
   // blocks
   uint32_t new_block(Addr addr, uint64_t size, StreamIndex stream, uint16_t pool);
   void delete_block(uint32_t b) { unused_.give_back(b); }
-  Pool& pool_of(uint32_t b) { return pools_[blocks_[b].pool]; }
+  Pool& pool_at(size_t i) { return *pool_index_[i]; }
+  const Pool& pool_at(size_t i) const { return *pool_index_[i]; }
+  Pool& pool_of(uint32_t b) { return pool_at(blocks_[b].pool); }
+  void add_pool(Pool pool) { pool_index_.push_back(&pools_.emplace_back(std::move(pool))); }
   Pool& pool_for(PoolIndex owner, bool small);  // get_pool's choice, creating a private pool's BlockPools
   PoolIndex pool_index_of(const std::array<int64_t, 2>& id) const;
   void count_device_alloc(const Pool& pool, int64_t delta);
@@ -230,6 +233,7 @@ class PytorchCachingAllocator {
   uint64_t total_allocated_memory_ = 0;
   std::vector<std::array<int64_t, 2>> pool_ids_;
   std::deque<Pool> pools_;            // [0] default large, [1] default small, then each private pool's pair
+  std::vector<Pool*> pool_index_;     // pools_ by index: a deque's own indexing costs a division per lookup
   std::vector<PrivatePool> private_;  // by PoolIndex; [0] unused (the default pools)
   std::vector<PytorchBlock> blocks_;
   FreeSlots unused_;

@@ -227,13 +227,6 @@ void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::str
   }
 }
 
-uint64_t PytorchAllocatorConfig::divisions_for(uint64_t size) const {
-  // Intervals start at 1 MiB (2^20); smaller sizes use interval 0, larger than 64 GiB the last.
-  int index = static_cast<int>(log2_floor(size)) - 20;
-  index = std::clamp(index, 0, static_cast<int>(kRoundUpPowerOfTwoIntervals) - 1);
-  return roundup_power2_divisions[static_cast<size_t>(index)];
-}
-
 std::string PytorchAllocatorConfig::to_conf() const {
   std::string out;
   auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",") + item; };

@@ -10,7 +10,9 @@
 // locking options are accepted and ignored (they don't change placement).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -61,8 +63,14 @@ struct PytorchAllocatorConfig {
   // expandable_segments, roundup_power2_divisions).
   void apply_recorded(const std::map<std::string, std::string>& settings);
 
-  // AllocatorConfig::roundup_power2_divisions(size): the divisions for size's interval.
-  uint64_t divisions_for(uint64_t size) const;
+  // AllocatorConfig::roundup_power2_divisions(size): the divisions for size's interval. Inline: every
+  // request asks (round_size).
+  uint64_t divisions_for(uint64_t size) const {
+    // Intervals start at 1 MiB (2^20); smaller sizes use interval 0, larger than 64 GiB the last.
+    int index = std::bit_width(size) - 1 - 20;
+    index = std::clamp(index, 0, static_cast<int>(kRoundUpPowerOfTwoIntervals) - 1);
+    return roundup_power2_divisions[static_cast<size_t>(index)];
+  }
   // The settings as PYTORCH_CUDA_ALLOC_CONF text (only what differs from the defaults).
   std::string to_conf() const;
 };
