@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "allocators/detail/size_bins.h"
-#include "allocators/detail/treap_index.h"
+#include "allocators/detail/address_fit_index.h"
 #include "allocators/registry.h"
 #include "device/sim_device.h"
 #include "device/tracking_device.h"
@@ -356,9 +356,9 @@ TEST_CASE("SizeBins gives the exact best fit and the largest block", "[classic]"
   }
 }
 
-TEST_CASE("TreapIndex first_fit finds the first large-enough block at or after an address", "[classic]") {
+TEST_CASE("AddressFitIndex first_fit finds the first large-enough block at or after an address", "[classic]") {
   std::mt19937_64 rng(7);
-  detail::TreapIndex tree;
+  detail::AddressFitIndex tree;
   std::map<Addr, std::pair<uint64_t, uint32_t>> model;  // addr -> (size, node)
   std::vector<uint32_t> free_nodes;
   uint32_t next_node = 0;
