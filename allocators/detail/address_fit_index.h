@@ -23,6 +23,7 @@
 #include <cstring>
 #include <vector>
 
+#include "traces/free_slots.h"  // kNoNode
 #include "traces/trace.h"
 
 namespace fraglab::detail {
