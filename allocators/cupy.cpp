@@ -34,8 +34,6 @@ class CupyPool final : public Policy {
  public:
   CupyPool(Device& device, uint64_t limit) : device_(device), limit_(limit) {}
 
-  static uint64_t bin_index(uint64_t size) { return (size - 1) / kUnit; }
-
   std::optional<Block> allocate(const AllocRequest& req) override {
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kUnit);
     uint32_t node = take_chunk(size, req.stream);
@@ -73,7 +71,7 @@ class CupyPool final : public Policy {
   uint32_t take_chunk(uint64_t size, StreamIndex stream) {
     Arena* arena = arenas_.find(stream);
     if (!arena) return kNoNode;
-    auto it = arena->lower_bound(FreeKey{size, 0, 0});  // the first non-empty bin from bin_index(size)
+    auto it = arena->lower_bound(FreeKey{size, 0, 0});  // the first non-empty bin from the request's
     if (it == arena->end()) return kNoNode;
     uint32_t node = it->node;
     arena->erase(it);
