@@ -16,11 +16,10 @@
 //  - set_limit: more than `limit` bytes in the pool fails before cudaMalloc is tried.
 // Checked against CuPy 14.2.0 on an H100 by tools/peers/cupy_reference.py (docs/peers.md):
 // equal peak total_bytes, used_bytes and cudaMalloc count on every corpus op list.
-#include <map>
-#include <set>
-#include <utility>
+#include <vector>
 
 #include "allocators/detail/block_list.h"
+#include "allocators/detail/per_stream_keys.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
@@ -34,8 +33,6 @@ constexpr uint64_t kUnit = 512;
 class CupyPool final : public Policy {
  public:
   CupyPool(Device& device, uint64_t limit) : device_(device), limit_(limit) {}
-
-  static uint64_t bin_index(uint64_t size) { return (size - 1) / kUnit; }
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     uint64_t size = round_up(std::max<uint64_t>(req.size, 1), kUnit);
@@ -61,18 +58,24 @@ class CupyPool final : public Policy {
   void empty_cache() override { free_all_blocks(); }
 
  private:
-  using Bin = std::set<std::pair<Addr, uint32_t>>;
-  using Arena = std::map<uint64_t, Bin>;  // bin index -> free chunks
+  // A stream's arena: its bins in index order, each bin's chunks by address. A bin holds one
+  // size (sizes are multiples of the unit), so this is (size, address) order: the bins'
+  // concatenation, in OrderedKeys instead of a std::map of std::sets.
+  struct FreeKey {
+    uint64_t hi;  // size
+    uint64_t lo;  // address
+    uint32_t node;
+  };
+  using Arena = detail::OrderedKeys<FreeKey>;
 
   uint32_t take_chunk(uint64_t size, StreamIndex stream) {
-    auto found = arenas_.find(stream);
-    if (found == arenas_.end()) return kNoNode;
-    Arena& arena = found->second;
-    auto bin = arena.lower_bound(bin_index(size));
-    if (bin == arena.end()) return kNoNode;
-    uint32_t node = bin->second.begin()->second;
-    bin->second.erase(bin->second.begin());
-    if (bin->second.empty()) arena.erase(bin);
+    Arena* arena = arenas_.find(stream);
+    if (!arena) return kNoNode;
+    auto it = arena->lower_bound(FreeKey{size, 0, 0});  // the first non-empty bin from the request's
+    if (it == arena->end()) return kNoNode;
+    uint32_t node = it->node;
+    arena->erase(it);
+    arenas_.release_if_empty(stream);
     chunks_[node].free = false;
     if (chunks_[node].size > size) add_free(chunks_.split(node, size));
     return node;
@@ -90,39 +93,39 @@ class CupyPool final : public Policy {
     return chunks_.create(*addr, size, 0, stream);
   }
 
+  static FreeKey key_of(const detail::BlockNode& c, uint32_t node) { return FreeKey{c.size, c.addr, node}; }
+
   void add_free(uint32_t node) {
     chunks_[node].free = true;
-    arenas_[chunks_[node].stream][bin_index(chunks_[node].size)].emplace(chunks_[node].addr, node);
+    arenas_.get(chunks_[node].stream).insert(key_of(chunks_[node], node));
   }
 
   // Removes the chunk from `stream`'s free lists; false when it is not free there.
   bool remove_free(uint32_t node, StreamIndex stream) {
     if (!chunks_[node].free || chunks_[node].stream != stream) return false;
-    Arena& arena = arenas_[stream];
-    auto bin = arena.find(bin_index(chunks_[node].size));
-    bin->second.erase({chunks_[node].addr, node});
-    if (bin->second.empty()) arena.erase(bin);
+    arenas_.find(stream)->erase(key_of(chunks_[node], node));
+    arenas_.release_if_empty(stream);
     chunks_[node].free = false;
     return true;
   }
 
-  // Every free chunk that is a whole cudaMalloc allocation goes back (split ones stay).
+  // Every free chunk that is a whole cudaMalloc allocation goes back (split ones stay), stream
+  // by stream, bin by bin, by address within a bin.
   void free_all_blocks() {
-    for (auto& [stream, arena] : arenas_) {
-      for (auto bin = arena.begin(); bin != arena.end();) {
-        for (auto it = bin->second.begin(); it != bin->second.end();) {
-          uint32_t node = it->second;
-          if (!chunks_.is_whole_segment(node)) {
-            ++it;
-            continue;
-          }
-          it = bin->second.erase(it);
-          device_.free_segment(chunks_[node].addr, chunks_[node].size);
-          total_bytes_ -= chunks_[node].size;
-          chunks_.destroy(node);
-        }
-        bin = bin->second.empty() ? arena.erase(bin) : std::next(bin);
+    for (size_t s = 0; s < arenas_.stream_bound(); ++s) {
+      const auto stream = static_cast<StreamIndex>(s);
+      Arena* arena = arenas_.find(stream);
+      if (!arena) continue;
+      whole_.clear();
+      for (const FreeKey& k : *arena)
+        if (chunks_.is_whole_segment(k.node)) whole_.push_back(k);
+      for (const FreeKey& k : whole_) {
+        arena->erase(k);
+        device_.free_segment(chunks_[k.node].addr, chunks_[k.node].size);
+        total_bytes_ -= chunks_[k.node].size;
+        chunks_.destroy(k.node);
       }
+      arenas_.release_if_empty(stream);
     }
   }
 
@@ -130,7 +133,8 @@ class CupyPool final : public Policy {
   uint64_t limit_;
   uint64_t total_bytes_ = 0;
   BlockList chunks_;
-  std::map<StreamIndex, Arena> arenas_;
+  detail::PerStreamKeys<FreeKey> arenas_;
+  std::vector<FreeKey> whole_;  // free_all_blocks' chunks to return
 };
 
 }  // namespace

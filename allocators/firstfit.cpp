@@ -4,20 +4,20 @@
 // Allocation: A Survey and Critical Review", 3.4: a request takes the free block of
 // lowest address that is large enough, splitting off the rest; freed blocks merge with
 // free neighbours. Address order (rather than LIFO) is the variant Wilson et al. found to
-// fragment least, close to best fit. The linear scan of the textbook is replaced by an
-// address-ordered treap that keeps the largest size per subtree (Stephenson's "Cartesian
-// tree", 1983), which finds the same block in O(log n). Pool mechanics as in bestfit
-// (detail/coalescing_pool.h).
+// fragment least, close to best fit. The linear scan of the textbook is replaced by sorted
+// leaves of free blocks that each know their largest size (detail/address_fit_index.h; the
+// idea of Stephenson's "Cartesian tree", 1983), which skip whole leaves too small for the
+// request and find the same block. Pool mechanics as in bestfit (detail/coalescing_pool.h).
 #include "allocators/detail/coalescing_pool.h"
 #include "allocators/detail/pool_policy.h"
-#include "allocators/detail/treap_index.h"
+#include "allocators/detail/address_fit_index.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
 namespace {
 
 using detail::BlockNode;
-using detail::TreapIndex;
+using detail::AddressFitIndex;
 
 class FirstFitIndex {
  public:
@@ -29,7 +29,7 @@ class FirstFitIndex {
   uint32_t find(uint64_t size) const { return tree_.first_fit(size, 0); }
 
  private:
-  TreapIndex tree_;
+  AddressFitIndex tree_;
 };
 
 }  // namespace

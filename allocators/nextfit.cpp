@@ -6,18 +6,18 @@
 // lowest address when nothing at or after it fits. It spreads allocations over the whole
 // pool instead of packing the low end; Wilson et al. report it fragments noticeably more
 // than address-ordered first fit, which is the point of having it here to compare.
-// The search uses the same address-ordered treap as firstfit (O(log n)); pool mechanics
+// The search uses the same address-ordered index as firstfit; pool mechanics
 // as in bestfit (detail/coalescing_pool.h).
 #include "allocators/detail/coalescing_pool.h"
 #include "allocators/detail/pool_policy.h"
-#include "allocators/detail/treap_index.h"
+#include "allocators/detail/address_fit_index.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
 namespace {
 
 using detail::BlockNode;
-using detail::TreapIndex;
+using detail::AddressFitIndex;
 
 class NextFitIndex {
  public:
@@ -36,7 +36,7 @@ class NextFitIndex {
   Addr rover() const { return rover_; }
 
  private:
-  TreapIndex tree_;
+  AddressFitIndex tree_;
   Addr rover_ = 0;
 };
 

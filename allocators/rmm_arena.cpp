@@ -118,6 +118,7 @@ class RmmArena final : public Policy {
     slots_.clear();
     dead_.clear();
     index_.clear();
+    global_index_ = OwnerIndex{};
     base_.reset();
   }
 
@@ -149,9 +150,9 @@ class RmmArena final : public Policy {
   // linear first fit, found through buckets by floor(log2(largest free block)) so that a
   // search costs the buckets plus a scan of one bucket rather than every superblock.
   std::optional<uint32_t> first_fitting(uint32_t owner, uint64_t size) {
-    auto found = index_.find(owner);
-    if (found == index_.end()) return std::nullopt;
-    const OwnerIndex& ix = found->second;
+    const OwnerIndex* found = find_index(owner);
+    if (!found) return std::nullopt;
+    const OwnerIndex& ix = *found;
     int k = std::bit_width(size) - 1;
     Addr best = std::numeric_limits<Addr>::max();
     uint32_t best_slot = kNoNode;
@@ -179,11 +180,19 @@ class RmmArena final : public Policy {
 
   static int bucket_of(uint64_t largest) { return largest ? std::bit_width(largest) - 1 : -1; }
 
+  // The global arena's index is a member: it changes at nearly every large request and free.
+  OwnerIndex& index_of(uint32_t owner) { return owner == kGlobal ? global_index_ : index_[owner]; }
+  const OwnerIndex* find_index(uint32_t owner) const {
+    if (owner == kGlobal) return &global_index_;
+    auto found = index_.find(owner);
+    return found == index_.end() ? nullptr : &found->second;
+  }
+
   void index(uint32_t s) {
     Superblock& sb = slots_[s];
     sb.bucket = bucket_of(sb.largest);
     if (sb.bucket < 0) return;
-    OwnerIndex& ix = index_[sb.owner];
+    OwnerIndex& ix = index_of(sb.owner);
     auto& v = ix.buckets[sb.bucket];
     auto at =
         std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
@@ -193,7 +202,7 @@ class RmmArena final : public Policy {
   void unindex(uint32_t s) {
     Superblock& sb = slots_[s];
     if (sb.bucket >= 0) {
-      OwnerIndex& ix = index_[sb.owner];
+      OwnerIndex& ix = index_of(sb.owner);
       auto& v = ix.buckets[sb.bucket];
       auto at =
           std::lower_bound(v.begin(), v.end(), sb.addr, [](const OwnerIndex::Entry& e, Addr a) { return e.addr < a; });
@@ -261,7 +270,6 @@ class RmmArena final : public Policy {
     uint64_t size = slots_[first].size;
     uint32_t after = slots_[first].next;
     if (!mergeable(after)) return;  // a run of one
-    unindex(first);
     for (; mergeable(after); after = slots_[after].next) {
       size += slots_[after].size;
       drop_slot(after);
@@ -272,7 +280,7 @@ class RmmArena final : public Policy {
     sb.size = size;
     sb.free.assign(1, FreeRange{sb.addr, size});
     sb.largest = size;
-    index(first);
+    reindex(first);  // same address: its index entry moves only if its bucket changed
   }
 
   // arena_memory_resource::defragment: every arena's clean() releases all its superblocks
@@ -325,14 +333,13 @@ class RmmArena final : public Policy {
   }
   // Cuts the empty superblock s at `head` bytes; the tail becomes a new empty superblock.
   void split(uint32_t s, uint64_t head) {
-    unindex(s);
     Superblock& sb = slots_[s];
     Addr tail = sb.addr + head;
     uint64_t tail_size = sb.size - head;
     sb.size = head;
     sb.free.assign(1, FreeRange{sb.addr, head});
     sb.largest = head;
-    index(s);
+    reindex(s);
     add_superblock(tail, tail_size, s, slots_[s].next);
   }
   void set_owner(uint32_t s, uint32_t owner) {
@@ -347,7 +354,8 @@ class RmmArena final : public Policy {
   uint64_t live_ = 0;
   std::vector<Superblock> slots_;  // every superblock (alive or a dead slot for reuse)
   std::vector<uint32_t> dead_;
-  std::map<uint32_t, OwnerIndex> index_;  // first-fit index per holder (global or stream arena)
+  OwnerIndex global_index_;               // the global arena's first-fit index
+  std::map<uint32_t, OwnerIndex> index_;  // first-fit index per stream arena
 };
 
 }  // namespace

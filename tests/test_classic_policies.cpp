@@ -9,8 +9,8 @@
 #include <set>
 #include <tuple>
 
+#include "allocators/detail/address_fit_index.h"
 #include "allocators/detail/size_bins.h"
-#include "allocators/detail/treap_index.h"
 #include "allocators/registry.h"
 #include "device/sim_device.h"
 #include "device/tracking_device.h"
@@ -356,14 +356,17 @@ TEST_CASE("SizeBins gives the exact best fit and the largest block", "[classic]"
   }
 }
 
-TEST_CASE("TreapIndex first_fit finds the first large-enough block at or after an address", "[classic]") {
+TEST_CASE("AddressFitIndex first_fit finds the first large-enough block at or after an address", "[classic]") {
   std::mt19937_64 rng(7);
-  detail::TreapIndex tree;
+  detail::AddressFitIndex tree;
   std::map<Addr, std::pair<uint64_t, uint32_t>> model;  // addr -> (size, node)
   std::vector<uint32_t> free_nodes;
   uint32_t next_node = 0;
-  for (int step = 0; step < 20000; ++step) {
-    if (model.empty() || rng() % 3 != 0) {
+  size_t most = 0;
+  // Grows to thousands of blocks (leaves split), then drains (leaves merge and empty).
+  for (int step = 0; step < 24000; ++step) {
+    const bool grow = step < 12000;
+    if (model.empty() || (grow && rng() % 3 != 0)) {
       Addr addr = rng() % (1ull << 40);
       if (model.count(addr)) continue;
       uint64_t size = 1 + rng() % 100000;
@@ -371,7 +374,7 @@ TEST_CASE("TreapIndex first_fit finds the first large-enough block at or after a
       if (!free_nodes.empty()) free_nodes.pop_back();
       tree.insert(node, addr, size);
       model[addr] = {size, node};
-    } else if (rng() % 2) {
+    } else if (rng() % (grow ? 2 : 4) != 0) {
       auto it = std::next(model.begin(), static_cast<long>(rng() % model.size()));
       tree.erase(it->second.second);
       free_nodes.push_back(it->second.second);
@@ -396,6 +399,7 @@ TEST_CASE("TreapIndex first_fit finds the first large-enough block at or after a
       model[addr] = {size, node};
     }
     REQUIRE(tree.size() == model.size());
+    most = std::max(most, model.size());
     uint64_t want = 1 + rng() % 100000;
     Addr from = rng() % 2 ? 0 : rng() % (1ull << 40);
     uint32_t expected = kNoNode;
@@ -408,6 +412,8 @@ TEST_CASE("TreapIndex first_fit finds the first large-enough block at or after a
     auto lb = model.lower_bound(from);
     REQUIRE(tree.lower_bound(from) == (lb == model.end() ? kNoNode : lb->second.second));
   }
+  CHECK(most > 4000);
+  CHECK(model.size() < 10);
 }
 
 }  // namespace fraglab

@@ -21,13 +21,13 @@
 // order. It can matter only with three or more streams (the corpus has at most two).
 #pragma once
 
-#include <map>
+#include <algorithm>
 #include <optional>
 #include <set>
-#include <tuple>
 #include <vector>
 
 #include "allocators/detail/block_list.h"
+#include "allocators/detail/per_stream_keys.h"
 #include "device/device.h"
 
 namespace fraglab::detail {
@@ -75,38 +75,50 @@ class StreamOrderedPool {
   // Returns every upstream block that is wholly free to the device. A synchronisation
   // point: the streams' lists merge first, so blocks split across streams join up.
   void release_free_blocks() {
-    if (!lists_.empty()) merge_other_streams(lists_.begin()->first, UINT64_MAX);
-    for (auto& [stream, list] : lists_) {
-      for (auto it = list.begin(); it != list.end();) {
-        uint32_t node = std::get<2>(*it);
-        if (!blocks_.is_whole_segment(node)) {
-          ++it;
-          continue;
-        }
-        it = list.erase(it);
-        device_.free_segment(blocks_[node].addr, blocks_[node].size);
-        pool_size_ -= blocks_[node].size;
-        blocks_.destroy(node);
+    if (nonempty_.empty()) return;
+    merge_other_streams(lowest_listed_, UINT64_MAX);
+    for (StreamIndex stream : std::set<StreamIndex>(nonempty_)) {
+      FreeList& list = *lists_.find(stream);
+      whole_.clear();
+      for (const FreeKey& k : list)
+        if (blocks_.is_whole_segment(k.node)) whole_.push_back(k);
+      for (const FreeKey& k : whole_) {
+        list.erase(k);
+        device_.free_segment(blocks_[k.node].addr, blocks_[k.node].size);
+        pool_size_ -= blocks_[k.node].size;
+        blocks_.destroy(k.node);
       }
-      if (list.empty()) nonempty_.erase(stream);
+      if (list.empty()) became_empty(stream);
     }
   }
 
   uint64_t pool_size() const { return pool_size_; }
 
  private:
-  using FreeKey = std::tuple<uint64_t, Addr, uint32_t>;  // (size, address, node): best fit order
-  using FreeList = std::set<FreeKey>;
+  // A stream's free list in best-fit order, (size, address): RMM's std::set order, in
+  // OrderedKeys (no heap node per block).
+  struct FreeKey {
+    uint64_t hi;  // size
+    uint64_t lo;  // address
+    uint32_t node;
+  };
+  using FreeList = OrderedKeys<FreeKey>;
+  static FreeKey key_of(const BlockNode& b, uint32_t node) { return FreeKey{b.size, b.addr, node}; }
 
   uint32_t best_fit(StreamIndex stream, uint64_t size) {
-    auto found = lists_.find(stream);
-    if (found == lists_.end()) return kNoNode;
-    auto it = found->second.lower_bound(FreeKey{size, 0, 0});
-    if (it == found->second.end()) return kNoNode;
-    uint32_t node = std::get<2>(*it);
-    found->second.erase(it);
-    if (found->second.empty()) nonempty_.erase(stream);
+    FreeList* list = lists_.find(stream);
+    if (!list) return kNoNode;
+    auto it = list->lower_bound(FreeKey{size, 0, 0});
+    if (it == list->end()) return kNoNode;
+    uint32_t node = it->node;
+    list->erase(it);
+    if (list->empty()) became_empty(stream);
     return node;
+  }
+
+  void became_empty(StreamIndex stream) {
+    nonempty_.erase(stream);
+    lists_.release_if_empty(stream);
   }
 
   // Both walk the streams with free blocks only, in stream order (RMM: in cudaEvent_t handle
@@ -125,15 +137,14 @@ class StreamOrderedPool {
     for (auto at = nonempty_.begin(); at != nonempty_.end();) {
       StreamIndex other = *at++;  // advanced first: `other` leaves the set below
       if (other == stream) continue;
-      FreeList& list = lists_[other];
-      FreeList moving;
-      moving.swap(list);
-      nonempty_.erase(other);
-      for (const auto& key : moving) {
-        uint32_t node = std::get<2>(key);
-        blocks_[node].stream = stream;
-        blocks_[node].free = false;  // put() re-inserts and merges it into this stream's list
-        put(node);
+      FreeList& list = *lists_.find(other);
+      moving_.assign(list.begin(), list.end());  // the list leaves `other` whole, then merges in order
+      for (const FreeKey& key : moving_) list.erase(key);
+      became_empty(other);
+      for (const FreeKey& key : moving_) {
+        blocks_[key.node].stream = stream;
+        blocks_[key.node].free = false;  // put() re-inserts and merges it into this stream's list
+        put(key.node);
       }
       uint32_t node = best_fit(stream, size);
       if (node != kNoNode) return node;
@@ -165,21 +176,22 @@ class StreamOrderedPool {
   // Inserts a free block into its stream's list, merging with free neighbours there.
   void put(uint32_t node) {
     StreamIndex stream = blocks_[node].stream;
-    FreeList& list = lists_[stream];
+    lowest_listed_ = std::min(lowest_listed_, stream);
+    FreeList& list = lists_.get(stream);
     uint32_t next = blocks_[node].next;
     if (next != kNoNode && blocks_[next].free && blocks_[next].stream == stream) {
-      list.erase(FreeKey{blocks_[next].size, blocks_[next].addr, next});
+      list.erase(key_of(blocks_[next], next));
       blocks_.absorb_next(node);
     }
     uint32_t prev = blocks_[node].prev;
     if (prev != kNoNode && blocks_[prev].free && blocks_[prev].stream == stream) {
-      list.erase(FreeKey{blocks_[prev].size, blocks_[prev].addr, prev});
+      list.erase(key_of(blocks_[prev], prev));
       blocks_.absorb_next(prev);
       node = prev;
     }
     blocks_[node].free = true;
-    list.emplace(blocks_[node].size, blocks_[node].addr, node);
-    nonempty_.insert(stream);
+    list.insert(key_of(blocks_[node], node));
+    if (list.size() == 1) nonempty_.insert(stream);
   }
 
   Device& device_;
@@ -188,8 +200,12 @@ class StreamOrderedPool {
   bool initialized_ = false;
   uint64_t pool_size_ = 0;
   BlockList blocks_;
-  std::map<StreamIndex, FreeList> lists_;
+  PerStreamKeys<FreeKey> lists_;
   std::set<StreamIndex> nonempty_;  // streams whose list holds a block
+  // The lowest stream that ever had a free list: where release_free_blocks merges (RMM keeps
+  // a list for every stream that ever freed, and merges into the first in its map).
+  StreamIndex lowest_listed_ = UINT16_MAX;
+  std::vector<FreeKey> moving_, whole_;  // merge_other_streams' and release_free_blocks' blocks
 };
 
 }  // namespace fraglab::detail
