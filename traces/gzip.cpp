@@ -109,6 +109,85 @@ InflatedBytes inflate_gzip(std::string_view compressed, const std::string& name)
   return InflatedBytes(gunzip(compressed, name));
 }
 
+std::unique_ptr<InflatingBytes> InflatingBytes::start(std::string_view compressed) {
+  if (compressed.size() < 18) return nullptr;
+  uint32_t isize = 0;
+  std::memcpy(&isize, compressed.data() + compressed.size() - 4, sizeof isize);
+  if (isize == 0 || isize > read_limits().budget(compressed.size())) return nullptr;
+  // Not populated: the inflating thread takes the page faults, on its own core.
+  void* map = mmap(nullptr, isize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return nullptr;
+  return std::unique_ptr<InflatingBytes>(new InflatingBytes(compressed, map, isize));
+}
+
+InflatingBytes::InflatingBytes(std::string_view compressed, void* map, size_t size)
+    : compressed_(compressed), map_(map), size_(size) {
+  thread_ = std::thread([this] { run(); });
+}
+
+InflatingBytes::~InflatingBytes() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  munmap(map_, size_);
+}
+
+void InflatingBytes::run() {
+  z_stream zs{};
+  auto give_up = [&] {
+    inflateEnd(&zs);
+    ready_.store(kFailed, std::memory_order_release);
+    ready_.notify_all();
+  };
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return give_up();
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed_.data()));
+  size_t in_left = compressed_.size();
+  size_t produced = 0;
+  // Published a MiB at a time: often enough for the reader never to wait long, rarely enough
+  // that the wake-ups cost nothing.
+  constexpr size_t kStep = size_t{1} << 20;
+  for (;;) {
+    if (stop_.load(std::memory_order_relaxed)) return give_up();
+    auto in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
+    zs.avail_in = in_chunk;
+    zs.next_out = static_cast<Bytef*>(map_) + produced;
+    auto out_chunk = static_cast<uInt>(std::min(size_ - produced, kStep));
+    zs.avail_out = out_chunk;
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    in_left -= in_chunk - zs.avail_in;
+    produced += out_chunk - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      // One member, exactly the stated size, nothing after it: else the one-shot path decides.
+      if (in_left != 0 || produced != size_) return give_up();
+      inflateEnd(&zs);
+      ready_.store(produced, std::memory_order_release);
+      ready_.notify_all();
+      done_ = true;
+      return;
+    }
+    // No progress (Z_BUF_ERROR): the input ended early, or there is more output than the trailer states.
+    if (rc != Z_OK) return give_up();
+    ready_.store(produced, std::memory_order_release);
+    ready_.notify_all();
+  }
+}
+
+size_t InflatingBytes::wait_beyond(size_t have) {
+  for (;;) {
+    size_t r = ready_.load(std::memory_order_acquire);
+    if (r == kFailed) throw InflateAbandoned{};
+    if (r > have || r == size_) return r;
+    ready_.wait(r, std::memory_order_acquire);
+  }
+}
+
+void InflatingBytes::finish() {
+  while (wait_beyond(size_) < size_) {
+  }
+  // All bytes are out once the stream ended well (the producer publishes the last of them then).
+  if (thread_.joinable()) thread_.join();
+  if (!done_) throw InflateAbandoned{};
+}
+
 std::string gunzip_prefix(std::string_view compressed, size_t max_out) {
   std::string out(max_out, '\0');
   z_stream zs{};
