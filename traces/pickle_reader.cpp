@@ -340,7 +340,7 @@ class Parser {
     return s;
   }
 
-  void push(Value v) { stack_.push_back(v); }
+  [[gnu::always_inline]] void push(Value v) { stack_.push_back(v); }
   Value pop() {
     if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
     Value v = stack_.back();
