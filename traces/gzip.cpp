@@ -2,6 +2,7 @@
 
 #include <libdeflate.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -109,7 +110,7 @@ InflatedBytes inflate_gzip(std::string_view compressed, const std::string& name)
   return InflatedBytes(gunzip(compressed, name));
 }
 
-std::unique_ptr<InflatingBytes> InflatingBytes::start(std::string_view compressed) {
+std::unique_ptr<InflatingBytes> InflatingBytes::start(std::string_view compressed, bool file_mapping) {
   if (compressed.size() < 18) return nullptr;
   uint32_t isize = 0;
   std::memcpy(&isize, compressed.data() + compressed.size() - 4, sizeof isize);
@@ -117,11 +118,11 @@ std::unique_ptr<InflatingBytes> InflatingBytes::start(std::string_view compresse
   // Not populated: the inflating thread takes the page faults, on its own core.
   void* map = mmap(nullptr, isize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) return nullptr;
-  return std::unique_ptr<InflatingBytes>(new InflatingBytes(compressed, map, isize));
+  return std::unique_ptr<InflatingBytes>(new InflatingBytes(compressed, map, isize, file_mapping));
 }
 
-InflatingBytes::InflatingBytes(std::string_view compressed, void* map, size_t size)
-    : compressed_(compressed), map_(map), size_(size) {
+InflatingBytes::InflatingBytes(std::string_view compressed, void* map, size_t size, bool file_mapping)
+    : compressed_(compressed), file_mapping_(file_mapping), map_(map), size_(size) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -204,7 +205,19 @@ void InflatingBytes::run() {
     if (rc != Z_OK) return give_up();
     ready_.store(produced, std::memory_order_release);
     ready_.notify_all();
+    drop_input(compressed_.size() - in_left);
   }
+}
+
+// The compressed pages behind the inflater are not needed again (a fallback reads them back from
+// the file): the file stays in memory only while it is being inflated, as with inflating first.
+void InflatingBytes::drop_input(size_t consumed) {
+  static const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (!file_mapping_) return;
+  size_t upto = consumed / page * page;
+  if (upto < dropped_ + (size_t{8} << 20)) return;  // a few calls, not one a MiB
+  madvise(const_cast<char*>(compressed_.data()) + dropped_, upto - dropped_, MADV_DONTNEED);
+  dropped_ = upto;
 }
 
 size_t InflatingBytes::wait_beyond(size_t have) {

@@ -57,8 +57,9 @@ struct InflateAbandoned {};
 class InflatingBytes {
  public:
   // Nothing unless the file is one gzip member whose trailer gives a size within the expansion
-  // budget. `compressed` must outlive the object.
-  static std::unique_ptr<InflatingBytes> start(std::string_view compressed);
+  // budget. `compressed` must outlive the object. `file_mapping`: `compressed` is a read-only
+  // mapping of a file, whose pages are dropped as they are inflated (they read back from the file).
+  static std::unique_ptr<InflatingBytes> start(std::string_view compressed, bool file_mapping = false);
   ~InflatingBytes();  // stops the thread
   InflatingBytes(const InflatingBytes&) = delete;
   InflatingBytes& operator=(const InflatingBytes&) = delete;
@@ -73,10 +74,13 @@ class InflatingBytes {
   void finish();
 
  private:
-  InflatingBytes(std::string_view compressed, void* map, size_t size);
+  InflatingBytes(std::string_view compressed, void* map, size_t size, bool file_mapping);
   void run();
+  void drop_input(size_t consumed);
   static constexpr size_t kFailed = SIZE_MAX;  // ready_'s value once the producer gave up
   std::string_view compressed_;
+  bool file_mapping_;
+  size_t dropped_ = 0;  // input bytes whose pages were given back
   void* map_;
   size_t size_;
   std::atomic<size_t> ready_{0};

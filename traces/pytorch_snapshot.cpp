@@ -959,7 +959,7 @@ class InflatingFeed final : public pickle::InputFeed {
 // and a damaged stream gives way to the one-shot path.
 std::optional<Trace> import_while_inflating(std::unique_ptr<MappedFile>& file, const std::string& path,
                                             const ReadOptions& options, uint64_t disk_bytes) {
-  std::unique_ptr<InflatingBytes> raw = InflatingBytes::start(file->bytes());
+  std::unique_ptr<InflatingBytes> raw = InflatingBytes::start(file->bytes(), true);
   if (!raw) return std::nullopt;
   try {
     // Binary pickles open with PROTO; anything else (JSON, protocol 0) is read whole.
