@@ -5,6 +5,7 @@
 
 #include "allocators/registry.h"
 #include "gui/model/recorded_run.h"
+#include "traces/pool_inference.h"
 
 namespace fraglab::gui {
 
@@ -21,9 +22,10 @@ AppState::~AppState() {
 namespace {
 
 // A trace read on a loader thread: the model, or the reader's message (FormatError and the like).
-std::pair<std::shared_ptr<const TraceInfo>, std::string> read_trace_info(const std::string& path) {
+std::pair<std::shared_ptr<const TraceInfo>, std::string> read_trace_info(const std::string& path,
+                                                                         bool defer_pool_check = false) {
   try {
-    return {load_trace_info(path), ""};
+    return {load_trace_info(path, defer_pool_check), ""};
   } catch (const std::exception& e) {
     return {nullptr, e.what()};
   }
@@ -39,18 +41,40 @@ void AppState::open(const std::string& path) {
   loading_ = true;
   loading_path_ = path;
   load_finished_ = false;
+  reopen_at_ = pending_at;
   loader_ = std::jthread([this, path](std::stop_token stop) {
-    auto [info, error] = read_trace_info(path);
+    // The PyTorch model's check of a snapshot's inferred pools (traces/pool_inference.h) replays
+    // the whole trace: it runs after the trace is shown, here, while the views' workers start.
+    auto [info, error] = read_trace_info(path, true);
     if (stop.stop_requested()) return;
-    {
-      std::lock_guard lock(load_mutex_);
-      loaded_ = std::move(info);
-      loaded_error_ = std::move(error);
-      load_finished_ = true;
+    std::shared_ptr<const TraceInfo> unchecked = info && info->pools_pending ? info : nullptr;
+    publish_load(std::move(info), std::move(error), false, unchecked != nullptr);
+    if (!unchecked) return;
+    bool confirmed = pools_confirmed(unchecked->trace);
+    unchecked.reset();
+    if (confirmed) {
+      pool_check_running_ = false;
+      if (notify_) notify_();
+      return;
     }
-    loading_ = false;
-    if (notify_) notify_();
+    // The model revises the rules' pools (rare: private pools the rules missed): read it again, checked.
+    auto [revised, revised_error] = read_trace_info(path);
+    if (stop.stop_requested()) return;
+    publish_load(std::move(revised), std::move(revised_error), true, false);
   });
+}
+
+void AppState::publish_load(std::shared_ptr<const TraceInfo> info, std::string error, bool revision, bool check) {
+  {
+    std::lock_guard lock(load_mutex_);
+    pool_check_running_ = check;
+    loaded_ = std::move(info);
+    loaded_error_ = std::move(error);
+    loaded_revision_ = revision;
+    load_finished_ = true;
+  }
+  loading_ = false;
+  if (notify_) notify_();
 }
 
 void AppState::open_second(const std::string& path) {
@@ -104,6 +128,7 @@ void AppState::poll() {
     load_finished_ = false;
     info = std::move(loaded_);
     load_error = std::move(loaded_error_);
+    if (loaded_revision_) pending_at = reopen_at_;  // the cursor goes where the command line put it
   }
   if (info) {
     recent.add(info->path);
@@ -274,7 +299,7 @@ void AppState::step_match(int direction) {
 }
 
 bool AppState::settled() const {
-  if (loading() || !trace || !pending_at.empty()) return false;
+  if (loading() || pool_check_running_ || !trace || !pending_at.empty()) return false;
   if (view == ViewId::Memory && (!memory || !memory->settled() || memory_texture.raster != memory->raster()))
     return false;
   if (view == ViewId::Oom && (!oom || !oom->settled())) return false;

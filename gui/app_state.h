@@ -60,6 +60,8 @@ class AppState {
   // Called once a frame on the UI thread: picks up a finished load.
   void poll();
   bool loading() const { return loading_.load(); }
+  // The PyTorch model checks the loaded snapshot's pools on the loader thread (load_trace_info).
+  bool checking_pools() const { return pool_check_running_.load(); }
   const std::string& loading_path() const { return loading_path_; }
 
   std::shared_ptr<const TraceInfo> trace;
@@ -151,6 +153,9 @@ class AppState {
   void start_pair();             // the second trace's run and the diff, once both traces are there
   bool recorded_added_ = false;  // place_recorded_lane put it there
   void apply_pending_at();
+  // Hands a finished read to poll(); `revision`: the trace replaces one whose pools the model revised;
+  // `check`: the pools' check follows on the loader thread.
+  void publish_load(std::shared_ptr<const TraceInfo> info, std::string error, bool revision, bool check);
 
   std::function<void()> notify_;
   std::atomic<bool> loading_{false};
@@ -159,6 +164,9 @@ class AppState {
   std::shared_ptr<const TraceInfo> loaded_;
   std::string loaded_error_;
   bool load_finished_ = false;
+  bool loaded_revision_ = false;
+  std::string reopen_at_;  // pending_at when the trace was opened
+  std::atomic<bool> pool_check_running_{false};
   std::shared_ptr<const TraceInfo> other_loaded_;
   std::string other_loaded_error_;
   bool other_finished_ = false;

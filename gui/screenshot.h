@@ -1,4 +1,4 @@
-// Writing the window's pixels as PNG (stb_image_write, Debian's libstb), atomically: the
+// Writing the window's pixels as PNG (zlib's deflate at its fastest level), atomically: the
 // file appears complete or not at all.
 #pragma once
 

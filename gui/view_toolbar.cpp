@@ -44,6 +44,13 @@ void open_row(AppState& app) {
   } else if (app.trace) {
     ImGui::TextDisabled("%llu events, %zu stacks", static_cast<unsigned long long>(app.trace->events()),
                         app.trace->trace.meta.stacks.size() - 1);
+    if (app.checking_pools()) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("(checking the inferred pools with the PyTorch model ...)");
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("a replay of the trace under PyTorch's allocator model; should it place a block "
+                          "elsewhere than the recording, the trace is read again with the pools it implies");
+    }
   }
 }
 

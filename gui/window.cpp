@@ -7,9 +7,11 @@
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 
+#include <atomic>
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 
 #include "allocators/registry.h"
@@ -99,6 +101,22 @@ void configure(AppState& app, const LaunchOptions& o) {
 
 int run_window(const LaunchOptions& o) {
   const bool headless = !o.screenshot.empty();
+  // The trace starts loading before the window exists: making the window and its OpenGL context
+  // takes 0.3-0.9 s under Xvfb (GLFW walks the X server's framebuffer configs, Mesa starts its
+  // software renderer), time the loader thread uses on the other core. Workers wake the event
+  // loop only once there is one (a notification before that is picked up by the first frames).
+  std::atomic<bool> window_up{false};
+  auto owner = std::make_unique<AppState>([&window_up] {
+    if (window_up.load()) glfwPostEmptyEvent();
+  });
+  owner->upload_texture = upload_texture;
+  try {
+    configure(*owner, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
+    return 2;
+  }
+  auto started = std::chrono::steady_clock::now();
   if (!glfwInit()) {
     std::fprintf(stderr, "fraglab-gui: cannot open a display (GLFW init failed); under no X server use xvfb-run\n");
     return 2;
@@ -109,6 +127,7 @@ int run_window(const LaunchOptions& o) {
   GLFWwindow* window = glfwCreateWindow(o.width, o.height, "fraglab", nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "fraglab-gui: cannot create an OpenGL 3.3 window\n");
+    owner.reset();  // its workers post to GLFW: they finish first
     glfwTerminate();
     return 2;
   }
@@ -120,21 +139,13 @@ int run_window(const LaunchOptions& o) {
   apply_style();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330");
+  window_up = true;
 
   int status = 0;
   {
-    AppState app([] { glfwPostEmptyEvent(); });
-    app.upload_texture = upload_texture;
+    AppState& app = *owner;
     glfwSetWindowUserPointer(window, &app);
     glfwSetDropCallback(window, on_drop);
-    try {
-      configure(app, o);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
-      status = 2;
-      glfwSetWindowShouldClose(window, 1);
-    }
-    auto started = std::chrono::steady_clock::now();
     int settled_frames = 0;
     while (!glfwWindowShouldClose(window)) {
       bool busy = app.loading() || !app.settled();
@@ -196,6 +207,7 @@ int run_window(const LaunchOptions& o) {
     }
     glfwSetWindowUserPointer(window, nullptr);
   }
+  owner.reset();  // workers join before GLFW goes
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();

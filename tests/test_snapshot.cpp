@@ -3,6 +3,8 @@
 // malformed input through the CLI (exit code 2, file and byte offset in the message).
 #include <sys/wait.h>
 
+#include <zlib.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "traces/format_error.h"
 #include "traces/gzip.h"
 #include "traces/pickle_reader.h"
+#include "traces/pool_inference.h"
 #include "traces/pytorch_snapshot.h"
 #include "traces/trace_stats.h"
 
@@ -455,6 +458,127 @@ TEST_CASE("snapshot import: streaming off PyTorch's layout falls back to the com
     CHECK(r.streaming_error == r.complete_error);
     CHECK(r.streaming_error.find("no data for device 1") != std::string::npos);
   }
+}
+
+namespace {
+
+// gzip -6 of `raw`, through zlib (one member, trailer with CRC and size).
+std::string gzip_of(const std::string& raw) {
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&zs, raw.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  zs.avail_in = static_cast<uInt>(raw.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+std::string read_error(const std::string& path) {
+  try {
+    read_pytorch_snapshot(path, {});
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("snapshot import: parsing while inflating equals inflating first", "[snapshot]") {
+  for (const char* name : {"gpt2_train.default.stacks.pickle.gz", "bert_varlen_train.default.pickle.gz",
+                           "side_stream_prefetch.expandable.pickle.gz"}) {
+    INFO(name);
+    std::string path = kCorpus + name;
+    std::string raw = gunzip(read_file(path), path);
+    CHECK(read_pytorch_snapshot(path, {}) == parse_pytorch_snapshot(raw, path, {}));
+  }
+  SECTION("the bytes come out in order, all of them, and the end is checked") {
+    std::string raw = gunzip(read_file(kCorpus + "seed_examples.default.pickle.gz"), "seed");
+    std::string gz = gzip_of(raw);
+    auto in = InflatingBytes::start(gz);
+    REQUIRE(in);
+    REQUIRE(in->bytes().size() == raw.size());
+    size_t ready = 0;
+    while (ready < raw.size()) {
+      size_t now = in->wait_beyond(ready);
+      REQUIRE(now > ready);
+      CHECK(in->bytes().substr(ready, now - ready) == std::string_view(raw).substr(ready, now - ready));
+      ready = now;
+    }
+    CHECK_NOTHROW(in->finish());
+    std::string bad = gz;
+    bad[bad.size() - 6] ^= 0x5a;  // the CRC
+    auto damaged = InflatingBytes::start(bad);
+    REQUIRE(damaged);
+    CHECK_THROWS_AS(damaged->finish(), InflateAbandoned);
+    CHECK_FALSE(InflatingBytes::start(gz.substr(0, 10)));  // no trailer to size it by
+  }
+}
+
+TEST_CASE("snapshot import: a damaged gzip file is reported as when inflated first", "[snapshot]") {
+  std::string raw = gunzip(read_file(kCorpus + "seed_examples.default.pickle.gz"), "seed");
+  std::string gz = gzip_of(raw);
+  auto with = [&](std::string bytes, size_t at, char x) {
+    bytes[at] = static_cast<char>(bytes[at] ^ x);
+    return bytes;
+  };
+  std::string bad_op = std::string("\x80\x02N)R.", 6) + raw;  // REDUCE at byte 4, then a megabyte more
+  struct Case {
+    const char* name;
+    std::string bytes;
+    const char* expect;  // "" : reads as the plain file does
+  };
+  std::vector<Case> cases = {
+      {"crc.pickle.gz", with(gz, gz.size() - 6, 0x5a), "gzip: incorrect data check"},
+      {"length.pickle.gz", with(gz, gz.size() - 2, 0x01), "gzip: incorrect length check"},
+      {"half.pickle.gz", gz.substr(0, gz.size() / 2), "gzip data is truncated"},
+      {"garbage.pickle.gz", gz + "garbage!", "trailing garbage after gzip data"},
+      // The pickle's own error comes first, but inflating first finds the damage at the end first.
+      {"reduce_crc.pickle.gz", with(gzip_of(bad_op), gzip_of(bad_op).size() - 6, 0x5a), "gzip: incorrect data check"},
+      {"reduce.pickle.gz", gzip_of(bad_op), "REDUCE"},
+      {"members.pickle.gz", gzip_of(raw.substr(0, raw.size() / 3)) + gzip_of(raw.substr(raw.size() / 3)), ""},
+  };
+  Trace plain = parse_pytorch_snapshot(raw, "seed", {});
+  for (const Case& c : cases) {
+    INFO(c.name);
+    std::string path = temp_file(c.name, c.bytes);
+    std::string error = read_error(path);
+    if (*c.expect == '\0') {
+      CHECK(error.empty());
+      CHECK(read_pytorch_snapshot(path, {}).events == plain.events);
+    } else {
+      CHECK(error.find(c.expect) != std::string::npos);
+      CHECK(error.find(path + ": byte offset ") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("snapshot import: a deferred pool check gives the checked trace once the model agrees", "[snapshot]") {
+  size_t pending = 0, checked_at_once = 0;
+  for (const std::string& dir : {kCorpus, std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/"})
+    for (const auto& e : fs::directory_iterator(dir)) {
+      std::string f = e.path().string();
+      if (!f.ends_with(".pickle.gz")) continue;
+      INFO(f);
+      ReadOptions defer;
+      defer.defer_pool_check = true;
+      Trace deferred = read_pytorch_snapshot(f, defer);
+      Trace checked = read_pytorch_snapshot(f, {});
+      if (!pool_check_pending(deferred)) {
+        ++checked_at_once;  // private pools (or no history): checked while reading, as without deferring
+        CHECK(deferred == checked);
+        continue;
+      }
+      ++pending;
+      CHECK(deferred.meta.pools.size() == 1);
+      if (pools_confirmed(deferred)) CHECK(deferred == checked);
+    }
+  CHECK(pending >= 20);
+  CHECK(checked_at_once >= 1);
 }
 
 TEST_CASE("CLI info: allocations and peak with its event index", "[snapshot]") {

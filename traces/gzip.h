@@ -4,9 +4,11 @@
 // 4 GiB or the expansion limit) goes through zlib's streaming inflate, which also words the errors.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 namespace fraglab {
@@ -42,6 +44,50 @@ class InflatedBytes {
   size_t size_ = 0;
 };
 InflatedBytes inflate_gzip(std::string_view compressed, const std::string& name);
+
+// Thrown by InflatingBytes when its stream is not the plain case it handles (damage, several members,
+// a trailer that states another size): the caller inflates again with inflate_gzip(), which words
+// the error or reads the unusual file.
+struct InflateAbandoned {};
+
+// A single-member gzip file inflating on a thread of its own into a buffer of the size its trailer
+// states, while the caller reads what is ready: the snapshot reader parses the pickle as it comes
+// out, so inflating costs the other core's time instead of adding to the parse (zlib's streaming
+// inflate; libdeflate, faster alone, works in one call only).
+class InflatingBytes {
+ public:
+  // Nothing unless the file is one gzip member whose trailer gives a size within the expansion
+  // budget. `compressed` must outlive the object. `file_mapping`: `compressed` is a read-only
+  // mapping of a file, whose pages are dropped as they are inflated (they read back from the file).
+  static std::unique_ptr<InflatingBytes> start(std::string_view compressed, bool file_mapping = false);
+  ~InflatingBytes();  // stops the thread
+  InflatingBytes(const InflatingBytes&) = delete;
+  InflatingBytes& operator=(const InflatingBytes&) = delete;
+
+  // The whole output's extent; bytes past ready() are not written yet.
+  std::string_view bytes() const { return {static_cast<const char*>(map_), size_}; }
+  // Waits until more than `have` bytes are ready, or all are; returns how many are. Throws
+  // InflateAbandoned when the stream turned out damaged or unusual.
+  size_t wait_beyond(size_t have);
+  // Waits for the end of the stream; throws InflateAbandoned unless it inflated to exactly the stated
+  // size, with a good checksum and nothing after it.
+  void finish();
+
+ private:
+  InflatingBytes(std::string_view compressed, void* map, size_t size, bool file_mapping);
+  void run();
+  void drop_input(size_t consumed);
+  static constexpr size_t kFailed = SIZE_MAX;  // ready_'s value once the producer gave up
+  std::string_view compressed_;
+  bool file_mapping_;
+  size_t dropped_ = 0;  // input bytes whose pages were given back
+  void* map_;
+  size_t size_;
+  std::atomic<size_t> ready_{0};
+  std::atomic<bool> stop_{false};
+  bool done_ = false;  // the stream ended well (read after the thread is joined)
+  std::thread thread_;
+};
 
 // The first (up to) `max_out` decompressed bytes of the gzip data in `compressed`, which may
 // itself be only the start of a file: what content detection needs. Never throws; where the

@@ -156,19 +156,27 @@ const RecordedSegment* holding(const SegmentMap& segments, Addr a) {
 // before it is freed, starts where the free block after it started.
 void find_block_ends(const std::vector<Event>& history, std::map<Addr, StartBlock>& start,
                      const std::map<Addr, Addr>& boundary) {
-  for (const Event& e : history) {
-    if (e.kind == EventKind::Free) {
-      if (auto it = start.find(e.addr); it != start.end()) it->second.freed = true;
+  // The scan ends once every block is settled (freed, or its end found): a recording from process
+  // start has none to settle, and need not walk its millions of entries again.
+  size_t open = 0;
+  for (const auto& [addr, b] : start) open += b.block.size == 0 && boundary.count(addr);
+  for (auto e = history.begin(); open > 0 && e != history.end(); ++e) {
+    if (e->kind == EventKind::Free) {
+      if (auto it = start.find(e->addr); it != start.end() && !it->second.freed) {
+        it->second.freed = true;
+        if (it->second.block.size == 0 && boundary.count(it->first)) --open;
+      }
       continue;
     }
-    if (e.kind != EventKind::Alloc) continue;
-    auto it = start.lower_bound(e.addr);
+    if (e->kind != EventKind::Alloc) continue;
+    auto it = start.lower_bound(e->addr);
     if (it == start.begin()) continue;
     --it;
     StartBlock& b = it->second;
     auto end = boundary.find(it->first);
-    if (b.freed || b.block.size != 0 || end == boundary.end() || e.addr >= end->second) continue;
-    b.block.size = e.addr - it->first;
+    if (b.freed || b.block.size != 0 || end == boundary.end() || e->addr >= end->second) continue;
+    b.block.size = e->addr - it->first;
+    --open;
   }
 }
 

@@ -5,9 +5,11 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include "traces/format_error.h"
@@ -212,15 +214,53 @@ const char* kind_name(Kind kind) {
   return "?";
 }
 
+// The parser's value stack: std::vector's interface where the parser uses it, with a push that
+// is one compare and a store (std::vector<Value>::push_back stayed out of line: 5% of an import).
+class ValueStack {
+ public:
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Value& back() { return data_[size_ - 1]; }
+  const Value& back() const { return data_[size_ - 1]; }
+  Value& operator[](size_t i) { return data_[i]; }
+  const Value& operator[](size_t i) const { return data_[i]; }
+  const Value* data() const { return data_.get(); }
+  const Value* begin() const { return data_.get(); }
+  const Value* end() const { return data_.get() + size_; }
+  [[gnu::always_inline]] void push_back(Value v) {
+    if (size_ == capacity_) [[unlikely]]
+      grow();
+    data_[size_++] = v;
+  }
+  void pop_back() { --size_; }
+  void resize(size_t n) { size_ = std::min(size_, n); }  // the parser only ever shrinks it
+  void reserve(size_t n) {
+    while (capacity_ < n) grow();
+  }
+
+ private:
+  [[gnu::noinline]] void grow() {
+    size_t capacity = capacity_ ? capacity_ * 2 : 4096;
+    auto bigger = std::make_unique<Value[]>(capacity);
+    std::copy(data_.get(), data_.get() + size_, bigger.get());
+    data_ = std::move(bigger);
+    capacity_ = capacity;
+  }
+  std::unique_ptr<Value[]> data_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
 // The stack machine. One pass over the input; every opcode checks its operands' bounds.
 class Parser {
  public:
-  Parser(Document& doc, StreamSpec spec) : d_(doc), spec_(spec), streaming_(spec.sink != nullptr) {}
+  Parser(Document& doc, StreamSpec spec, InputFeed* feed)
+      : d_(doc), spec_(spec), streaming_(spec.sink != nullptr), feed_(feed) {}
 
   void run() {
     const auto* begin = reinterpret_cast<const uint8_t*>(d_.input_.data());
     p_ = begin;
-    end_ = begin + d_.input_.size();
+    full_end_ = begin + d_.input_.size();
+    end_ = feed_ ? begin + feed_->wait_beyond(0) : full_end_;
     begin_ = begin;
     // Bounds from the input: every arena item, container, chunk and memo slot is made by
     // an opcode of at least one byte, every string by one of at least two. Only address
@@ -237,7 +277,7 @@ class Parser {
     memo_ = BigArray<Value>(n + 64);
     stack_.reserve(4096);
     for (;;) {
-      if (p_ >= end_) fail(static_cast<uint64_t>(p_ - begin_), "pickle is truncated: it ends before STOP");
+      if (p_ >= end_ && !ready(1)) fail(static_cast<uint64_t>(p_ - begin_), "pickle is truncated: it ends before STOP");
       op_at_ = static_cast<uint64_t>(p_ - begin_);
       uint8_t op = *p_++;
       if (step(op)) break;
@@ -252,12 +292,14 @@ class Parser {
   Value root_dict_, device_traces_, stream_list_;
   std::vector<uint64_t> transient_memo_keys_;  // memo keys stored with a transient container
   static constexpr uint32_t kConsumed = 1;     // the tag of a consumed entry
+  InputFeed* feed_;
   const uint8_t* p_ = nullptr;
-  const uint8_t* end_ = nullptr;
+  const uint8_t* end_ = nullptr;       // of the bytes ready
+  const uint8_t* full_end_ = nullptr;  // of the input
   const uint8_t* begin_ = nullptr;
   uint64_t op_at_ = 0;
   uint8_t op_ = 0;
-  std::vector<Value> stack_;
+  ValueStack stack_;
   std::vector<size_t> marks_;
   BigArray<Value> memo_;                          // dense keys (what picklers write)
   std::unordered_map<uint64_t, Value> far_memo_;  // keys too large to index densely
@@ -270,24 +312,35 @@ class Parser {
 
   [[gnu::always_inline]] const uint8_t* take(uint64_t n) {
     if (static_cast<uint64_t>(end_ - p_) < n) [[unlikely]]
-      truncated(n);
+      wait_or_truncated(n);
     const uint8_t* at = p_;
     p_ += n;
     return at;
   }
-  [[noreturn, gnu::cold, gnu::noinline]] void truncated(uint64_t n) const {
-    fail(op_at_, fmt::format("pickle is truncated: {} needs {} bytes, {} left", describe(op_), n, end_ - p_));
+  // Whether `n` bytes past p_ are (or become) ready; false where the input ends first.
+  [[gnu::noinline]] bool ready(uint64_t n) {
+    while (static_cast<uint64_t>(end_ - p_) < n) {
+      if (!feed_ || end_ == full_end_) return false;
+      end_ = begin_ + feed_->wait_beyond(static_cast<size_t>(end_ - begin_));
+    }
+    return true;
+  }
+  [[gnu::cold, gnu::noinline]] void wait_or_truncated(uint64_t n) {
+    if (!ready(n))
+      fail(op_at_, fmt::format("pickle is truncated: {} needs {} bytes, {} left", describe(op_), n, end_ - p_));
   }
   // Text operand of a protocol-0 opcode: up to the newline.
   std::string_view line() {
     const void* nl = std::memchr(p_, '\n', static_cast<size_t>(end_ - p_));
+    while (!nl && ready(static_cast<uint64_t>(end_ - p_) + 1))
+      nl = std::memchr(p_, '\n', static_cast<size_t>(end_ - p_));
     if (!nl) fail(op_at_, "pickle is truncated: " + describe(op_) + " has no terminating newline");
     std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(static_cast<const uint8_t*>(nl) - p_));
     p_ = static_cast<const uint8_t*>(nl) + 1;
     return s;
   }
 
-  void push(Value v) { stack_.push_back(v); }
+  [[gnu::always_inline]] void push(Value v) { stack_.push_back(v); }
   Value pop() {
     if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail_op("stack underflow");
     Value v = stack_.back();
@@ -557,7 +610,7 @@ class Parser {
       }
       case 0x95: {  // FRAME: framing is a hint for buffered readers; the whole input is here
         uint64_t n = load_le<uint64_t>(take(8));
-        if (n > static_cast<uint64_t>(end_ - p_))
+        if (n > static_cast<uint64_t>(end_ - p_) && !ready(n))
           fail_op(fmt::format("pickle is truncated: frame of {} bytes, {} left", n, end_ - p_));
         return false;
       }
@@ -780,10 +833,14 @@ class Parser {
 Document Document::parse(std::string_view bytes, const std::string& name) { return parse(bytes, name, StreamSpec{}); }
 
 Document Document::parse(std::string_view bytes, const std::string& name, StreamSpec spec) {
+  return parse(bytes, name, spec, nullptr);
+}
+
+Document Document::parse(std::string_view bytes, const std::string& name, StreamSpec spec, InputFeed* feed) {
   Document d;
   d.input_ = bytes;
   d.name_ = name;
-  Parser(d, spec).run();
+  Parser(d, spec, feed).run();
   return d;
 }
 

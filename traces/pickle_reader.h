@@ -99,6 +99,16 @@ class ListSink {
   virtual void item(Document& doc, Value item) = 0;
 };
 
+// Input still being written (a gzip file inflating on another thread, traces/gzip.h): the parser
+// waits for more where it reaches the end of what is ready.
+class InputFeed {
+ public:
+  virtual ~InputFeed() = default;
+  // Waits until more than `ready` bytes are written or all are; returns how many are. May throw
+  // (the producer gave up), which the parse passes on.
+  virtual size_t wait_beyond(size_t ready) = 0;
+};
+
 // Which list to stream: root['device_traces'][device], as PyTorch lays snapshots out.
 struct StreamSpec {
   int device = 0;
@@ -113,6 +123,8 @@ class Document {
   // The same, streaming the list `spec` names to its sink (see above); the root's value for it
   // then holds no items. Throws FormatError or StreamAbandoned.
   static Document parse(std::string_view bytes, const std::string& name, StreamSpec spec);
+  // The same over `bytes` still being written (its final extent): `feed` says how much is ready.
+  static Document parse(std::string_view bytes, const std::string& name, StreamSpec spec, InputFeed* feed);
   // Whether a streaming parse found and streamed its list (else the document is complete), and
   // that list's Value.
   bool streamed() const { return streamed_list_.kind() == Kind::List; }

@@ -363,7 +363,7 @@ std::optional<std::pair<InstanceKey, PoolIndex>> revision(Trace& trace, const Ov
 
 void set_pool_checker(PoolChecker checker) { installed_checker() = std::move(checker); }
 
-void infer_pools(Trace& trace) {
+void infer_pools(Trace& trace, PoolCheck when) {
   std::set<std::array<int64_t, 2>> ids;
   for (const auto* list : {&trace.meta.initial.segments, &trace.meta.segments})
     for (const RecordedSegment& s : *list) ids.insert(s.pool_id);
@@ -373,7 +373,10 @@ void infer_pools(Trace& trace) {
                                                               ids.size()));
   Overrides overrides;
   infer_once(trace, overrides);
-  if (const PoolChecker& check = installed_checker()) {
+  // No private pool: no inferred EmptyCache carries a pass mark, so the trace as it stands is
+  // what the check's first round reads (pools_confirmed()).
+  const bool defer = when == PoolCheck::Deferrable && trace.meta.pools.size() == 1;
+  if (const PoolChecker& check = installed_checker(); check && !defer) {
     std::set<std::pair<InstanceKey, PoolIndex>> tried;
     for (int round = 0; round < kMaxRevisions; ++round) {
       std::optional<PoolMisplacement> misplaced;
@@ -397,6 +400,21 @@ void infer_pools(Trace& trace) {
   }
   for (Event& e : trace.events)  // the passes' mark goes: an EmptyCache is an EmptyCache
     if (e.kind == EventKind::EmptyCache) e.id = 0;
+}
+
+bool pool_check_pending(const Trace& trace) {
+  return installed_checker() && trace.meta.format == "pytorch-snapshot" && !trace.meta.history_absent &&
+         trace.meta.pools.size() == 1;
+}
+
+bool pools_confirmed(const Trace& trace) {
+  const PoolChecker& check = installed_checker();
+  if (!check) return true;
+  try {
+    return !check(trace);  // as infer_pools' first round: no misplacement, nothing to revise
+  } catch (const std::exception&) {
+    return true;  // the model could not replay it: the rules' answer stands, as there
+  }
 }
 
 }  // namespace fraglab

@@ -56,6 +56,17 @@ void set_pool_checker(PoolChecker checker);
 // Sets TraceMeta::pools, every Alloc and Oom event's pool, and inserts PoolRelease events (and the
 // EmptyCache events rule 6's torch.cuda.graph() case needs). The trace's Alloc events carry recorded
 // block addresses; device events their segments.
-void infer_pools(Trace& trace);
+// PoolCheck::Deferrable skips the check where the rules inferred no private pool (ReadOptions::
+// defer_pool_check): the trace is then exactly what the check starts from, and pools_confirmed()
+// can run it later on the trace as it is.
+enum class PoolCheck { Now, Deferrable };
+void infer_pools(Trace& trace, PoolCheck check = PoolCheck::Now);
+
+// Whether a trace read with PoolCheck::Deferrable still awaits its check.
+bool pool_check_pending(const Trace& trace);
+// The deferred check: true when the installed checker agrees with the rules (the trace is what
+// infer_pools(PoolCheck::Now) gives), false when it would revise them (read the trace again without
+// deferring). Thread-safe on a const trace.
+bool pools_confirmed(const Trace& trace);
 
 }  // namespace fraglab

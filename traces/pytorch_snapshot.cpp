@@ -157,14 +157,18 @@ class StackInterner {
   // The frames list's content as frame ids, 4 bytes each: equal for equal stacks.
   std::string key_of(Value frames) {
     std::string key;
-    key.reserve(doc_->size(frames) * sizeof(uint32_t));
+    key_of(frames, key);
+    return key;
+  }
+  // The same into `key` (its buffer reused: one key a trace entry).
+  void key_of(Value frames, std::string& key) {
+    key.clear();
     doc_->for_each(frames, [&](Value f) {
       if (f.kind() != Kind::Dict) return;
       if (doc_->transient(f)) throw pickle::StreamAbandoned{};  // frame dicts are identified by container
       uint32_t id = frame_of(f);
       key.append(reinterpret_cast<const char*>(&id), sizeof id);
     });
-    return key;
   }
 
   // The stack of a key, a new StackId the first time.
@@ -377,6 +381,7 @@ class Importer final : public pickle::ListSink {
   uint64_t last_handle_ = 0;
   StreamIndex last_local_stream_ = 0;
   std::unordered_map<std::string, StackId> local_key_ids_;
+  std::string key_;  // the key being looked up (its buffer reused)
   std::vector<const std::string*> local_keys_;
   std::unordered_map<uint32_t, StackId> local_stack_of_list_;  // frames lists of the complete document
 
@@ -394,9 +399,11 @@ class Importer final : public pickle::ListSink {
     return last_local_stream_ = it->second;
   }
 
-  StackId local_stack_of_key(std::string key) {
-    auto [it, inserted] = local_key_ids_.try_emplace(std::move(key), static_cast<StackId>(local_keys_.size() + 1));
-    if (inserted) local_keys_.push_back(&it->first);
+  // The local id of the stack whose key is key_ (a new one the first time).
+  StackId local_stack_of_key() {
+    if (auto it = local_key_ids_.find(key_); it != local_key_ids_.end()) return it->second;
+    auto [it, inserted] = local_key_ids_.emplace(key_, static_cast<StackId>(local_keys_.size() + 1));
+    local_keys_.push_back(&it->first);
     return it->second;
   }
 
@@ -407,14 +414,19 @@ class Importer final : public pickle::ListSink {
     if (frames.kind() != Kind::List) return 0;
     if (doc_->transient(frames)) {
       if (uint32_t tag = doc_->tag(frames)) return tag - 1;
-      StackId id = doc_->empty(frames) ? 0 : local_stack_of_key(stacks_.key_of(frames));
+      StackId id = 0;
+      if (!doc_->empty(frames)) {
+        stacks_.key_of(frames, key_);
+        id = local_stack_of_key();
+      }
       streaming_doc_->set_tag(frames, id + 1);
       return id;
     }
     if (doc_->empty(frames)) return 0;
     uint32_t list = doc_->container_index(frames);
     if (auto it = local_stack_of_list_.find(list); it != local_stack_of_list_.end()) return it->second;
-    StackId id = local_stack_of_key(stacks_.key_of(frames));
+    stacks_.key_of(frames, key_);
+    StackId id = local_stack_of_key();
     local_stack_of_list_.emplace(list, id);
     return id;
   }
@@ -546,7 +558,7 @@ class Importer final : public pickle::ListSink {
     trace_.events.resize(written_);
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back(release_run_start_);
     insert_empty_caches();
-    infer_pools(trace_);
+    infer_pools(trace_, options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now);
     // Requested but never completed frees of blocks no segment holds: dropped too.
     m.dropped_unknown_frees += unknown_requested_.size();
     raw_ = {};
@@ -898,14 +910,15 @@ namespace {
 thread_local bool g_last_import_streamed = false;
 
 // The input is released (release_input) before the events are built, when the reading allows.
+// `feed`: the input is still being written (InflatingBytes), both parses wait for it.
 Trace import_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options, uint64_t disk_bytes,
-                      const std::function<void()>& release_input) {
+                      const std::function<void()>& release_input, pickle::InputFeed* feed = nullptr) {
   if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, options);  // transcoded to pickle there
   std::unique_ptr<Importer> importer;
   bool history = false;
   try {
     importer = std::make_unique<Importer>(name, options, disk_bytes, true);
-    Document doc = Document::parse(bytes, name, pickle::StreamSpec{options.device, importer.get()});
+    Document doc = Document::parse(bytes, name, pickle::StreamSpec{options.device, importer.get()}, feed);
     importer->attach(&doc);
     history = importer->collect();
     importer->resolve_deferred();
@@ -920,7 +933,7 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   g_last_import_streamed = importer && importer->streamed();
   if (!importer) {
     importer = std::make_unique<Importer>(name, options, disk_bytes, false);
-    Document doc = Document::parse(bytes, name);
+    Document doc = Document::parse(bytes, name, pickle::StreamSpec{}, feed);
     importer->attach(&doc);
     history = importer->collect();
     importer->attach(nullptr);
@@ -928,6 +941,45 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   if (release_input) release_input();
   Trace t = importer->finish(history);
   return t;
+}
+
+// The inflating file as the parser's feed.
+class InflatingFeed final : public pickle::InputFeed {
+ public:
+  explicit InflatingFeed(InflatingBytes& bytes) : bytes_(bytes) {}
+  size_t wait_beyond(size_t ready) override { return bytes_.wait_beyond(ready); }
+
+ private:
+  InflatingBytes& bytes_;
+};
+
+// A gzip'd binary pickle (what PyTorch writes) parsed as it inflates on another thread, or nothing
+// when the file is not that plain case: then it is inflated first, which also words gzip's errors.
+// Errors come out as they would from inflating first: any error waits for the end of the stream,
+// and a damaged stream gives way to the one-shot path.
+std::optional<Trace> import_while_inflating(std::unique_ptr<MappedFile>& file, const std::string& path,
+                                            const ReadOptions& options, uint64_t disk_bytes) {
+  std::unique_ptr<InflatingBytes> raw = InflatingBytes::start(file->bytes(), true);
+  if (!raw) return std::nullopt;
+  try {
+    // Binary pickles open with PROTO; anything else (JSON, protocol 0) is read whole.
+    raw->wait_beyond(0);
+    if (raw->bytes()[0] != '\x80') return std::nullopt;
+    InflatingFeed feed(*raw);
+    auto release = [&] {
+      raw->finish();  // a bad checksum or trailer, found at the end, still decides
+      raw.reset();
+      file.reset();
+    };
+    try {
+      return import_snapshot(raw->bytes(), path, options, disk_bytes, release, &feed);
+    } catch (const FormatError&) {
+      if (raw) raw->finish();  // the stream's own damage, if any, is the error to report
+      throw;
+    }
+  } catch (const InflateAbandoned&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -954,6 +1006,12 @@ Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options)
   uint64_t disk_bytes = bytes.size();
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
       static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    try {
+      if (std::optional<Trace> t = import_while_inflating(file, path, options, disk_bytes)) return std::move(*t);
+    } catch (const FormatError& e) {
+      if (e.where() != FormatError::Where::Offset) throw;
+      throw FormatError::at_inflated_offset(e.file(), e.position(), e.detail());
+    }
     auto raw = std::make_unique<InflatedBytes>(inflate_gzip(bytes, path));
     file.reset();  // the compressed bytes are not needed any more
     try {

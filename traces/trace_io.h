@@ -47,6 +47,10 @@ std::string strip_trace_extension(const std::string& name);
 
 struct ReadOptions {
   int device = 0;  // snapshots record one trace per device
+  // Snapshots: where the rules infer no private pool, skip the allocator model's check of the
+  // inferred pools (traces/pool_inference.h, rule 7) and leave it to the caller (pool_check_pending,
+  // pools_confirmed): a viewer shows the trace first and runs that replay on a worker.
+  bool defer_pool_check = false;
 };
 
 // A streaming reader (throws FormatError when the file is bad, now or while reading).

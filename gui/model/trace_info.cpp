@@ -1,12 +1,14 @@
 #include "gui/model/trace_info.h"
 
 #include <algorithm>
+#include <future>
 #include <numeric>
 #include <string_view>
 #include <unordered_map>
 
 #include "gui/model/recorded_run.h"
 #include "traces/alloc_site.h"
+#include "traces/pool_inference.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::gui {
@@ -74,20 +76,40 @@ uint64_t TraceInfo::index_at_time(int64_t t) const {
   return static_cast<uint64_t>(it - trace.events.begin());
 }
 
-std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path) {
+namespace {
+
+std::shared_ptr<TraceInfo> derive(Trace trace, std::string path) {
   auto info = std::make_shared<TraceInfo>();
   info->path = std::move(path);
   info->trace = std::move(trace);
-  MemorySource source(info->trace);
-  info->stats = compute_stats(source);
-  info->free_index = match_frees(info->trace);
+  // Independent passes over millions of events, each on a thread (2 cores: the statistics
+  // beside the other two).
+  auto frees = std::async(std::launch::async, [&t = info->trace] { return match_frees(t); });
+  auto stats = std::async(std::launch::async, [&t = info->trace] {
+    MemorySource source(t);
+    return compute_stats(source);
+  });
   assign_sites(*info);
+  info->free_index = frees.get();
+  info->stats = stats.get();
   info->recorded_layout = has_recorded_layout(info->trace);
   return info;
 }
 
-std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path) {
-  return make_trace_info(load_trace(path), path);
+}  // namespace
+
+std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path) {
+  return derive(std::move(trace), std::move(path));
+}
+
+std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path, bool defer_pool_check) {
+  ReadOptions options;
+  options.defer_pool_check = defer_pool_check;
+  Trace trace = load_trace(path, options);
+  bool pending = defer_pool_check && pool_check_pending(trace);
+  auto info = derive(std::move(trace), path);
+  info->pools_pending = pending;
+  return info;
 }
 
 }  // namespace fraglab::gui

@@ -34,6 +34,7 @@ struct TraceInfo {
   std::vector<uint32_t> site_of_stack;
   bool has_stacks = false;
   bool recorded_layout = false;  // block addresses and segment calls recorded (gui/model/recorded_run.h)
+  bool pools_pending = false;    // its pools await the model's check (load_trace_info), which AppState runs
 
   uint64_t events() const { return trace.events.size(); }
   int64_t time_at(uint64_t index) const;
@@ -51,7 +52,9 @@ struct TraceInfo {
 // Derives everything from a trace already in memory.
 std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path);
 // Reads a trace file of any supported format; throws FormatError (or std::exception) on bad input.
-std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path);
+// `defer_pool_check`: a snapshot's pools may await the model's check (ReadOptions::defer_pool_check;
+// then pools_pending is set and pools_confirmed(info->trace) runs it).
+std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path, bool defer_pool_check = false);
 
 // The label of a stack's allocation site (see AllocSite; traces/alloc_site.h).
 using fraglab::site_label;
