@@ -39,6 +39,11 @@ class AddressSpace {
   // cuMemAddressReserve / cuMemAddressFree.
   virtual std::optional<Addr> place_range(uint64_t size) = 0;
   virtual void free_range(Addr addr) = 0;
+  // The same at a place the caller chose (a recording's): false, and nothing taken, when any of
+  // [addr, addr+size) is handed out already or lies past kAddressSpaceEnd. Later placements go
+  // around it; freed with free_segment / free_range.
+  virtual bool place_segment_at(Addr addr, uint64_t size) = 0;
+  virtual bool place_range_at(Addr addr, uint64_t size) = 0;
 };
 
 // `alignment`: the bump model's segment alignment (the CUDA model measures its own).

@@ -26,11 +26,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <utility>
 #include <vector>
 
 #include "device/address_space.h"
+#include "device/address_table.h"
+#include "device/tiered_map.h"
 
 namespace fraglab {
 
@@ -53,32 +54,60 @@ class CudaAddressSpace final : public AddressSpace {
   void free_segment(Addr addr) override { give_back(addr); }
   std::optional<Addr> place_range(uint64_t size) override;
   void free_range(Addr addr) override { give_back(addr); }
+  // A recording's place: taken from a chunk's free tail or hole when it lies in one, else from free
+  // address space as a chunk of exactly its size (no driver rule says more; no later cudaMalloc
+  // fits in it).
+  bool place_segment_at(Addr addr, uint64_t size) override { return place_at(addr, size); }
+  bool place_range_at(Addr addr, uint64_t size) override { return place_at(addr, size); }
 
  private:
+  using Age = uint64_t;  // chunks by creation order: the newest is searched first
+  struct Gap {
+    Addr begin;
+    uint64_t size;
+  };
+  // Every cudaMalloc searches the chunks newest first and each one's gaps lowest address first,
+  // so both are arrays in that order: a search reads contiguous memory, and the chunk filter
+  // (free_bytes, gap_bound) skips most chunks without touching their gaps.
   struct Chunk {
     Addr base;
     uint64_t size;
-    std::map<Addr, uint64_t> gaps;  // free stretches inside the chunk, by address
+    Age age;
+    std::vector<Gap> gaps;  // free stretches inside the chunk, by address
     uint64_t free_bytes = 0;
     uint64_t gap_bound = 0;  // no gap is larger (exact after a search that found no room)
     uint32_t live = 0;       // allocations in it (the context's own chunk is pinned)
   };
-  using Age = uint64_t;  // chunks by creation order: the newest is searched first
+  struct Allocation {
+    uint64_t bytes;
+    Age chunk;
+  };
+  // What a search reads of each chunk, apart (16 bytes a chunk): its age and the most it may hold
+  // (min of free_bytes and gap_bound).
+  struct ChunkKey {
+    Age age;
+    uint64_t room;
+  };
 
   uint64_t need(uint64_t size) const;
   std::optional<Addr> fit_in_chunks(uint64_t size);
   static std::optional<Addr> fit_in(Chunk& chunk, uint64_t need, uint64_t align);
+  static void take_from_gap(Chunk& chunk, size_t gap, Addr at, uint64_t bytes);
   std::optional<Addr> carve(uint64_t size, bool top_down);
   Addr new_chunk(Addr base, uint64_t csize, uint64_t used);
+  bool place_at(Addr addr, uint64_t size);
   void take_free(Addr begin, uint64_t size);
   void add_free(Addr begin, uint64_t size);
   void give_back(Addr addr);
+  size_t index_of_age(Age age) const;
+  void refresh(size_t index);
 
   CudaAddressLayout layout_;
   Age next_age_ = 0;
-  std::map<Age, Chunk> chunks_;
-  std::map<Addr, std::pair<uint64_t, Age>> allocations_;  // address -> (bytes taken, chunk)
-  std::map<Addr, uint64_t> free_;                         // free address space (begin -> size)
+  std::vector<Chunk> chunks_;             // by age, oldest first
+  std::vector<ChunkKey> keys_;            // chunks_[i]'s, at i
+  AddressTable<Allocation> allocations_;  // address -> bytes taken and chunk
+  TieredMap<Addr, uint64_t> free_;        // free address space (begin -> size)
 };
 
 }  // namespace fraglab

@@ -11,9 +11,11 @@
 //
 // SimDevice (device/sim_device.h) implements it with synthetic addresses; CudaDevice
 // (cuda/) with real GPU memory. Policies never know which one they run on.
-// Adaptors wrap a device to add one job each, RMM-style: LimitingDevice (device/limiting_device.h)
-// a capacity, TrackingDevice (device/tracking_device.h) what the engine observes, HintedDevice
-// (device/hinted_device.h) a recording's addresses.
+// Adaptors wrap any device to add one job each, RMM-style: LimitingDevice (device/limiting_device.h)
+// a capacity, StatisticsDevice call counts and the reserved peak, PhysicalMapDevice where memory is,
+// CallLogDevice the ordered call log (fidelity, export), HintedDevice (device/hinted_device.h) a
+// recording's addresses over any PlacingDevice (device/placing_device.h: one that can also place at
+// an address). TrackingDevice (device/tracking_device.h) composes the two the replay engine watches.
 #pragma once
 
 #include <cstdint>

@@ -1,18 +1,12 @@
 #include "device/hinted_device.h"
 
 #include <algorithm>
-#include <stdexcept>
+#include <array>
 #include <tuple>
 
 namespace fraglab {
 
-SimDeviceConfig HintedDevice::upstream_config(SimDeviceConfig c) {
-  c.capacity.reset();
-  c.addresses = AddressModel::Bump;
-  return c;
-}
-
-HintedDevice::HintedDevice(Device& upstream, const std::vector<Event>& events, const InitialState* initial)
+HintedDevice::HintedDevice(PlacingDevice& upstream, const std::vector<Event>& events, const InitialState* initial)
     : upstream_(upstream) {
   if (initial) {
     std::vector<std::tuple<StreamIndex, bool, std::array<int64_t, 2>>> ranges_seen;
@@ -33,52 +27,33 @@ HintedDevice::HintedDevice(Device& upstream, const std::vector<Event>& events, c
   }
 }
 
-bool HintedDevice::overlaps_local(Addr addr, uint64_t size) const {
-  for (const auto* m : {&local_segments_, &local_ranges_}) {
-    auto it = m->lower_bound(addr);
-    if (it != m->end() && it->first < addr + size) return true;
-    if (it != m->begin() && std::prev(it)->first + std::prev(it)->second > addr) return true;
-  }
-  return false;
-}
-
-bool HintedDevice::in_local_range(Addr addr) const {
-  auto it = local_ranges_.upper_bound(addr);
-  return it != local_ranges_.begin() && addr < std::prev(it)->first + std::prev(it)->second;
+bool HintedDevice::in_recorded_range(Addr addr) const {
+  auto it = recorded_ranges_.upper_bound(addr);
+  return it != recorded_ranges_.begin() && addr < std::prev(it)->first + std::prev(it)->second;
 }
 
 std::optional<Addr> HintedDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
-  if (!segment_hints_.empty() && segment_hints_.front().second == size) {
-    Addr addr = segment_hints_.front().first;
+  if (!segment_hints_.empty()) {
+    // Taken whether it is used or not: a hint of another size means the replay diverged here, and
+    // the hints stay in step with the calls.
+    auto [addr, recorded_size] = segment_hints_.front();
     segment_hints_.pop_front();
-    if (addr != 0 && !overlaps_local(addr, size)) {
-      local_segments_.emplace(addr, size);
-      local_reserved_ += size;
+    if (recorded_size == size && addr != 0 && upstream_.allocate_segment_at(addr, size, stream)) {
       ++hints_used_;
       return addr;
     }
-  } else if (!segment_hints_.empty()) {
-    segment_hints_.pop_front();  // the replay diverged here; keep the hints in step
   }
   return upstream_.allocate_segment(size, stream);
 }
 
-void HintedDevice::do_free_segment(Addr addr, uint64_t size) {
-  auto it = local_segments_.find(addr);
-  if (it == local_segments_.end()) return upstream_.free_segment(addr, size);
-  if (it->second != size) misuse("free_segment of an unknown segment");
-  local_reserved_ -= size;
-  local_segments_.erase(it);
-}
-
 std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
-  // The next recorded map outside every range known so far starts the new range.
-  while (!map_hints_.empty() && in_local_range(map_hints_.front())) map_hints_.pop_front();
-  if (!map_hints_.empty() && size % granularity() == 0) {
+  // The next recorded map outside every recorded range known so far starts the new range.
+  while (!map_hints_.empty() && in_recorded_range(map_hints_.front())) map_hints_.pop_front();
+  if (!map_hints_.empty()) {
     Addr addr = map_hints_.front();
     map_hints_.pop_front();
-    if (addr % granularity() == 0 && !overlaps_local(addr, size)) {
-      local_ranges_.emplace(addr, size);
+    if (addr % granularity() == 0 && upstream_.reserve_range_at(addr, size)) {
+      recorded_ranges_.emplace(addr, size);
       ++hints_used_;
       return addr;
     }
@@ -86,29 +61,13 @@ std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
   return upstream_.reserve_range(size);
 }
 
-bool HintedDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
-  if (!in_local_range(addr)) return upstream_.map_pages(addr, size, stream);
-  if (size == 0 || addr % granularity() || size % granularity() || !in_local_range(addr + size - 1))
-    misuse("map_pages outside a reserved range or unaligned");
-  local_reserved_ += size;
-  return true;
-}
-
-void HintedDevice::do_unmap_pages(Addr addr, uint64_t size) {
-  if (!in_local_range(addr)) return upstream_.unmap_pages(addr, size);
-  if (size > local_reserved_) misuse("unmap_pages of more than is mapped");
-  local_reserved_ -= size;
-}
-
 void HintedDevice::do_release_range(Addr addr, uint64_t size) {
-  auto it = local_ranges_.find(addr);
-  if (it == local_ranges_.end()) return upstream_.release_range(addr, size);
-  if (it->second != size) misuse("release_range of an unknown range");
-  local_ranges_.erase(it);
+  upstream_.release_range(addr, size);
+  recorded_ranges_.erase(addr);
 }
 
 bool HintedDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
-  if (in_local_range(dst) || in_local_range(src)) return false;
+  if (in_recorded_range(dst) || in_recorded_range(src)) return false;
   return upstream_.alias_pages(dst, src, size);
 }
 

@@ -13,6 +13,12 @@ SimDevice::SimDevice(SimDeviceConfig config)
   if (config.capacity) throw std::logic_error("SimDevice has no capacity: wrap it in a LimitingDevice (SimulatedGpu)");
 }
 
+SimDeviceConfig hinted_upstream_config(SimDeviceConfig config) {
+  config.capacity.reset();
+  config.addresses = AddressModel::Bump;
+  return config;
+}
+
 std::optional<Addr> SimDevice::do_allocate_segment(uint64_t size, StreamIndex) {
   // The address model bounds addresses at 2^48 (device/address_space.h): past it, out of memory.
   std::optional<Addr> addr = addresses_->place_segment(size);
@@ -23,10 +29,10 @@ std::optional<Addr> SimDevice::do_allocate_segment(uint64_t size, StreamIndex) {
 }
 
 void SimDevice::do_free_segment(Addr addr, uint64_t size) {
-  auto it = segments_.find(addr);
-  if (it == segments_.end() || it->second != size) misuse("free_segment of an unknown segment");
+  const uint64_t* held = segments_.find(addr);
+  if (!held || *held != size) misuse("free_segment of an unknown segment");
   reserved_ -= size;
-  segments_.erase(it);
+  segments_.erase(addr);
   addresses_->free_segment(addr);
 }
 
@@ -34,6 +40,19 @@ std::optional<Addr> SimDevice::do_reserve_range(uint64_t size) {
   std::optional<Addr> addr = addresses_->place_range(size);
   if (addr) ranges_.emplace(*addr, Range{size, {}});
   return addr;
+}
+
+bool SimDevice::do_allocate_segment_at(Addr addr, uint64_t size, StreamIndex) {
+  if (!addresses_->place_segment_at(addr, size)) return false;
+  segments_.emplace(addr, size);
+  reserved_ += size;
+  return true;
+}
+
+bool SimDevice::do_reserve_range_at(Addr addr, uint64_t size) {
+  if (!addresses_->place_range_at(addr, size)) return false;
+  ranges_.emplace(addr, Range{size, {}});
+  return true;
 }
 
 SimDevice::RangeIt SimDevice::range_of(Addr addr, uint64_t size, const char* call) {

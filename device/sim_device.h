@@ -15,12 +15,13 @@
 // scans of small vectors, not a dozen searches of device-wide ordered maps.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <vector>
 
 #include "device/address_space.h"
-#include "device/device.h"
+#include "device/address_table.h"
+#include "device/placing_device.h"
+#include "device/tiered_map.h"
 #include "traces/free_slots.h"
 
 namespace fraglab {
@@ -32,7 +33,12 @@ struct SimDeviceConfig {
   AddressModel addresses = AddressModel::Cuda;
 };
 
-class SimDevice final : public Device {
+// The SimDevice a HintedDevice's fallback should be: unlimited, and with the bump model whatever
+// the config's, so that segments and ranges the recording did not place keep addresses far from the
+// recorded ones (the driver's model would start where the recording's own driver started).
+SimDeviceConfig hinted_upstream_config(SimDeviceConfig config);
+
+class SimDevice final : public PlacingDevice {
  public:
   // `config.capacity` must be unset: capacity is a LimitingDevice's (throws std::logic_error).
   explicit SimDevice(SimDeviceConfig config = {});
@@ -49,9 +55,10 @@ class SimDevice final : public Device {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
   uint64_t do_reserved_bytes() const override { return reserved_; }
   std::optional<uint64_t> do_capacity() const override { return std::nullopt; }
+  // PlacingDevice: the address model takes the place when it is free.
+  bool do_allocate_segment_at(Addr addr, uint64_t size, StreamIndex stream) override;
+  bool do_reserve_range_at(Addr addr, uint64_t size) override;
 
- public:
- private:
   // A mapped stretch of virtual pages and the physical bytes behind it: `offset` bytes into
   // physical allocation `alloc`.
   struct VirtualRun {
@@ -75,7 +82,7 @@ class SimDevice final : public Device {
   struct PhysicalAlloc {
     std::vector<PhysicalRun> runs;
   };
-  using RangeIt = std::map<Addr, Range>::iterator;
+  using RangeIt = TieredMap<Addr, Range>::iterator;
 
   // The reserved range [addr, addr+size) lies in (throws device misuse when none).
   RangeIt range_of(Addr addr, uint64_t size, const char* call);
@@ -92,8 +99,8 @@ class SimDevice final : public Device {
   SimDeviceConfig config_;
   uint64_t reserved_ = 0;
   std::unique_ptr<AddressSpace> addresses_;
-  std::map<Addr, uint64_t> segments_;  // live cudaMalloc'd segments
-  std::map<Addr, Range> ranges_;       // reserved VMM ranges
+  AddressTable<uint64_t> segments_;  // live cudaMalloc'd segments: address -> size
+  TieredMap<Addr, Range> ranges_;    // reserved VMM ranges
   std::vector<PhysicalAlloc> physical_;
   FreeSlots unused_allocs_;  // slots of physical_ whose every page was freed
 };

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "allocators/registry.h"
+#include "device/call_log_device.h"
 #include "device/hinted_device.h"
 #include "device/limiting_device.h"
 #include "device/tracking_device.h"
@@ -38,14 +39,14 @@ class Checker {
   FidelityResult run() {
     SimDeviceConfig config;
     // With hints, a HintedDevice over a SimDevice of the bump model; without, the SimDevice alone.
-    SimDevice sim(options_.hint_addresses ? HintedDevice::upstream_config(config) : config);
+    SimDevice sim(options_.hint_addresses ? hinted_upstream_config(config) : config);
     std::optional<HintedDevice> hinted;
     if (options_.hint_addresses) hinted.emplace(sim, trace_.events, &trace_.meta.initial);
     LimitingDevice limited(hinted ? static_cast<Device&>(*hinted) : sim, options_.capacity);
     TrackingDevice device(limited);
-    auto policy = make_policy(PolicySpec::parse(options_.policy), device, trace_.meta, &trace_.events);
+    CallLogDevice log(device);  // the policy's calls, compared with the recording's
+    auto policy = make_policy(PolicySpec::parse(options_.policy), log, trace_.meta, &trace_.events);
     ReplayOptions ro;
-    ro.log_device_calls = true;
     ro.on_oom = OnOom::Skip;
     ReplayEngine engine(*policy, device, ro);
     // A history that began mid-run starts from the state then: its segments are the recording's.
@@ -79,10 +80,10 @@ class Checker {
         continue;
       }
       if (!is_step(e.kind)) continue;
-      size_t calls_before = device.call_log().size();
+      size_t calls_before = log.calls().size();
       size_t ooms_before = engine.result().ooms.size();
+      log.set_event_index(i);
       if (e.kind == EventKind::Oom) {
-        device.set_event_index(i);
         engine.settle_peak();
         auto block = policy->allocate(AllocRequest{UINT32_MAX, e.size, e.stream, i, e.pool});
         if (block)
@@ -95,7 +96,7 @@ class Checker {
         if (engine.result().ooms.size() != ooms_before)
           diverge(i, fmt::format("the model ran out of memory serving {}; the recording did not", describe(e, i)));
       }
-      if (!diverged_) compare_calls(device.call_log(), calls_before, pending, i);
+      if (!diverged_) compare_calls(log.calls(), calls_before, pending, i);
       if (!diverged_) {
         ++result_.reserved_checks;
         if (device.reserved_bytes() != recorded_reserved)

@@ -33,20 +33,6 @@ void walk_free(const Physical& physical, const std::vector<std::pair<Addr, uint6
 
 }  // namespace
 
-Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live,
-                                    uint64_t event_index) {
-  uint64_t allocated = 0, requested = 0;
-  for (const auto& b : live)
-    if (b.live) {
-      allocated += b.size;
-      requested += b.requested;
-    }
-  std::vector<std::pair<Addr, uint64_t>> blocks;  // sorted in measure_from, when there is free space
-  for (const auto& b : live)
-    if (b.live) blocks.emplace_back(b.addr, b.size);
-  return measure_fragmentation_unsorted(physical, blocks, allocated, requested, event_index);
-}
-
 namespace {
 template <class Physical>
 Fragmentation measure_from(const Physical& physical, std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
@@ -65,7 +51,42 @@ Fragmentation measure_from(const Physical& physical, std::vector<std::pair<Addr,
   });
   return f;
 }
+template <class Physical>
+Fragmentation measure_live(const Physical& physical, const std::vector<BlockRecord>& live, uint64_t event_index) {
+  uint64_t allocated = 0, requested = 0;
+  std::vector<std::pair<Addr, uint64_t>> blocks;  // sorted in measure_from, when there is free space
+  for (const auto& b : live)
+    if (b.live) {
+      allocated += b.size;
+      requested += b.requested;
+      blocks.emplace_back(b.addr, b.size);
+    }
+  return measure_from(physical, blocks, allocated, requested, event_index);
+}
+
+template <class Physical>
+std::vector<uint64_t> free_sizes(const Physical& physical, const std::vector<BlockRecord>& live) {
+  std::vector<uint64_t> sizes;
+  walk_free(physical, sorted_blocks(live), [&](Addr, uint64_t size) { sizes.push_back(size); });
+  return sizes;
+}
 }  // namespace
+
+Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live,
+                                    uint64_t event_index) {
+  return measure_live(physical, live, event_index);
+}
+
+Fragmentation measure_fragmentation(const PhysicalRanges& physical, const std::vector<BlockRecord>& live,
+                                    uint64_t event_index) {
+  return measure_live(physical, live, event_index);
+}
+
+Fragmentation measure_fragmentation_unsorted(const PhysicalRanges& physical,
+                                             std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                             uint64_t requested, uint64_t event_index) {
+  return measure_from(physical, blocks, allocated, requested, event_index);
+}
 
 Fragmentation measure_fragmentation_unsorted(const std::map<Addr, uint64_t>& physical,
                                              std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
@@ -80,9 +101,11 @@ Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, u
 }
 
 std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live) {
-  std::vector<uint64_t> sizes;
-  walk_free(physical, sorted_blocks(live), [&](Addr, uint64_t size) { sizes.push_back(size); });
-  return sizes;
+  return free_sizes(physical, live);
+}
+
+std::vector<uint64_t> free_range_sizes(const PhysicalRanges& physical, const std::vector<BlockRecord>& live) {
+  return free_sizes(physical, live);
 }
 
 }  // namespace fraglab

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "device/physical_map_device.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -37,8 +38,11 @@ struct Fragmentation {
   }
 };
 
-// Computes the metrics from physical memory and the live blocks.
+// Computes the metrics from physical memory and the live blocks. (Physical memory as a
+// PhysicalMapDevice keeps it, or as a std::map for a recording's segments.)
 Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live,
+                                    uint64_t event_index);
+Fragmentation measure_fragmentation(const PhysicalRanges& physical, const std::vector<BlockRecord>& live,
                                     uint64_t event_index);
 
 // The same from the live (address, size) blocks in any order (sorted here, in place) and
@@ -47,11 +51,15 @@ Fragmentation measure_fragmentation(const std::map<Addr, uint64_t>& physical, co
 Fragmentation measure_fragmentation_unsorted(const std::map<Addr, uint64_t>& physical,
                                              std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
                                              uint64_t requested, uint64_t event_index);
+Fragmentation measure_fragmentation_unsorted(const PhysicalRanges& physical,
+                                             std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
+                                             uint64_t requested, uint64_t event_index);
 Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, uint64_t>>& physical,
                                              std::vector<std::pair<Addr, uint64_t>>& blocks, uint64_t allocated,
                                              uint64_t requested, uint64_t event_index);
 
 // Sizes of the free ranges (for histograms), in address order.
 std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live);
+std::vector<uint64_t> free_range_sizes(const PhysicalRanges& physical, const std::vector<BlockRecord>& live);
 
 }  // namespace fraglab

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "allocators/registry.h"
+#include "device/call_log_device.h"
 #include "device/simulated_gpu.h"
 
 namespace fraglab {
@@ -49,24 +50,25 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
                            const std::function<void(const PlacedEvent&)>& sink) {
   SimulatedGpu gpu(config);
   TrackingDevice device(gpu);
-  auto policy = make_policy(spec, device, trace.meta, &trace.events);
+  CallLogDevice log(device);  // the policy's segment events, in order
+  auto policy = make_policy(spec, log, trace.meta, &trace.events);
   ReplayOptions options;
   options.on_oom = OnOom::Skip;
-  options.log_device_calls = true;
   options.recorded_ooms = false;  // the export shows the recording's OOM entries as they were
   ReplayEngine engine(*policy, device, options);
+  log.follow(engine.event_index());
   engine.establish_initial_state(trace.meta.initial);
 
   std::vector<uint8_t> pending_free;  // by id: free requested, not completed
   std::vector<StackId> stack_of_id;
   size_t calls_seen = 0;
   auto emit_calls = [&](uint64_t index) {
-    const auto& log = device.call_log();
-    for (; calls_seen < log.size(); ++calls_seen) {
+    const auto& calls = log.calls();
+    for (; calls_seen < calls.size(); ++calls_seen) {
       PlacedEvent p;
-      p.event.kind = log[calls_seen].kind;
-      p.event.addr = log[calls_seen].addr;
-      p.event.size = log[calls_seen].size;
+      p.event.kind = calls[calls_seen].kind;
+      p.event.addr = calls[calls_seen].addr;
+      p.event.size = calls[calls_seen].size;
       p.event.time_us = trace.events[index].time_us;
       p.event_index = index;
       p.requested = engine.requested_live();
@@ -106,7 +108,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
           p.requested = engine.requested_live();
           p.allocated = engine.allocated_live();
           p.reserved = device.reserved_bytes();
-          if (auto cap = device.capacity()) p.device_free = *cap > p.reserved ? *cap - p.reserved : 0;
+          if (auto cap = device.device().capacity()) p.device_free = *cap > p.reserved ? *cap - p.reserved : 0;
           p.event.addr = p.device_free;
           sink(p);
           break;

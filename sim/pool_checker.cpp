@@ -3,9 +3,10 @@
 #include <algorithm>
 
 #include "allocators/registry.h"
+#include "device/call_log_device.h"
 #include "device/hinted_device.h"
 #include "device/limiting_device.h"
-#include "device/tracking_device.h"
+#include "device/sim_device.h"
 #include "sim/capacity.h"
 
 namespace fraglab {
@@ -14,11 +15,10 @@ namespace fraglab {
 // not the engine's metrics, and it runs on every snapshot load.
 std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   if (trace.meta.format != "pytorch-snapshot" || trace.meta.history_absent) return std::nullopt;
-  SimDevice upstream(HintedDevice::upstream_config({}));
+  SimDevice upstream(hinted_upstream_config({}));
   HintedDevice hinted(upstream, trace.events, &trace.meta.initial);
   LimitingDevice limited(hinted, capacity_for(trace, std::nullopt));
-  TrackingDevice device(limited);
-  device.enable_call_log(true);
+  CallLogDevice device(limited);
   auto policy = make_policy(PolicySpec::parse("pytorch"), device, trace.meta, &trace.events);
   std::vector<Block> adopted;
   if (!trace.meta.initial.empty())
@@ -50,7 +50,7 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
         policy->release_pool(e.pool);
         break;
       case EventKind::EmptyCache: {
-        const size_t calls_before = device.call_log().size();
+        const size_t calls_before = device.calls().size();
         policy->empty_cache();
         if (e.id != 0) break;  // the importer's only: inferred ones are counted by neither side
         // The releases the recording made right after it (the importer put the event before them).
@@ -62,7 +62,7 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
           else if (k != EventKind::PoolRelease && k != EventKind::EmptyCache)
             break;
         }
-        const auto& log = device.call_log();
+        const auto& log = device.calls();
         for (size_t c = calls_before; c < log.size(); ++c)
           if (std::find(recorded.begin(), recorded.end(), log[c].addr) == recorded.end())
             return PoolMisplacement{PoolMisplacement::Kind::KeptSegment, empty_caches, log[c].addr};

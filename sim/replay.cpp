@@ -15,7 +15,6 @@ namespace {
 
 ReplayEngine::ReplayEngine(Policy& policy, TrackingDevice& device, ReplayOptions options)
     : policy_(policy), device_(device), options_(std::move(options)) {
-  device_.enable_call_log(options_.log_device_calls);
   observed_ = options_.check_invariants || options_.sample_every != 0 || static_cast<bool>(options_.on_event);
 }
 
@@ -61,7 +60,7 @@ void ReplayEngine::settle_peak() {
 [[gnu::always_inline]] inline bool ReplayEngine::apply_replay_event(const Event& e, uint64_t index) {
   ++result_.events;
   const uint64_t reserved_before = device_.reserved_bytes();
-  device_.set_event_index(index);
+  event_index_ = index;
   if (e.kind == EventKind::Alloc) {
     if (!on_alloc(e, index)) return false;
   } else if (e.kind == EventKind::Free) {
@@ -119,7 +118,7 @@ bool ReplayEngine::on_alloc_failed(const Event& e, uint64_t index) {
 
 void ReplayEngine::on_recorded_oom(const Event& e, uint64_t index) {
   const uint64_t reserved_before = device_.reserved_bytes();
-  device_.set_event_index(index);
+  event_index_ = index;
   auto block = policy_.allocate(AllocRequest{kTransientRequest, e.size, e.stream, index, e.pool});
   const uint64_t reserved = device_.reserved_bytes();
   result_.recorded_ooms.push_back(
@@ -308,7 +307,6 @@ ReplayResult ReplayEngine::take_result() {
   result_.final_allocated = allocated_;
   result_.final_requested = requested_;
   result_.calls = device_.counts();
-  if (options_.log_device_calls) result_.device_calls = device_.call_log();
   return std::move(result_);
 }
 

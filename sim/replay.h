@@ -36,7 +36,6 @@ struct TimelinePoint {
 struct ReplayOptions {
   OnOom on_oom = OnOom::Stop;
   bool check_invariants = false;
-  bool log_device_calls = false;      // keep the ordered device call log (fidelity)
   uint64_t stop_before = UINT64_MAX;  // replay events [0, stop_before) only
   uint64_t sample_every = 0;          // fragmentation sample every N events (0 = none)
   // Called after each replay event with the byte counts (timelines, plots).
@@ -92,8 +91,7 @@ struct ReplayResult {
   bool stopped_on_oom = false;
   bool cancelled = false;
   std::vector<Fragmentation> samples;
-  std::vector<DeviceCall> device_calls;  // when log_device_calls
-  double seconds = 0;                    // replay time, excluding trace loading
+  double seconds = 0;  // replay time, excluding trace loading
   // Bounds of the trace (sim/bounds.h): the peak of live requested bytes over the trace
   // (counting allocations the policy failed), and the offline oracle's reserved peak.
   uint64_t live_bytes_bound = 0;
@@ -131,6 +129,9 @@ class ReplayEngine {
   // The state now: blocks by allocation id (entries with live=false are not live).
   const std::vector<BlockRecord>& blocks() const { return blocks_; }
   const TrackingDevice& device() const { return device_; }
+  // The index of the event being applied (the last one after it): a CallLogDevice over the
+  // engine's device follows it to tag each call with its event.
+  const uint64_t& event_index() const { return event_index_; }
   Fragmentation measure(uint64_t event_index) const;
   uint64_t requested_live() const { return requested_; }
   uint64_t allocated_live() const { return allocated_; }
@@ -152,6 +153,7 @@ class ReplayEngine {
   Policy& policy_;
   TrackingDevice& device_;
   ReplayOptions options_;
+  uint64_t event_index_ = 0;
   std::vector<Block> adopted_;  // the prologue's blocks as the policy adopted them, by event index
   bool established_ = false;
   ReplayResult result_;

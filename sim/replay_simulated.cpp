@@ -1,19 +1,25 @@
 #include "sim/replay_simulated.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "device/simulated_gpu.h"
 
 namespace fraglab {
 
 ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
-                              const ReplayOptions& options, const std::vector<Event>* events) {
+                              const ReplayOptions& options, const std::vector<Event>* events,
+                              std::vector<DeviceCall>* calls) {
   SimulatedGpu gpu(device_config);
   TrackingDevice device(gpu);
-  auto policy = make_policy(spec, device, source.meta(), events);
+  std::optional<CallLogDevice> log;  // over the engine's stack, so the policy's calls pass it first
+  if (calls) log.emplace(device);
+  auto policy = make_policy(spec, log ? static_cast<Device&>(*log) : device.device(), source.meta(), events);
   ReplayEngine engine(*policy, device, options);
+  if (log) log->follow(engine.event_index());
   engine.run(source);
   ReplayResult result = engine.take_result();
+  if (log) *calls = log->take_calls();
   result.policy = spec.text;
   std::optional<TraceBounds> bounds = options.bounds;
   if (!bounds && events) bounds = compute_bounds(*events, options.oracle_bound, options.stop_before);

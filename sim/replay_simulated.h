@@ -8,13 +8,16 @@
 #include <vector>
 
 #include "allocators/registry.h"
+#include "device/call_log_device.h"
 #include "sim/replay.h"
 
 namespace fraglab {
 
 // Builds the policy from `spec` on a fresh SimDevice and replays `source` through it.
-// `events` (the whole trace, may be null) is handed to offline policies.
+// `events` (the whole trace, may be null) is handed to offline policies. With `calls`, the policy's
+// device calls are logged there in order, each tagged with its event (device/call_log_device.h).
 ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
-                              const ReplayOptions& options, const std::vector<Event>* events = nullptr);
+                              const ReplayOptions& options, const std::vector<Event>* events = nullptr,
+                              std::vector<DeviceCall>* calls = nullptr);
 
 }  // namespace fraglab

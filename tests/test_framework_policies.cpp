@@ -7,6 +7,7 @@
 #include <random>
 
 #include "allocators/registry.h"
+#include "device/call_log_device.h"
 #include "device/sim_device.h"
 #include "device/simulated_gpu.h"
 #include "device/tracking_device.h"
@@ -54,30 +55,31 @@ struct Bench {
 TEST_CASE("alias_pages maps pages twice and counts them once", "[framework]") {
   SimDevice sim;
   TrackingDevice dev(sim);
-  const uint64_t g = dev.granularity();
-  Addr a = *dev.reserve_range(4 * g);
-  Addr b = *dev.reserve_range(4 * g);
-  REQUIRE(dev.map_pages(a, g, 0));
-  REQUIRE(dev.map_pages(a + 2 * g, g, 0));  // two non-contiguous physical chunks
+  Device& d = dev.device();
+  const uint64_t g = d.granularity();
+  Addr a = *d.reserve_range(4 * g);
+  Addr b = *d.reserve_range(4 * g);
+  REQUIRE(d.map_pages(a, g, 0));
+  REQUIRE(d.map_pages(a + 2 * g, g, 0));  // two non-contiguous physical chunks
   REQUIRE(dev.reserved_bytes() == 2 * g);
-  REQUIRE(dev.alias_pages(b, a, g));
-  REQUIRE(dev.alias_pages(b + g, a + 2 * g, g));
+  REQUIRE(d.alias_pages(b, a, g));
+  REQUIRE(d.alias_pages(b + g, a + 2 * g, g));
   CHECK(dev.reserved_bytes() == 2 * g);
   CHECK(sim.reserved_bytes() == 2 * g);
   CHECK(dev.counts().aliases == 2);
   CHECK(dev.is_backed(b, 2 * g));  // the stitched range is one contiguous block
   // Unmapping the original keeps the pages: the alias still maps them.
-  dev.unmap_pages(a, g);
+  d.unmap_pages(a, g);
   CHECK(sim.reserved_bytes() == 2 * g);
   CHECK(dev.reserved_bytes() == 2 * g);
   // The last mapping frees them.
-  dev.unmap_pages(b, 2 * g);
+  d.unmap_pages(b, 2 * g);
   CHECK(sim.reserved_bytes() == g);
   CHECK(dev.reserved_bytes() == g);
-  dev.unmap_pages(a + 2 * g, g);
+  d.unmap_pages(a + 2 * g, g);
   CHECK(dev.reserved_bytes() == 0);
-  dev.release_range(a, 4 * g);
-  dev.release_range(b, 4 * g);
+  d.release_range(a, 4 * g);
+  d.release_range(b, 4 * g);
 }
 
 TEST_CASE("alias_pages rejects misuse and costs no capacity", "[framework]") {
@@ -85,20 +87,21 @@ TEST_CASE("alias_pages rejects misuse and costs no capacity", "[framework]") {
   config.capacity = 4ull << 20;
   SimulatedGpu sim(config);
   TrackingDevice dev(sim);
-  const uint64_t g = dev.granularity();
-  Addr a = *dev.reserve_range(2 * g);
-  Addr b = *dev.reserve_range(2 * g);
-  REQUIRE(dev.map_pages(a, 2 * g, 0));
-  CHECK_FALSE(dev.map_pages(b, g, 0));                             // full
-  CHECK(dev.alias_pages(b, a, 2 * g));                             // but aliasing needs no new memory
-  CHECK_THROWS_AS(dev.alias_pages(b, a, g), std::logic_error);     // already mapped there
-  CHECK_THROWS_AS(dev.release_range(b, 2 * g), std::logic_error);  // still mapped
+  Device& d = dev.device();
+  const uint64_t g = d.granularity();
+  Addr a = *d.reserve_range(2 * g);
+  Addr b = *d.reserve_range(2 * g);
+  REQUIRE(d.map_pages(a, 2 * g, 0));
+  CHECK_FALSE(d.map_pages(b, g, 0));                             // full
+  CHECK(d.alias_pages(b, a, 2 * g));                             // but aliasing needs no new memory
+  CHECK_THROWS_AS(d.alias_pages(b, a, g), std::logic_error);     // already mapped there
+  CHECK_THROWS_AS(d.release_range(b, 2 * g), std::logic_error);  // still mapped
   // A partial unmap of the alias splits it.
-  dev.unmap_pages(b + g, g);
+  d.unmap_pages(b + g, g);
   CHECK(dev.is_backed(b, g));
   CHECK_FALSE(dev.is_backed(b + g, 1));
-  dev.unmap_pages(b, g);
-  dev.unmap_pages(a, 2 * g);
+  d.unmap_pages(b, g);
+  d.unmap_pages(a, 2 * g);
   CHECK(sim.device().reserved_bytes() == 0);
   Addr c = *sim.device().reserve_range(g);
   CHECK_THROWS_AS(sim.device().alias_pages(c, a, g), std::logic_error);  // source not mapped
@@ -135,18 +138,17 @@ TEST_CASE("SimDevice: mapping counts per physical piece through partial unmaps a
 
 TEST_CASE("alias_pages is logged with its source", "[framework]") {
   SimDevice sim;
-  TrackingDevice dev(sim);
-  dev.enable_call_log(true);
+  CallLogDevice dev(sim);
   const uint64_t g = dev.granularity();
   Addr a = *dev.reserve_range(g);
   Addr b = *dev.reserve_range(g);
   REQUIRE(dev.map_pages(a, g, 0));
   REQUIRE(dev.alias_pages(b, a, g));
-  REQUIRE(dev.call_log().size() == 2);
-  CHECK(dev.call_log()[1].kind == EventKind::SegmentMap);
-  CHECK(dev.call_log()[1].addr == b);
-  CHECK(dev.call_log()[1].alias_of == a);
-  CHECK(dev.call_log()[0].alias_of == 0);
+  REQUIRE(dev.calls().size() == 2);
+  CHECK(dev.calls()[1].kind == EventKind::SegmentMap);
+  CHECK(dev.calls()[1].addr == b);
+  CHECK(dev.calls()[1].alias_of == a);
+  CHECK(dev.calls()[0].alias_of == 0);
 }
 
 namespace fraglab {

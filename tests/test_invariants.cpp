@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "allocators/registry.h"
+#include "device/call_log_device.h"
 #include "device/simulated_gpu.h"
 #include "sim/replay.h"
 
@@ -128,13 +129,14 @@ RunOutcome run_checked(const PolicyInfo& info, const Trace& t, std::optional<uin
   config.capacity = capacity;
   SimulatedGpu sim(config);
   TrackingDevice device(sim);
+  CallLogDevice log(device);
   PolicySpec spec = PolicySpec::parse(info.name);
-  auto policy = make_policy(spec, device, t.meta, info.needs_whole_trace ? &t.events : nullptr);
+  auto policy = make_policy(spec, log, t.meta, info.needs_whole_trace ? &t.events : nullptr);
   ReplayOptions options;
   options.on_oom = OnOom::Skip;
   options.check_invariants = true;
-  options.log_device_calls = true;
   ReplayEngine engine(*policy, device, options);
+  log.follow(engine.event_index());
 
   auto check_all_backed = [&](uint64_t index) {
     for (const auto& b : engine.blocks())
@@ -168,7 +170,7 @@ RunOutcome run_checked(const PolicyInfo& info, const Trace& t, std::optional<uin
                t.events.size());
   }
   ReplayResult r = engine.take_result();
-  return {r.reserved.bytes, r.allocated.bytes, r.ooms.size(), std::move(r.device_calls)};
+  return {r.reserved.bytes, r.allocated.bytes, r.ooms.size(), log.take_calls()};
 }
 
 bool same_calls(const std::vector<DeviceCall>& a, const std::vector<DeviceCall>& b) {

@@ -5,6 +5,7 @@
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
 #include "allocators/registry.h"
+#include "device/call_log_device.h"
 #include "device/sim_device.h"
 #include "device/simulated_gpu.h"
 #include "device/tracking_device.h"
@@ -21,9 +22,10 @@ constexpr uint64_t MiB = 1024 * 1024;
 // A model on a simulated device that logs every device call.
 struct Rig {
   explicit Rig(const std::string& conf, std::optional<uint64_t> capacity = std::nullopt)
-      : sim(SimDeviceConfig{capacity}), dev(sim), model(dev, PytorchAllocatorConfig::parse(conf), {0}, 80ull << 30) {
-    dev.enable_call_log(true);
-  }
+      : sim(SimDeviceConfig{capacity}),
+        tracking(sim),
+        dev(tracking),
+        model(dev, PytorchAllocatorConfig::parse(conf), {0}, 80ull << 30) {}
   uint32_t malloc(uint64_t size) {
     auto b = model.malloc(size, 0);
     REQUIRE(b);
@@ -34,7 +36,7 @@ struct Rig {
   // The device calls so far as "alloc 20", "free 40", "map 20", "unmap 40" (MiB).
   std::vector<std::string> calls() const {
     std::vector<std::string> out;
-    for (const auto& c : dev.call_log()) {
+    for (const auto& c : dev.calls()) {
       const char* k = c.kind == EventKind::SegmentAlloc  ? "alloc"
                       : c.kind == EventKind::SegmentFree ? "free"
                       : c.kind == EventKind::SegmentMap  ? "map"
@@ -44,7 +46,8 @@ struct Rig {
     return out;
   }
   SimulatedGpu sim;
-  TrackingDevice dev;
+  TrackingDevice tracking;
+  CallLogDevice dev;
   PytorchCachingAllocator model;
 };
 
@@ -305,7 +308,7 @@ TEST_CASE("pytorch: expandable segments grow by pages and unmap on release", "[p
   r.model.empty_cache();
   CHECK(r.calls() == Calls{"map 20", "map 20", "map 2", "unmap 40", "unmap 2"});
   CHECK(r.model.stats().reserved == 0);
-  CHECK(r.dev.counts().releases == 2);  // both address ranges given back
+  CHECK(r.tracking.counts().releases == 2);  // both address ranges given back
 }
 
 TEST_CASE("pytorch: expandable segments split even large blocks and map only what is missing", "[pytorch]") {

@@ -130,7 +130,6 @@ void PolicyRun::replay_all(std::stop_token stop) {
     for (auto& s : result->series) s.reserve(n);
     ReplayOptions options;
     options.on_oom = OnOom::Skip;  // replay the whole trace; OOMs are listed and marked
-    options.log_device_calls = true;
     options.on_event = [&](const TimelinePoint& p) {
       result->series[0].set(p.event_index, p.requested);
       result->series[1].set(p.event_index, p.allocated);
@@ -142,19 +141,19 @@ void PolicyRun::replay_all(std::stop_token stop) {
       return !stop.stop_requested();
     };
     MemorySource source(trace_->trace);
-    result->replay = replay_simulated(source, PolicySpec::parse(spec_), device_, options, &trace_->trace.events);
+    std::vector<DeviceCall> calls;
+    result->replay =
+        replay_simulated(source, PolicySpec::parse(spec_), device_, options, &trace_->trace.events, &calls);
     if (result->replay.cancelled) return;
     for (int k = 0; k < kSeriesCount; ++k) {
       result->series[k].finish(n);
       result->pyramid[k] = MinMaxPyramid(result->series[k].kib());
     }
-    for (const DeviceCall& call : result->replay.device_calls) {
+    for (const DeviceCall& call : calls) {
       bool grows = call.kind == EventKind::SegmentAlloc || call.kind == EventKind::SegmentMap;
       if (grows && (result->device_grows.empty() || result->device_grows.back() != call.event_index))
         result->device_grows.push_back(call.event_index);
     }
-    result->replay.device_calls.clear();
-    result->replay.device_calls.shrink_to_fit();
     result_ = std::move(result);
     state_.store(State::Done, std::memory_order_release);
   } catch (const std::exception& e) {
