@@ -8,16 +8,16 @@
 // leaves of free blocks that each know their largest size (detail/address_fit_index.h; the
 // idea of Stephenson's "Cartesian tree", 1983), which skip whole leaves too small for the
 // request and find the same block. Pool mechanics as in bestfit (detail/coalescing_pool.h).
+#include "allocators/detail/address_fit_index.h"
 #include "allocators/detail/coalescing_pool.h"
 #include "allocators/detail/pool_policy.h"
-#include "allocators/detail/address_fit_index.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
 namespace {
 
-using detail::BlockNode;
 using detail::AddressFitIndex;
+using detail::BlockNode;
 
 class FirstFitIndex {
  public:

@@ -8,16 +8,16 @@
 // than address-ordered first fit, which is the point of having it here to compare.
 // The search uses the same address-ordered index as firstfit; pool mechanics
 // as in bestfit (detail/coalescing_pool.h).
+#include "allocators/detail/address_fit_index.h"
 #include "allocators/detail/coalescing_pool.h"
 #include "allocators/detail/pool_policy.h"
-#include "allocators/detail/address_fit_index.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
 namespace {
 
-using detail::BlockNode;
 using detail::AddressFitIndex;
+using detail::BlockNode;
 
 class NextFitIndex {
  public:

@@ -46,8 +46,8 @@ struct Phase {
   double thread_cpu = cpu_now(CLOCK_THREAD_CPUTIME_ID);
   ~Phase() {
     double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
-    std::printf("%-34s wall %8.1f ms   cpu %8.1f ms   this thread %8.1f ms\n", name, w * 1e3,
-                (cpu_now() - cpu) * 1e3, (cpu_now(CLOCK_THREAD_CPUTIME_ID) - thread_cpu) * 1e3);
+    std::printf("%-34s wall %8.1f ms   cpu %8.1f ms   this thread %8.1f ms\n", name, w * 1e3, (cpu_now() - cpu) * 1e3,
+                (cpu_now(CLOCK_THREAD_CPUTIME_ID) - thread_cpu) * 1e3);
   }
 };
 

@@ -48,8 +48,9 @@ void open_row(AppState& app) {
       ImGui::SameLine();
       ImGui::TextDisabled("(checking the inferred pools with the PyTorch model ...)");
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("a replay of the trace under PyTorch's allocator model; should it place a block "
-                          "elsewhere than the recording, the trace is read again with the pools it implies");
+        ImGui::SetTooltip(
+            "a replay of the trace under PyTorch's allocator model; should it place a block "
+            "elsewhere than the recording, the trace is read again with the pools it implies");
     }
   }
 }

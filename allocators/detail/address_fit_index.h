@@ -214,12 +214,12 @@ class AddressFitIndex {
     }
   }
 
-  std::vector<Leaf> leaves_;      // by id
-  std::vector<uint32_t> spare_;   // ids of emptied leaves
-  std::vector<uint32_t> order_;   // leaf ids in key order
-  std::vector<Addr> first_;       // per leaf in order: its lowest key
-  std::vector<uint64_t> max_;     // per leaf in order: its largest size
-  std::vector<Addr> key_of_;      // per node: its key (how erase and replace find it)
+  std::vector<Leaf> leaves_;     // by id
+  std::vector<uint32_t> spare_;  // ids of emptied leaves
+  std::vector<uint32_t> order_;  // leaf ids in key order
+  std::vector<Addr> first_;      // per leaf in order: its lowest key
+  std::vector<uint64_t> max_;    // per leaf in order: its largest size
+  std::vector<Addr> key_of_;     // per node: its key (how erase and replace find it)
   size_t count_ = 0;
 };
 

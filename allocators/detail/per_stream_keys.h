@@ -22,9 +22,7 @@ class PerStreamKeys {
   using Keys = OrderedKeys<Key>;
 
   // The stream's keys, or nullptr when it holds none.
-  Keys* find(StreamIndex stream) const {
-    return stream < by_stream_.size() ? by_stream_[stream].get() : nullptr;
-  }
+  Keys* find(StreamIndex stream) const { return stream < by_stream_.size() ? by_stream_[stream].get() : nullptr; }
 
   Keys& get(StreamIndex stream) {
     if (stream >= by_stream_.size()) by_stream_.resize(stream + 1);
