@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "traces/stream_interner.h"
+
 namespace fraglab::record {
 
 Trace to_trace(const RecordBuffer& buffer, uint64_t count, const std::string& source) {
@@ -15,13 +17,14 @@ Trace to_trace(const RecordBuffer& buffer, uint64_t count, const std::string& so
     StreamIndex stream;
   };
   std::unordered_map<uint64_t, Live> live;  // device pointer -> allocation
+  StreamInterner streams{trace.meta};
   trace.events.reserve(count);
   for (uint64_t i = 0; i < count; ++i) {
     const Record* r = buffer.at(i);
     if (!r) continue;  // a call still in flight when recording stopped
     Event e;
     e.time_us = r->time_ns / 1000;
-    e.stream = trace.meta.intern_stream(r->stream);
+    e.stream = streams.intern(r->stream);
     switch (r->kind) {
       case CallKind::Malloc: {
         if (r->ptr == 0) continue;  // cudaMalloc(0) returns nullptr: nothing to free later

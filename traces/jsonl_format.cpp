@@ -79,12 +79,15 @@ struct JsonlParser {
     if (auto s = h.find("streams"); s != h.end()) {
       if (!s->is_array()) fail("\"streams\" must be an array");
       m.streams.clear();
+      streams = StreamInterner(m);
       for (const auto& v : *s) {
         if (!v.is_number_unsigned()) fail("stream handles must be non-negative integers");
-        m.intern_stream(v.get<uint64_t>());
+        streams.intern(v.get<uint64_t>());
       }
-      if (m.streams.empty()) m.streams.push_back(0);
-      streams = StreamInterner(m);
+      if (m.streams.empty()) {
+        m.streams.push_back(0);
+        streams = StreamInterner(m);
+      }
     }
     if (auto s = h.find("allocator_settings"); s != h.end()) {
       if (!s->is_object()) fail("\"allocator_settings\" must be an object");

@@ -1,7 +1,7 @@
-// Stream handles -> stream indices for the readers: a hash lookup per event, so a trace with
-// tens of thousands of streams reads in linear time (TraceMeta::intern_stream scans the
-// table, once per new handle here). More streams than a StreamIndex holds is an error the
-// reader reports at its own position (TraceMeta::intern_stream throws TooManyStreams).
+// Stream handles -> stream indices for the readers: a hash lookup per event, and a new handle
+// appended without TraceMeta::intern_stream's scan, so a trace with tens of thousands of
+// streams reads in linear time. More streams than a StreamIndex holds is an error the reader
+// reports at its own position (TraceMeta::append_stream throws TooManyStreams).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ class StreamInterner {
   }
   StreamIndex intern(uint64_t handle) {
     if (auto it = index_.find(handle); it != index_.end()) return it->second;
-    StreamIndex i = meta_->intern_stream(handle);
+    StreamIndex i = meta_->append_stream(handle);
     index_.emplace(handle, i);
     return i;
   }

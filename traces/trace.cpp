@@ -43,6 +43,10 @@ const char* pool_origin(const PoolInfo& pool) {
 StreamIndex TraceMeta::intern_stream(uint64_t handle) {
   for (size_t i = 0; i < streams.size(); ++i)
     if (streams[i] == handle) return static_cast<StreamIndex>(i);
+  return append_stream(handle);
+}
+
+StreamIndex TraceMeta::append_stream(uint64_t handle) {
   // Events hold a 16-bit index: one more stream would silently wrap (70001 read as 4464).
   if (streams.size() > kMaxStreamIndex) throw TooManyStreams();
   streams.push_back(handle);

@@ -173,7 +173,10 @@ struct TraceMeta {
   std::vector<PoolInfo> pools{PoolInfo{}};
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
+  // intern_stream scans the table (a trace has a few streams); a reader that meets many keeps a
+  // hash index (traces/stream_interner.h) and appends the handles it knows are new.
   StreamIndex intern_stream(uint64_t handle);
+  StreamIndex append_stream(uint64_t handle);
   bool operator==(const TraceMeta&) const = default;
 };
 
