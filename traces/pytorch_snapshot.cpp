@@ -321,6 +321,7 @@ class Importer final : public pickle::ListSink {
       e.stack = stacks[e.stack];
     }
     local_key_ids_ = {};
+    last_key_id_ = 0;
     local_keys_ = {};
   }
 
@@ -401,6 +402,8 @@ class Importer final : public pickle::ListSink {
   StreamIndex last_local_stream_ = 0;
   std::unordered_map<std::string, StackId> local_key_ids_;
   std::string key_;  // the key being looked up (its buffer reused)
+  std::string last_key_;     // the key looked up last, and its local id (0: none yet)
+  StackId last_key_id_ = 0;
   std::vector<const std::string*> local_keys_;
   std::unordered_map<uint32_t, StackId> local_stack_of_list_;  // frames lists of the complete document
 
@@ -431,11 +434,19 @@ class Importer final : public pickle::ListSink {
   }
 
   // The local id of the stack whose key is key_ (a new one the first time).
+  // Half the allocations of a real recording repeat the stack of the one before: compared first.
   StackId local_stack_of_key() {
-    if (auto it = local_key_ids_.find(key_); it != local_key_ids_.end()) return it->second;
-    auto [it, inserted] = local_key_ids_.emplace(key_, static_cast<StackId>(local_keys_.size() + 1));
-    local_keys_.push_back(&it->first);
-    return it->second;
+    if (last_key_id_ && key_ == last_key_) return last_key_id_;
+    StackId id;
+    if (auto it = local_key_ids_.find(key_); it != local_key_ids_.end()) {
+      id = it->second;
+    } else {
+      auto [added, inserted] = local_key_ids_.emplace(key_, static_cast<StackId>(local_keys_.size() + 1));
+      local_keys_.push_back(&added->first);
+      id = added->second;
+    }
+    last_key_ = key_;
+    return last_key_id_ = id;
   }
 
   // A frames list's local stack id. A transient list is tagged with it (id + 1), so that the memo
