@@ -676,6 +676,8 @@ class Parser {
       v = memo[key];
       return !v.same_object(kAbsent) && v.kind() != Kind::Gone;
     };
+    // Picklers memoize a str as they write it, never an int, a constant or a memo reference: a
+    // memo write after one of those is left to the generic machine (the next key fails to read).
     auto scalar = [&](uint8_t op, Value& v) FLAT_INLINE {
       switch (op) {
         case 'h':
@@ -716,7 +718,7 @@ class Parser {
           uint8_t n = *p;
           v = make_span(Kind::Str, p + 1, n);
           p += 1 + n;
-          break;
+          return memo_after(v);
         }
         case 'X': {  // BINUNICODE
           if (!need(4)) return false;
@@ -724,7 +726,7 @@ class Parser {
           if (!need(4 + uint64_t{n})) return false;
           v = make_span(Kind::Str, p + 4, n);
           p += 4 + uint64_t{n};
-          break;
+          return memo_after(v);
         }
         case 'N':
           v = Value::make(Kind::None, 0);
@@ -738,7 +740,7 @@ class Parser {
         default:
           return false;
       }
-      return memo_after(v);
+      return true;
     };
     // The frames list after its EMPTY_LIST; its items go to flat_list_.
     bool frames_memoized = false;

@@ -530,7 +530,13 @@ class Importer final : public pickle::ListSink {
                            device, available.empty() ? "none" : available));
   }
 
+  // An inline int (nearly every one) without a call; the rest and the errors out of line.
   int64_t int_field(Value v, const char* what) const {
+    if (v.kind() == Kind::Int) [[likely]]
+      return static_cast<int64_t>(v.payload() << 4) >> 4;  // sign-extend 60 bits, as Document::as_int
+    return int_field_slow(v, what);
+  }
+  [[gnu::noinline]] int64_t int_field_slow(Value v, const char* what) const {
     if (v.kind() == Kind::HugeInt) fail(fmt::format("'{}' does not fit in 64 bits", what));
     if (!v.is_int()) fail(fmt::format("'{}' must be an int, not {}", what, pickle::kind_name(v.kind())));
     return doc_->as_int(v, what);
