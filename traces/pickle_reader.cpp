@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,9 @@
 #include "traces/format_error.h"
 
 namespace fraglab::pickle {
+
+// The fast path's lambdas: inlined, so that its input position stays in registers.
+#define FLAT_INLINE __attribute__((always_inline))
 
 namespace {
 
@@ -292,6 +296,24 @@ class Parser {
   Value root_dict_, device_traces_, stream_list_;
   std::vector<uint64_t> transient_memo_keys_;  // memo keys stored with a transient container
   static constexpr uint32_t kConsumed = 1;     // the tag of a consumed entry
+  // The fast path (pickle_reader.h): on once the streamed list is known and the sink reads flat items.
+  bool flat_ = false;
+  std::vector<FlatItem> flat_pending_;  // read, awaiting their batch's APPENDS (index + 1 on the stack)
+  struct MemoWrite {
+    uint64_t key;
+    Value old;
+  };
+  std::array<MemoWrite, 64> flat_undo_;  // the entry being read: its memo writes, to undo
+  std::vector<Value> flat_list_;          // the entry being read: its frames list's items (size: room)
+  struct KeySlot {
+    Value key;  // None: empty
+    int slot = -1;
+  };
+  std::array<KeySlot, 256> key_slots_{};  // key Value -> sink slot, by identity (open addressing)
+  size_t key_slots_used_ = 0;
+  static constexpr size_t kKeyMemory = 16;
+  std::array<KeySlot, kKeyMemory> last_keys_{};  // by position in the entry: the key seen last there
+  int frames_slot_ = -1;
   InputFeed* feed_;
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;       // of the bytes ready
@@ -396,7 +418,10 @@ class Parser {
     if (n == 0) return;
     if (streaming_) [[unlikely]] {
       if (container.same_object(stream_list_)) return consume(from);
-      if (!d_.transient(container)) check_persistent_items(from);
+      if (!d_.transient(container))
+        check_persistent_items(from);
+      else
+        check_no_flat_items(from);
     }
     Document::Tables& t = d_.transient(container) ? d_.transient_ : d_.tables_;
     if (n > UINT32_MAX || t.chunks.size() >= UINT32_MAX - 1) fail_op("too many items");
@@ -471,7 +496,11 @@ class Parser {
       index = d_.size(device_traces_);
     else
       return;
-    if (index == static_cast<size_t>(spec_.device)) stream_list_ = v;
+    if (index == static_cast<size_t>(spec_.device)) {
+      stream_list_ = v;
+      flat_ = spec_.sink->reads_flat_items();
+      frames_slot_ = spec_.sink->slot_of("frames");
+    }
   }
   // Items leaving for a container of the tree must not be (or name) transient ones.
   void check_persistent_items(size_t from) const {
@@ -480,10 +509,22 @@ class Parser {
       if (v.kind() >= Kind::Interned || (v.is_container() && d_.transient(v))) throw StreamAbandoned{};
     }
   }
+  void check_no_flat_items(size_t from) const {
+    for (size_t i = from; i < stack_.size(); ++i)
+      if (is_flat(stack_[i])) throw StreamAbandoned{};
+  }
   // The streamed list's new items go to the sink; then the transient tables are emptied.
   void consume(size_t from) {
     for (size_t i = from; i < stack_.size(); ++i) {
       Value v = stack_[i];
+      if (is_flat(v)) {
+        FlatItem& item = flat_pending_[v.payload() - 1];
+        if (item.consumed) throw StreamAbandoned{};
+        spec_.sink->flat_item(d_, item);
+        item.consumed = true;
+        ++d_.flat_items_;
+        continue;
+      }
       if (v.kind() != Kind::Dict || !d_.transient(v) || d_.tag(v) == kConsumed) throw StreamAbandoned{};
       spec_.sink->item(d_, v);
       d_.set_tag(v, kConsumed);
@@ -491,7 +532,8 @@ class Parser {
     stack_.resize(from);
     d_.streamed_list_ = stream_list_;
     for (Value v : stack_)
-      if (v.is_container() && d_.transient(v)) throw StreamAbandoned{};
+      if ((v.is_container() && d_.transient(v)) || is_flat(v)) throw StreamAbandoned{};
+    flat_pending_.clear();
     for (uint64_t key : transient_memo_keys_) {
       Value* slot = memo_slot(key);
       if (!slot || !slot->is_container() || !d_.transient(*slot)) continue;
@@ -507,6 +549,292 @@ class Parser {
     d_.transient_.clear();
     d_.tags_.clear();
   }
+  // --- The fast path for streamed entries (pickle_reader.h). It keeps its input position in locals
+  // (the generic machine's members are reloaded after every byte read through a uint8_t pointer,
+  // which may alias them), and gives up at anything unexpected, undoing its memo writes: the generic
+  // machine then reads the entry, with its own checks and errors.
+  static bool is_flat(Value v) { return v.kind() == Kind::Gone && v.payload() != 0; }
+
+  // Whether the EMPTY_DICT just read opens an item of the streamed list under its batch's MARK with
+  // only flat entries before it in the batch (a generic one pending keeps the rest of it generic,
+  // so that items are read, and their stacks interned, in order).
+  bool flat_entry_here() const {
+    if (marks_.empty()) return false;
+    size_t m = marks_.back();
+    if (m == 0 || !stack_[m - 1].same_object(stream_list_)) return false;
+    return stack_.size() == m || is_flat(stack_.back());
+  }
+
+  // The end of the ready input once `n` bytes past `p` are ready, or nullptr where the input ends first.
+  [[gnu::noinline]] const uint8_t* flat_more(const uint8_t* p, uint64_t n) {
+    while (static_cast<uint64_t>(end_ - p) < n) {
+      if (!feed_ || end_ == full_end_) return nullptr;
+      end_ = begin_ + feed_->wait_beyond(static_cast<size_t>(end_ - begin_));
+    }
+    return end_;
+  }
+
+  // The sink's slot for a key, remembered by the key's identity (keys are memo references).
+  int flat_slot(Value key) {
+    size_t i = (key.payload() * 0x9e3779b97f4a7c15ull) >> 56;
+    for (;; i = (i + 1) % key_slots_.size()) {
+      KeySlot& k = key_slots_[i];
+      if (k.key.same_object(key)) return k.slot;
+      if (k.key.kind() == Kind::None) break;  // empty: keys are str
+    }
+    int slot = spec_.sink->slot_of(d_.as_str(key, "key"));
+    if (slot >= FlatItem::kSlots) slot = -1;
+    if (key_slots_used_ < key_slots_.size() / 2) key_slots_[i] = {key, slot}, ++key_slots_used_;
+    return slot;
+  }
+
+  // Reads the entry whose EMPTY_DICT was just read: EMPTY_DICT [memo] MARK (key value)* SETITEMS, a key
+  // a str, a value a scalar or a memo reference [memo], the value of 'frames' also EMPTY_LIST [memo]
+  // then MARK refs APPENDS, or ref APPEND, or nothing. False (input position and memo as they were)
+  // where the entry is not laid out so.
+  bool read_flat_entry() {
+    static constexpr size_t kMaxWrites = std::tuple_size_v<decltype(flat_undo_)>;
+    auto& undo = flat_undo_;
+    size_t writes = 0;
+    const uint8_t* p = p_;
+    const uint8_t* end = end_;
+    uint64_t memo_count = memo_count_;
+    Value* memo = memo_.data();
+    uint64_t memo_size = memo_.size();
+    const uint64_t memo_capacity = memo_.capacity();
+    Value* list = flat_list_.data();  // its size is the room: items are written in place
+    size_t list_size = 0;
+    auto add_item = [&](Value v) FLAT_INLINE {
+      if (list_size == flat_list_.size()) [[unlikely]] {
+        flat_list_.resize(std::max<size_t>(64, 2 * list_size));
+        list = flat_list_.data();
+      }
+      list[list_size++] = v;
+    };
+    FlatItem item;
+    item.offset = op_at_;
+
+    auto need = [&](uint64_t n) FLAT_INLINE {
+      if (static_cast<uint64_t>(end - p) >= n) return true;
+      const uint8_t* more = flat_more(p, n);
+      if (more) end = more;
+      return more != nullptr;
+    };
+    auto next = [&](uint8_t& op) FLAT_INLINE {  // the next opcode, FRAMEs passed over (the input is all here)
+      for (;;) {
+        if (!need(1)) return false;
+        op = *p++;
+        if (op != 0x95) [[likely]]
+          return true;
+        if (!need(8)) return false;
+        uint64_t n = load_le<uint64_t>(p);
+        p += 8;
+        if (!need(n)) return false;
+      }
+    };
+    auto put = [&](uint8_t op, Value v, uint64_t& key) FLAT_INLINE {  // MEMOIZE, BINPUT, LONG_BINPUT
+      if (op == 0x94) {
+        key = memo_count;
+      } else if (op == 'q') {
+        if (!need(1)) return false;
+        key = *p++;
+      } else {
+        if (!need(4)) return false;
+        key = load_le<uint32_t>(p);
+        p += 4;
+      }
+      if (key >= memo_capacity || writes == kMaxWrites) return false;
+      if (key >= memo_size) {
+        memo_.grow_zeroed(key + 1);
+        memo = memo_.data();
+        memo_size = memo_.size();
+      }
+      undo[writes++] = {key, memo[key]};
+      if (memo[key].same_object(kAbsent)) ++memo_count;
+      memo[key] = v;
+      return true;
+    };
+    auto memo_after = [&](Value v) FLAT_INLINE {  // a value's memo write, if one follows
+      if (p == end && !need(1)) return true;
+      uint8_t op = *p;
+      if (op != 0x94 && op != 'q' && op != 'r') return true;
+      ++p;
+      uint64_t key = 0;
+      return put(op, v, key);
+    };
+    auto get = [&](uint8_t op, Value& v) FLAT_INLINE {  // BINGET, LONG_BINGET of a value that is there
+      uint64_t key;
+      if (op == 'h') {
+        if (!need(1)) return false;
+        key = *p++;
+      } else {
+        if (!need(4)) return false;
+        key = load_le<uint32_t>(p);
+        p += 4;
+      }
+      if (key >= memo_size) return false;
+      v = memo[key];
+      return !v.same_object(kAbsent) && v.kind() != Kind::Gone;
+    };
+    // Picklers memoize a str as they write it, never an int, a constant or a memo reference: a
+    // memo write after one of those is left to the generic machine (the next key fails to read).
+    auto scalar = [&](uint8_t op, Value& v) FLAT_INLINE {
+      switch (op) {
+        case 'h':
+        case 'j':
+          if (!get(op, v)) return false;
+          break;
+        case 'K':
+          if (!need(1)) return false;
+          v = make_int(*p);
+          p += 1;
+          break;
+        case 'M':
+          if (!need(2)) return false;
+          v = make_int(load_le<uint16_t>(p));
+          p += 2;
+          break;
+        case 'J':
+          if (!need(4)) return false;
+          v = make_int(load_le<int32_t>(p));
+          p += 4;
+          break;
+        case 0x8a: {  // LONG1 of at most 8 bytes: fits in int64
+          if (!need(1) || *p > 8 || !need(1 + *p)) return false;
+          uint8_t n = *p;
+          if (n == 0) {
+            v = make_int(0);
+          } else if (end - p >= 9) {  // a whole word readable: sign-extend its low n bytes
+            int shift = 64 - 8 * n;
+            v = make_int(static_cast<int64_t>(load_le<uint64_t>(p + 1) << shift) >> shift);
+          } else {
+            v = long_bytes(p + 1, n);
+          }
+          p += 1 + n;
+          break;
+        }
+        case 0x8c: {  // SHORT_BINUNICODE
+          if (!need(1) || !need(1 + *p)) return false;
+          uint8_t n = *p;
+          v = make_span(Kind::Str, p + 1, n);
+          p += 1 + n;
+          return memo_after(v);
+        }
+        case 'X': {  // BINUNICODE
+          if (!need(4)) return false;
+          uint32_t n = load_le<uint32_t>(p);
+          if (!need(4 + uint64_t{n})) return false;
+          v = make_span(Kind::Str, p + 4, n);
+          p += 4 + uint64_t{n};
+          return memo_after(v);
+        }
+        case 'N':
+          v = Value::make(Kind::None, 0);
+          break;
+        case 0x88:
+          v = Value::make(Kind::True, 0);
+          break;
+        case 0x89:
+          v = Value::make(Kind::False, 0);
+          break;
+        default:
+          return false;
+      }
+      return true;
+    };
+    // The frames list after its EMPTY_LIST; its items go to flat_list_.
+    bool frames_memoized = false;
+    uint64_t frames_key = 0;
+    auto frames = [&]() FLAT_INLINE {
+      if (!need(1)) return true;  // the generic machine reports the end
+      if (*p == 0x94 || *p == 'q' || *p == 'r') {
+        uint8_t op = *p++;
+        if (!put(op, Value::make(Kind::Gone, 0), frames_key)) return false;  // named before it is interned
+        frames_memoized = true;
+        if (!need(1)) return true;
+      }
+      Value v;
+      if (*p == '(') {
+        ++p;
+        for (uint8_t op; next(op);) {
+          if (op == 'e') return true;
+          if ((op != 'h' && op != 'j') || !get(op, v)) return false;
+          add_item(v);
+        }
+        return false;
+      }
+      if (*p == 'h' || *p == 'j') {  // ref APPEND: one item; else the ref is the next key
+        const uint8_t* at = p;
+        uint8_t op = *p++, append = 0;
+        if (get(op, v) && next(append) && append == 'a') {
+          add_item(v);
+          return true;
+        }
+        p = at;
+      }
+      return true;  // empty
+    };
+
+    auto body = [&]() FLAT_INLINE {
+      uint8_t op;
+      uint64_t key = 0;
+      if (!next(op)) return false;
+      if (op == 0x94 || op == 'q' || op == 'r') {
+        if (!put(op, Value::make(Kind::Gone, 0), key) || !next(op)) return false;  // named again: abandoned
+      }
+      if (op != '(') return false;
+      bool have_frames = false;
+      size_t pair = 0;
+      while (next(op)) {
+        if (op == 'u') {
+          if (have_frames) {
+            // Interned only now, once the entry is known to be flat: a bail-out leaves no stack behind.
+            Value interned = Value::make(Kind::Interned, spec_.sink->intern_list(d_, list, list_size));
+            item.slots[frames_slot_] = interned;
+            if (frames_memoized) memo[frames_key] = interned;
+          }
+          return true;
+        }
+        Value k, v;
+        if (!scalar(op, k) || k.kind() != Kind::Str) return false;
+        // Entries repeat their keys in order: the slot the key at this position had last time.
+        int slot;
+        if (pair < kKeyMemory && last_keys_[pair].key.same_object(k)) [[likely]] {
+          slot = last_keys_[pair].slot;
+        } else {
+          slot = flat_slot(k);
+          if (pair < kKeyMemory) last_keys_[pair] = {k, slot};
+        }
+        ++pair;
+        if (!next(op)) return false;
+        if (op == ']') {
+          if (slot != frames_slot_ || slot < 0 || have_frames || !frames()) return false;
+          have_frames = true;
+        } else if (!scalar(op, v)) {
+          return false;
+        }
+        if (slot < 0) continue;
+        if (item.has(slot)) return false;  // a repeated key: generic (there the last one counts)
+        item.present |= 1u << slot;
+        item.slots[slot] = v;
+      }
+      return false;
+    };
+
+    if (!body()) {
+      while (writes) {
+        --writes;
+        memo_[undo[writes].key] = undo[writes].old;
+      }
+      return false;
+    }
+    p_ = p;
+    memo_count_ = memo_count;
+    flat_pending_.push_back(item);
+    push(Value::make(Kind::Gone, flat_pending_.size()));
+    return true;
+  }
+
   Value container_from_mark(Kind kind) {
     size_t m = pop_mark();
     Value c = make_container(kind);
@@ -730,6 +1058,7 @@ class Parser {
         push(make_container(Kind::List));
         return false;
       case '}':
+        if (flat_ && flat_entry_here() && read_flat_entry()) return false;
         push(make_container(Kind::Dict));
         return false;
       case ')':

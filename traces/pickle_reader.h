@@ -32,6 +32,13 @@
 //    rest of the snapshot (segments, settings, frame dicts) plus the memo, not the history.
 //    Anything that does not fit that layout throws StreamAbandoned and the caller parses again
 //    without a sink, so the result never depends on the layout (see pytorch_snapshot.cpp).
+//  - Flat entries (a sink that reads FlatItems): an entry laid out as PyTorch's pickler writes it
+//    (EMPTY_DICT [memo] MARK, key/value pairs of scalars and memo references, its 'frames' list of
+//    memo references, SETITEMS) is read straight from the opcodes into a FlatItem, without stack
+//    pushes or tables; its frames list is interned on the spot (memo: Interned). Anything else in
+//    an entry (a new frame dict, a nested container, an unusual opcode) rewinds to the entry's
+//    start, undoes its memo writes, and lets the generic machine read it and the rest of its batch,
+//    so the items reach the sink in order and as the generic reading gives them.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +52,8 @@ namespace fraglab::pickle {
 
 // Kinds start at 1: an all-zero Value is "no value" (an unused memo slot, fresh zero pages).
 // Interned and Gone occur only while streaming: a frames list the consumer has interned (payload: its
-// id) and a consumed entry (any use of it abandons the streaming parse).
+// id) and a consumed entry (payload 0: any use of it abandons the streaming parse) or, on the value
+// stack only, a flat entry awaiting its batch's end (payload: its index + 1).
 enum class Kind : uint8_t {
   None = 1,
   False,
@@ -90,6 +98,17 @@ class Document;
 // path expects; the caller parses again without a sink. Never escapes pytorch_snapshot.cpp.
 struct StreamAbandoned {};
 
+// A streamed entry read by the fast path: its values by the sink's slot for each key.
+struct FlatItem {
+  static constexpr int kSlots = 8;
+  uint64_t offset = 0;   // input offset of the entry's EMPTY_DICT (what Document::offset gives a dict)
+  uint32_t present = 0;  // bit s: slots[s] was given (each at most once)
+  bool consumed = false;
+  Value slots[kSlots];
+  bool has(int slot) const { return present >> slot & 1; }
+  Value get(int slot) const { return has(slot) ? slots[slot] : Value(); }
+};
+
 // The consumer of a streamed list's items.
 class ListSink {
  public:
@@ -97,6 +116,15 @@ class ListSink {
   // Called for each item appended to the streamed list, in order, while the rest of the document
   // is still being parsed. The item (a transient dict) is readable until the call returns.
   virtual void item(Document& doc, Value item) = 0;
+
+  // The fast path (see above), for a sink that reads FlatItems: items come through flat_item()
+  // (in order with those through item()), their 'frames' lists through intern_list().
+  virtual bool reads_flat_items() const { return false; }
+  // The slot (0 .. FlatItem::kSlots - 1) for a key's value, or -1 where the value is not read.
+  virtual int slot_of(std::string_view /*key*/) { return -1; }
+  // A frames list's items (memo references); returns the tag that local ids of it carry (id + 1).
+  virtual uint32_t intern_list(Document& /*doc*/, const Value* /*items*/, size_t /*n*/) { return 0; }
+  virtual void flat_item(Document& /*doc*/, const FlatItem& /*item*/) {}
 };
 
 // Input still being written (a gzip file inflating on another thread, traces/gzip.h): the parser
@@ -128,6 +156,8 @@ class Document {
   // Whether a streaming parse found and streamed its list (else the document is complete), and
   // that list's Value.
   bool streamed() const { return streamed_list_.kind() == Kind::List; }
+  // Entries the fast path read (the rest of a streamed list went through ListSink::item).
+  uint64_t flat_items() const { return flat_items_; }
   Value streamed_list() const { return streamed_list_; }
 
   Value root() const { return root_; }
@@ -225,6 +255,7 @@ class Document {
   std::string name_;
   Value root_;
   Value streamed_list_;  // None unless a list was streamed
+  uint64_t flat_items_ = 0;
   Tables tables_;
   Tables transient_;           // entries being streamed and their frames lists
   BigArray<uint32_t> tags_;    // by transient container

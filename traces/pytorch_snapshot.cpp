@@ -121,6 +121,12 @@ class StrCache {
 
 enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, UserMetadata, Other };
 
+// An entry's values by slot (pickle::FlatItem): 'addr' and 'device_free' share one (the last given
+// counts, as in the dict).
+enum Slot : int { kActionSlot, kAddrSlot, kSizeSlot, kStreamSlot, kTimeSlot, kFramesSlot, kUserMetadataSlot };
+constexpr std::array<int, 9> kSlotOfField = {kActionSlot, kAddrSlot, kAddrSlot,         kSizeSlot, kStreamSlot,
+                                             kTimeSlot,   kFramesSlot, kUserMetadataSlot, -1};
+
 Field parse_field(std::string_view s) {
   if (s == "action") return Field::Action;
   if (s == "addr") return Field::Addr;
@@ -163,12 +169,12 @@ class StackInterner {
   // The same into `key` (its buffer reused: one key a trace entry).
   void key_of(Value frames, std::string& key) {
     key.clear();
-    doc_->for_each(frames, [&](Value f) {
-      if (f.kind() != Kind::Dict) return;
-      if (doc_->transient(f)) throw pickle::StreamAbandoned{};  // frame dicts are identified by container
-      uint32_t id = frame_of(f);
-      key.append(reinterpret_cast<const char*>(&id), sizeof id);
-    });
+    doc_->for_each(frames, [&](Value f) { add_frame(f, key); });
+  }
+  // The same for a frames list's items (the fast path's, pickle::ListSink::intern_list).
+  void key_of(const Value* items, size_t n, std::string& key) {
+    key.clear();
+    for (size_t i = 0; i < n; ++i) add_frame(items[i], key);
   }
 
   // The stack of a key, a new StackId the first time.
@@ -207,6 +213,13 @@ class StackInterner {
                                    static_cast<uint64_t>(k.line) * 0x9e3779b97f4a7c15ull);
     }
   };
+
+  void add_frame(Value f, std::string& key) {
+    if (f.kind() != Kind::Dict) return;
+    if (doc_->transient(f)) throw pickle::StreamAbandoned{};  // frame dicts are identified by container
+    uint32_t id = frame_of(f);
+    key.append(reinterpret_cast<const char*>(&id), sizeof id);
+  }
 
   uint32_t frame_of(Value dict) {
     uint32_t index = doc_->container_index(dict);
@@ -268,15 +281,21 @@ class Importer final : public pickle::ListSink {
 
   // A streamed entry, while the parse goes on.
   void item(Document& doc, Value entry) override {
-    if (!streaming_doc_) {
-      // Entries are at least ~40 bytes of pickle each: room for all, taken (not touched) at once.
-      raw_.reserve(doc.input_size() / 40);
-      raw_offsets_.reserve(doc.input_size() / 40);
-    }
-    doc_ = &doc;
-    stacks_.attach(&doc);
-    streaming_doc_ = &doc;
+    enter(doc);
     read_entry(entry);
+  }
+  // The same read by the parser's fast path.
+  bool reads_flat_items() const override { return true; }
+  int slot_of(std::string_view key) override { return kSlotOfField[static_cast<size_t>(parse_field(key))]; }
+  uint32_t intern_list(Document& doc, const Value* items, size_t n) override {
+    enter(doc);
+    if (n == 0) return 1;  // as local_stack() tags an empty transient list
+    stacks_.key_of(items, n, key_);
+    return local_stack_of_key() + 1;
+  }
+  void flat_item(Document& doc, const pickle::FlatItem& item) override {
+    enter(doc);
+    read_fields(item);
   }
 
   // Everything but building the events; false: history absent. Streaming, it also checks that
@@ -302,6 +321,7 @@ class Importer final : public pickle::ListSink {
       e.stack = stacks[e.stack];
     }
     local_key_ids_ = {};
+    last_key_id_ = 0;
     local_keys_ = {};
   }
 
@@ -382,10 +402,24 @@ class Importer final : public pickle::ListSink {
   StreamIndex last_local_stream_ = 0;
   std::unordered_map<std::string, StackId> local_key_ids_;
   std::string key_;  // the key being looked up (its buffer reused)
+  std::string last_key_;     // the key looked up last, and its local id (0: none yet)
+  StackId last_key_id_ = 0;
   std::vector<const std::string*> local_keys_;
   std::unordered_map<uint32_t, StackId> local_stack_of_list_;  // frames lists of the complete document
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_offset(name_, entry_offset_, what); }
+
+  void enter(Document& doc) {
+    if (streaming_doc_ == &doc) return;
+    if (!streaming_doc_) {
+      // Entries are at least ~40 bytes of pickle each: room for all, taken (not touched) at once.
+      raw_.reserve(doc.input_size() / 40);
+      raw_offsets_.reserve(doc.input_size() / 40);
+    }
+    doc_ = &doc;
+    stacks_.attach(&doc);
+    streaming_doc_ = &doc;
+  }
 
   StreamIndex local_stream(Value v) {
     auto handle = static_cast<uint64_t>(int_field(v, "stream"));
@@ -400,11 +434,19 @@ class Importer final : public pickle::ListSink {
   }
 
   // The local id of the stack whose key is key_ (a new one the first time).
+  // Half the allocations of a real recording repeat the stack of the one before: compared first.
   StackId local_stack_of_key() {
-    if (auto it = local_key_ids_.find(key_); it != local_key_ids_.end()) return it->second;
-    auto [it, inserted] = local_key_ids_.emplace(key_, static_cast<StackId>(local_keys_.size() + 1));
-    local_keys_.push_back(&it->first);
-    return it->second;
+    if (last_key_id_ && key_ == last_key_) return last_key_id_;
+    StackId id;
+    if (auto it = local_key_ids_.find(key_); it != local_key_ids_.end()) {
+      id = it->second;
+    } else {
+      auto [added, inserted] = local_key_ids_.emplace(key_, static_cast<StackId>(local_keys_.size() + 1));
+      local_keys_.push_back(&added->first);
+      id = added->second;
+    }
+    last_key_ = key_;
+    return last_key_id_ = id;
   }
 
   // A frames list's local stack id. A transient list is tagged with it (id + 1), so that the memo
@@ -488,7 +530,13 @@ class Importer final : public pickle::ListSink {
                            device, available.empty() ? "none" : available));
   }
 
+  // An inline int (nearly every one) without a call; the rest and the errors out of line.
   int64_t int_field(Value v, const char* what) const {
+    if (v.kind() == Kind::Int) [[likely]]
+      return static_cast<int64_t>(v.payload() << 4) >> 4;  // sign-extend 60 bits, as Document::as_int
+    return int_field_slow(v, what);
+  }
+  [[gnu::noinline]] int64_t int_field_slow(Value v, const char* what) const {
     if (v.kind() == Kind::HugeInt) fail(fmt::format("'{}' does not fit in 64 bits", what));
     if (!v.is_int()) fail(fmt::format("'{}' must be an int, not {}", what, pickle::kind_name(v.kind())));
     return doc_->as_int(v, what);
@@ -583,38 +631,34 @@ class Importer final : public pickle::ListSink {
     if (entry.kind() != Kind::Dict)
       throw FormatError::in_file(
           name_, fmt::format("a device_traces entry must be a dict, not {}", pickle::kind_name(entry.kind())));
-    entry_offset_ = doc_->offset(entry);
-    Value action_v, addr_v, size_v, stream_v, time_v, frames_v;
-    bool has_action = false, has_addr = false, has_size = false;
+    pickle::FlatItem item;
+    item.offset = doc_->offset(entry);
     doc_->for_each_pair(entry, [&](Value k, Value v) {
       if (!k.is_str()) return;
-      switch (fields_.get(*doc_, k, parse_field)) {
-        case Field::Action:
-          action_v = v, has_action = true;
-          break;
-        case Field::Addr:
-        case Field::DeviceFree:
-          addr_v = v, has_addr = true;
-          break;
-        case Field::Size:
-          size_v = v, has_size = true;
-          break;
-        case Field::Stream:
-          stream_v = v;
-          break;
-        case Field::TimeUs:
-          time_v = v;
-          break;
-        case Field::Frames:
-          frames_v = v;
-          break;
-        case Field::UserMetadata:
-          if (v.is_str() && !doc_->as_str(v, "user_metadata").empty()) ++user_metadata_entries_;
-          break;
-        case Field::Other:
-          break;
+      Field field = fields_.get(*doc_, k, parse_field);
+      if (field == Field::UserMetadata) {  // counted at each occurrence (the fast path has no repeats)
+        count_user_metadata(v);
+        return;
+      }
+      if (int slot = kSlotOfField[static_cast<size_t>(field)]; slot >= 0) {
+        item.slots[slot] = v;
+        item.present |= 1u << slot;
       }
     });
+    read_fields(item);
+  }
+
+  void count_user_metadata(Value v) {
+    if (v.is_str() && !doc_->as_str(v, "user_metadata").empty()) ++user_metadata_entries_;
+  }
+
+  // An entry's values, gathered by read_entry() or read by the parser's fast path.
+  void read_fields(const pickle::FlatItem& item) {
+    entry_offset_ = item.offset;
+    if (item.has(kUserMetadataSlot)) count_user_metadata(item.slots[kUserMetadataSlot]);
+    bool has_action = item.has(kActionSlot), has_addr = item.has(kAddrSlot), has_size = item.has(kSizeSlot);
+    Value action_v = item.get(kActionSlot), addr_v = item.get(kAddrSlot), size_v = item.get(kSizeSlot);
+    Value stream_v = item.get(kStreamSlot), time_v = item.get(kTimeSlot), frames_v = item.get(kFramesSlot);
     if (!has_action || !action_v.is_str()) fail("trace entry has no 'action' string");
     Action action = actions_.get(*doc_, action_v, parse_action);
     if (action == Action::Snapshot || action == Action::UserDefined) return;  // markers, no memory change
@@ -908,6 +952,7 @@ class MappedFile {
 namespace {
 
 thread_local bool g_last_import_streamed = false;
+thread_local uint64_t g_last_import_flat_entries = 0;
 
 // The input is released (release_input) before the events are built, when the reading allows.
 // `feed`: the input is still being written (InflatingBytes), both parses wait for it.
@@ -916,9 +961,11 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, options);  // transcoded to pickle there
   std::unique_ptr<Importer> importer;
   bool history = false;
+  g_last_import_flat_entries = 0;
   try {
     importer = std::make_unique<Importer>(name, options, disk_bytes, true);
     Document doc = Document::parse(bytes, name, pickle::StreamSpec{options.device, importer.get()}, feed);
+    g_last_import_flat_entries = doc.flat_items();
     importer->attach(&doc);
     history = importer->collect();
     importer->resolve_deferred();
@@ -985,6 +1032,7 @@ std::optional<Trace> import_while_inflating(std::unique_ptr<MappedFile>& file, c
 }  // namespace
 
 bool last_snapshot_import_streamed() { return g_last_import_streamed; }
+uint64_t last_snapshot_import_flat_entries() { return g_last_import_streamed ? g_last_import_flat_entries : 0; }
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
   return import_snapshot(bytes, name, options, bytes.size(), {});

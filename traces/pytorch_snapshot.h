@@ -15,6 +15,7 @@
 // at an address still allocated, an unknown action, a device the snapshot has no trace for.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,8 @@ Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options)
 // Whether the last snapshot import on this thread read its entries streaming (else it read the
 // complete document: another layout, an error, or no history), for tests and benchmarks.
 bool last_snapshot_import_streamed();
+// How many of its entries the parser's fast path read (pickle_reader.h, "Flat entries").
+uint64_t last_snapshot_import_flat_entries();
 // The complete (never streaming) reading of a pickle, which decides results and messages: what
 // the streaming one is checked against.
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options);
