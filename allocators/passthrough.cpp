@@ -3,6 +3,7 @@
 // Models calling cudaMalloc/cudaFree directly for every tensor, the baseline every caching
 // allocator exists to beat: no fragmentation inside reserved memory (reserved equals the
 // live block bytes), at the price of a device call per allocation and per free.
+#include "allocators/detail/block_list.h"
 #include "allocators/registry.h"
 
 namespace fraglab {
@@ -13,7 +14,7 @@ class Passthrough final : public Policy {
   Passthrough(Device& device, uint64_t align) : device_(device), align_(align) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
-    uint64_t size = (std::max<uint64_t>(req.size, 1) + align_ - 1) / align_ * align_;
+    uint64_t size = detail::round_up(std::max<uint64_t>(req.size, 1), align_);
     auto addr = device_.allocate_segment(size, req.stream);
     if (!addr) return std::nullopt;
     return Block{*addr, size, 0};

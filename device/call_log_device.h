@@ -26,7 +26,7 @@ struct DeviceCall {
 
 class CallLogDevice final : public Device {
  public:
-  explicit CallLogDevice(Device& upstream) : upstream_(upstream) {}
+  explicit CallLogDevice(Device& upstream) : upstream_(upstream), granularity_(upstream.granularity()) {}
 
   const std::vector<DeviceCall>& calls() const { return calls_; }
   std::vector<DeviceCall> take_calls() { return std::move(calls_); }
@@ -40,7 +40,7 @@ class CallLogDevice final : public Device {
   // The Device interface (device/device.h); its public calls check the arguments first.
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   void do_free_segment(Addr addr, uint64_t size) override;
-  uint64_t do_granularity() const override { return upstream_.granularity(); }
+  uint64_t do_granularity() const override { return granularity_; }
   std::optional<Addr> do_reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_unmap_pages(Addr addr, uint64_t size) override;
@@ -54,6 +54,9 @@ class CallLogDevice final : public Device {
   }
 
   Device& upstream_;
+  // The upstream's, which a device fixes when it is built: every layer's public calls check
+  // alignment against it, and asking down the stack each time cost a virtual call per layer.
+  uint64_t granularity_;
   uint64_t own_index_ = 0;
   const uint64_t* index_ = &own_index_;
   std::vector<DeviceCall> calls_;

@@ -17,7 +17,7 @@ class LimitingDevice final : public Device {
  public:
   // `limit`: bytes; nullopt = the upstream's own capacity (unlimited for a SimDevice).
   explicit LimitingDevice(Device& upstream, std::optional<uint64_t> limit = std::nullopt)
-      : upstream_(upstream), limit_(limit) {}
+      : upstream_(upstream), granularity_(upstream.granularity()), limit_(limit) {}
 
   void set_limit(std::optional<uint64_t> limit) { limit_ = limit; }
 
@@ -29,7 +29,7 @@ class LimitingDevice final : public Device {
     return upstream_.allocate_segment(size, stream);
   }
   void do_free_segment(Addr addr, uint64_t size) override { upstream_.free_segment(addr, size); }
-  uint64_t do_granularity() const override { return upstream_.granularity(); }
+  uint64_t do_granularity() const override { return granularity_; }
   std::optional<Addr> do_reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override {
     return fits(size) && upstream_.map_pages(addr, size, stream);
@@ -42,6 +42,9 @@ class LimitingDevice final : public Device {
   std::optional<uint64_t> do_capacity() const override { return limit_ ? limit_ : upstream_.capacity(); }
 
   Device& upstream_;
+  // The upstream's, which a device fixes when it is built: every layer's public calls check
+  // alignment against it, and asking down the stack each time cost a virtual call per layer.
+  uint64_t granularity_;
   std::optional<uint64_t> limit_;
 };
 

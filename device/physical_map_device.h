@@ -30,7 +30,7 @@ struct DeviceRegion {
 
 class PhysicalMapDevice final : public Device {
  public:
-  explicit PhysicalMapDevice(Device& upstream) : upstream_(upstream) {}
+  explicit PhysicalMapDevice(Device& upstream) : upstream_(upstream), granularity_(upstream.granularity()) {}
 
   // Physical memory: merged [addr, addr+size) intervals, address-ordered. Pages mapped a second
   // time by alias_pages are not in it (they would count twice): see aliases(). Pieces that touch
@@ -56,7 +56,7 @@ class PhysicalMapDevice final : public Device {
   // The Device interface (device/device.h); its public calls check the arguments first.
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   void do_free_segment(Addr addr, uint64_t size) override;
-  uint64_t do_granularity() const override { return upstream_.granularity(); }
+  uint64_t do_granularity() const override { return granularity_; }
   std::optional<Addr> do_reserve_range(uint64_t size) override;
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_unmap_pages(Addr addr, uint64_t size) override;
@@ -73,6 +73,9 @@ class PhysicalMapDevice final : public Device {
   void remove_alias(Addr addr, uint64_t size);
 
   Device& upstream_;
+  // The upstream's, which a device fixes when it is built: every layer's public calls check
+  // alignment against it, and asking down the stack each time cost a virtual call per layer.
+  uint64_t granularity_;
   PhysicalRanges physical_;
   // Reserved ranges. Segments need no map of their own: a physical interval outside every
   // reserved range is exactly one segment (they never merge).

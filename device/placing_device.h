@@ -20,7 +20,7 @@ class PlacingDevice : public Device {
   }
   // reserve_range at `addr`: both granularity-aligned.
   bool reserve_range_at(Addr addr, uint64_t size) {
-    if (size == 0 || size % granularity() || addr % granularity())
+    if (size == 0 || !aligned(size) || !aligned(addr))
       misuse("reserve_range_at address or size not a multiple of granularity");
     return do_reserve_range_at(addr, size);
   }

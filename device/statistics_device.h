@@ -19,7 +19,7 @@ struct DeviceCallCounts {
 
 class StatisticsDevice final : public Device {
  public:
-  explicit StatisticsDevice(Device& upstream) : upstream_(upstream) {}
+  explicit StatisticsDevice(Device& upstream) : upstream_(upstream), granularity_(upstream.granularity()) {}
 
   const DeviceCallCounts& counts() const { return counts_; }
   // The most physical bytes held at once so far.
@@ -29,7 +29,7 @@ class StatisticsDevice final : public Device {
   // The Device interface (device/device.h); its public calls check the arguments first.
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   void do_free_segment(Addr addr, uint64_t size) override;
-  uint64_t do_granularity() const override { return upstream_.granularity(); }
+  uint64_t do_granularity() const override { return granularity_; }
   std::optional<Addr> do_reserve_range(uint64_t size) override;
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_unmap_pages(Addr addr, uint64_t size) override;
@@ -43,6 +43,9 @@ class StatisticsDevice final : public Device {
   void grew(uint64_t size);
 
   Device& upstream_;
+  // The upstream's, which a device fixes when it is built: every layer's public calls check
+  // alignment against it, and asking down the stack each time cost a virtual call per layer.
+  uint64_t granularity_;
   DeviceCallCounts counts_;
   uint64_t reserved_ = 0, peak_reserved_ = 0;
 };

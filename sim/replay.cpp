@@ -53,7 +53,7 @@ bool ReplayEngine::apply(const Event& e, uint64_t index) { return step(e, index)
 
 void ReplayEngine::settle_peak() {
   if (!peak_.deferred) return;
-  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  device_.physical().copy_to(peak_.physical);
   capture_peak(0);
 }
 
@@ -213,7 +213,7 @@ void ReplayEngine::remember_peak(uint64_t index) {
   // Stitched ranges (gmlake): a block in an alias mapping occupies the physical pages it shows, which
   // later aliasing changes: taken now.
   peak_.deferred = false;
-  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  device_.physical().copy_to(peak_.physical);
   peak_.allocated = 0;
   peak_.blocks.clear();
   for (const auto& [addr, size] : live_blocks_)
@@ -238,7 +238,7 @@ size_t ReplayEngine::settle_peak_before(const Event& e) {
     settle_peak();
     return SIZE_MAX;
   }
-  peak_.physical.assign(device_.physical().begin(), device_.physical().end());
+  device_.physical().copy_to(peak_.physical);
   return live_blocks_.size();
 }
 

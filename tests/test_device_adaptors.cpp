@@ -58,11 +58,45 @@ TEST_CASE("TieredMap keeps std::map's order through random inserts and erases", 
   }
   std::vector<std::pair<uint64_t, uint64_t>> forward(map.begin(), map.end());
   CHECK(forward == std::vector<std::pair<uint64_t, uint64_t>>(ref.begin(), ref.end()));
+  std::vector<std::pair<uint64_t, uint64_t>> copied{{1, 2}};  // copy_to replaces what was there
+  map.copy_to(copied);
+  CHECK(copied == forward);
   std::vector<uint64_t> backward;
   for (auto it = map.end(); it != map.begin();) backward.push_back((--it)->first);
   std::vector<uint64_t> rbackward;
   for (auto it = ref.rbegin(); it != ref.rend(); ++it) rbackward.push_back(it->first);
   CHECK(backward == rbackward);
+}
+
+// Each layer checks alignment against the granularity it keeps: by mask for a power of two, by
+// division otherwise (a SimDeviceConfig may set any granularity).
+TEST_CASE("every layer refuses unaligned VMM calls, power-of-two granularity or not", "[device]") {
+  for (uint64_t g : {uint64_t{2} << 20, uint64_t{3} << 20}) {
+    SimDeviceConfig config;
+    config.granularity = config.segment_alignment = g;
+    config.addresses = AddressModel::Bump;
+    SimDevice sim(config);
+    LimitingDevice limited(sim);
+    TrackingDevice tracking(limited);
+    CallLogDevice log(tracking);
+    const Addr at = g * 3000;  // a multiple of either granularity
+    for (Device* d :
+         {static_cast<Device*>(&sim), static_cast<Device*>(&limited), &tracking.device(), static_cast<Device*>(&log)}) {
+      CHECK(d->granularity() == g);
+      CHECK_THROWS_AS(d->reserve_range(g + 512), std::logic_error);
+      CHECK_THROWS_AS(d->map_pages(at + g / 2, g, 0), std::logic_error);
+      CHECK_THROWS_AS(d->map_pages(at, g + 512, 0), std::logic_error);
+      CHECK_THROWS_AS(d->unmap_pages(at, g - 512), std::logic_error);
+      CHECK_THROWS_AS(d->alias_pages(at, at + 512, g), std::logic_error);
+    }
+    CHECK_THROWS_AS(sim.reserve_range_at(at + 512, g), std::logic_error);
+    REQUIRE(sim.reserve_range_at(at, 4 * g));
+    CHECK(log.map_pages(at, 2 * g, 0));
+    CHECK(tracking.reserved_bytes() == 2 * g);
+    log.unmap_pages(at, 2 * g);
+    CHECK(tracking.reserved_bytes() == 0);
+    CHECK(log.calls().size() == 2);
+  }
 }
 
 TEST_CASE("StatisticsDevice counts calls, failures, reserved bytes and their peak", "[device]") {

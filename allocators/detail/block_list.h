@@ -72,6 +72,11 @@ class BlockList {
   FreeSlots unused_;
 };
 
-inline uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+// A mask when `to` is a power of two (alignments and granularities almost always are): a 64-bit
+// division costs tens of cycles, and the device-bound policies round on every request. (Not
+// std::has_single_bit: without -mpopcnt it is a library call.)
+inline uint64_t round_up(uint64_t n, uint64_t to) {
+  return to != 0 && (to & (to - 1)) == 0 ? (n + to - 1) & ~(to - 1) : (n + to - 1) / to * to;
+}
 
 }  // namespace fraglab::detail
