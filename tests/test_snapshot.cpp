@@ -421,8 +421,7 @@ TEST_CASE("snapshot import: the streaming reading equals the complete one on eve
     CHECK(r.streamed == !r.complete->meta.history_absent);
     streamed += r.streamed;
     // The parser's fast path reads nearly all of them (new frame dicts keep a batch generic).
-    if (r.streamed && r.complete->events.size() > 1000)
-      CHECK(r.flat_entries >= r.complete->events.size() / 2);
+    if (r.streamed && r.complete->events.size() > 1000) CHECK(r.flat_entries >= r.complete->events.size() / 2);
   }
   CHECK(streamed >= 30);
 }

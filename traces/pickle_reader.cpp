@@ -304,7 +304,7 @@ class Parser {
     Value old;
   };
   std::array<MemoWrite, 64> flat_undo_;  // the entry being read: its memo writes, to undo
-  std::vector<Value> flat_list_;          // the entry being read: its frames list's items (size: room)
+  std::vector<Value> flat_list_;         // the entry being read: its frames list's items (size: room)
   struct KeySlot {
     Value key;  // None: empty
     int slot = -1;

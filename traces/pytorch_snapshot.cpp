@@ -124,7 +124,7 @@ enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Fra
 // An entry's values by slot (pickle::FlatItem): 'addr' and 'device_free' share one (the last given
 // counts, as in the dict).
 enum Slot : int { kActionSlot, kAddrSlot, kSizeSlot, kStreamSlot, kTimeSlot, kFramesSlot, kUserMetadataSlot };
-constexpr std::array<int, 9> kSlotOfField = {kActionSlot, kAddrSlot, kAddrSlot,         kSizeSlot, kStreamSlot,
+constexpr std::array<int, 9> kSlotOfField = {kActionSlot, kAddrSlot,   kAddrSlot,         kSizeSlot, kStreamSlot,
                                              kTimeSlot,   kFramesSlot, kUserMetadataSlot, -1};
 
 Field parse_field(std::string_view s) {
@@ -401,8 +401,8 @@ class Importer final : public pickle::ListSink {
   uint64_t last_handle_ = 0;
   StreamIndex last_local_stream_ = 0;
   std::unordered_map<std::string, StackId> local_key_ids_;
-  std::string key_;  // the key being looked up (its buffer reused)
-  std::string last_key_;     // the key looked up last, and its local id (0: none yet)
+  std::string key_;       // the key being looked up (its buffer reused)
+  std::string last_key_;  // the key looked up last, and its local id (0: none yet)
   StackId last_key_id_ = 0;
   std::vector<const std::string*> local_keys_;
   std::unordered_map<uint32_t, StackId> local_stack_of_list_;  // frames lists of the complete document
