@@ -632,16 +632,22 @@ class Parser {
         if (!need(n)) return false;
       }
     };
-    auto put = [&](uint8_t op, Value v, uint64_t& key) FLAT_INLINE {  // MEMOIZE, BINPUT, LONG_BINPUT
-      if (op == 0x94) {
-        key = memo_count;
-      } else if (op == 'q') {
+    auto memo_key = [&](bool one_byte, uint64_t& key) FLAT_INLINE {  // BIN*'s 1-byte key, LONG_BIN*'s 4
+      if (one_byte) {
         if (!need(1)) return false;
         key = *p++;
       } else {
         if (!need(4)) return false;
         key = load_le<uint32_t>(p);
         p += 4;
+      }
+      return true;
+    };
+    auto put = [&](uint8_t op, Value v, uint64_t& key) FLAT_INLINE {  // MEMOIZE, BINPUT, LONG_BINPUT
+      if (op == 0x94) {
+        key = memo_count;
+      } else if (!memo_key(op == 'q', key)) {
+        return false;
       }
       if (key >= memo_capacity || writes == kMaxWrites) return false;
       if (key >= memo_size) {
@@ -664,15 +670,7 @@ class Parser {
     };
     auto get = [&](uint8_t op, Value& v) FLAT_INLINE {  // BINGET, LONG_BINGET of a value that is there
       uint64_t key;
-      if (op == 'h') {
-        if (!need(1)) return false;
-        key = *p++;
-      } else {
-        if (!need(4)) return false;
-        key = load_le<uint32_t>(p);
-        p += 4;
-      }
-      if (key >= memo_size) return false;
+      if (!memo_key(op == 'h', key) || key >= memo_size) return false;
       v = memo[key];
       return !v.same_object(kAbsent) && v.kind() != Kind::Gone;
     };
