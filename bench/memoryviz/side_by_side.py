@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Launch -> rendered, side by side: PyTorch's MemoryViz (the page behind pytorch.org/memory_viz)
-in headless Chromium, loading the snapshot through its own file input, against fraglab-gui's
+in headless Chromium, loading the snapshot through its own file input (or, in newer MemoryViz.js
+revisions that have none, a drop of the file on the page, as a user drags it there), against fraglab-gui's
 headless screenshot of the same snapshot (recorded lane, active memory view, cursor at the peak).
 
   bench/memoryviz/side_by_side.py SNAPSHOT.pickle --memoryviz path/to/MemoryViz.js \
@@ -33,11 +34,16 @@ PAGE = """<!doctype html>
 <script type="module">
 import "./MemoryViz.js";
 const blob = await (await fetch("snapshot.pickle")).blob();
-const input = document.querySelector("input[type=file]");
 const files = new DataTransfer();
 files.items.add(new File([blob], "%(name)s"));
-input.files = files.files;
-input.dispatchEvent(new Event("change"));
+// Older MemoryViz pages load through a file input, newer ones only through a drop on the page.
+const input = document.querySelector("input[type=file]");
+if (input) {
+  input.files = files.files;
+  input.dispatchEvent(new Event("change"));
+} else {
+  document.body.dispatchEvent(new DragEvent("drop", {dataTransfer: files, bubbles: true, cancelable: true}));
+}
 const poll = setInterval(() => {
   const n = document.querySelectorAll("svg polygon").length;
   if (n === 0) return;
