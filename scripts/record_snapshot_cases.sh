@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -38,6 +38,13 @@ for g in $groups; do case $g in
     rec "FRACTION=0.12 $E" gpt2_oom_backoff
     rec "FRACTION=0.16" bert_varlen_oom
     rec "FRACTION=0.16 $E" bert_varlen_oom ;;
+  workloads)  # other models and settings, each case of the groups above again on them
+    rec "X=1" resnet50_train
+    rec "RECORD=late:3 $E" resnet50_train
+    rec "FRACTION=0.15 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8,max_split_size_mb:128" resnet50_train
+    rec "MAX_ENTRIES=30000" llama_train_ckpt
+    rec "RECORD=late:1 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]" llama_train_ckpt
+    rec "FRACTION=0.2 MAX_ENTRIES=20000 $E" llama_train_ckpt ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;

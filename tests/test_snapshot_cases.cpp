@@ -92,6 +92,24 @@ TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly wit
   }
 }
 
+// Models and settings recorded after the model was built (tests/data/snapshots/SOURCE.md, group
+// `workloads`): a convolutional network in channels-last with cuDNN's workspaces, gradient
+// checkpointing, the garbage collector and max_split_size under a memory fraction, per-size-range
+// roundup_power2_divisions, wrapped rings and late starts on them.
+TEST_CASE("snapshot cases: ResNet-50 and a checkpointed Llama under other settings replay exactly",
+          "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"resnet50_train.default.pickle.gz", "resnet50_train.expandable_late3.pickle.gz",
+        "resnet50_train.garbage_collection_threshold-0.8_max_split_size_mb-128_cap0.15.pickle.gz",
+        "llama_train_ckpt.default_ring30000.pickle.gz", "llama_train_ckpt.expandable_cap0.2_ring20000.pickle.gz",
+        "llama_train_ckpt.max_split_size_mb-64_roundup_power2_divisions-256-1_512-2_1024-4_gt-8_late1."
+        "pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
 TEST_CASE("snapshot cases: a snapshot without history is a state", "[snapshot_cases]") {
   auto stats = case_stats();
   for (std::string base : {"gpt2_train.default_nohistory", "side_stream_prefetch.expandable_nohistory"}) {
