@@ -1,24 +1,19 @@
 #include "device/hinted_device.h"
 
 #include <algorithm>
-#include <array>
-#include <tuple>
 
 namespace fraglab {
 
 HintedDevice::HintedDevice(PlacingDevice& upstream, const std::vector<Event>& events, const InitialState* initial)
     : upstream_(upstream) {
   if (initial) {
-    std::vector<std::tuple<StreamIndex, bool, std::array<int64_t, 2>>> ranges_seen;
+    // Every mapped range, in address order: a range inside a reservation already made is passed over
+    // (do_reserve_range), so each reservation takes its lowest range, whichever pool it turns out to be.
     for (const RecordedSegment& s : initial->segments) {
-      if (!s.is_expandable) {
+      if (s.is_expandable)
+        map_hints_.push_back(s.address);
+      else
         segment_hints_.emplace_back(s.address, s.total_size);
-        continue;
-      }
-      auto group = std::make_tuple(s.stream, s.small_pool, s.pool_id);
-      if (std::find(ranges_seen.begin(), ranges_seen.end(), group) != ranges_seen.end()) continue;
-      ranges_seen.push_back(group);
-      map_hints_.push_back(s.address);
     }
   }
   for (const Event& e : events) {

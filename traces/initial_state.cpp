@@ -91,10 +91,13 @@ SegmentMap segments_at_start(const std::vector<Event>& history, const std::vecto
         break;
       case EventKind::SegmentUnmap: {
         RecordedSegment r = from_entry(*e, true);
-        // Pages of the segment an adjacent range belongs to: take its pool and kind.
+        // Pages of the segment an adjacent range belongs to: take its pool and kind. A range that is
+        // not a whole number of 20 MiB pages is the small pool's for certain, so a large neighbour is
+        // another ExpandableSegment (another pool, or the same pool's other kind) and lends nothing.
+        // The pool taken is a guess either way: the model's check revises it (traces/pool_inference.cpp).
         auto near = ranges.lower_bound(e->addr);
         if (near != ranges.begin()) --near;
-        if (near != ranges.end() && near->second.stream == r.stream) {
+        if (near != ranges.end() && near->second.stream == r.stream && (!r.small_pool || near->second.small_pool)) {
           r.small_pool = near->second.small_pool;
           r.pool_id = near->second.pool_id;
         }

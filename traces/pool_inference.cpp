@@ -75,6 +75,22 @@ std::vector<bool> surviving_segment_allocs(const std::vector<Event>& events) {
   return survives;
 }
 
+// By initial segment (sorted by address, disjoint): whether the history frees or unmaps any of it.
+std::vector<bool> initial_segments_released(const std::vector<RecordedSegment>& initial,
+                                            const std::vector<Event>& events) {
+  std::vector<bool> released(initial.size(), false);
+  if (initial.empty()) return released;
+  for (const Event& e : events) {
+    if (e.kind != EventKind::SegmentFree && e.kind != EventKind::SegmentUnmap) continue;
+    auto it = std::upper_bound(initial.begin(), initial.end(), e.addr,
+                               [](Addr a, const RecordedSegment& s) { return a < s.address; });
+    if (it != initial.begin()) --it;
+    for (; it != initial.end() && it->address < e.addr + e.size; ++it)
+      if (e.addr < it->address + it->total_size) released[static_cast<size_t>(it - initial.begin())] = true;
+  }
+  return released;
+}
+
 // Takes out what an earlier pass added, so that a pass starts from the importer's events.
 void strip_inferred(std::vector<Event>& events) {
   std::erase_if(events, [](const Event& e) {
@@ -154,8 +170,11 @@ class PoolInference {
         by_stream_(pools_by_stream(m_)),
         survives_(surviving_segment_allocs(trace.events)),
         last_private_(m_.streams.size(), 0) {
-    for (const RecordedSegment& s : m_.initial.segments)
-      live_.insert(s.address, s.total_size, add_instance(s.address, intern_pool(m_, s.pool_id), true, 0), s.stream);
+    const std::vector<bool> released = initial_segments_released(m_.initial.segments, trace.events);
+    for (size_t i = 0; i < m_.initial.segments.size(); ++i) {
+      RecordedSegment& s = m_.initial.segments[i];
+      live_.insert(s.address, s.total_size, initial_instance(s, released[i]), s.stream);
+    }
   }
 
   // The whole pass: sets pools and inserts PoolRelease / EmptyCache events.
@@ -233,6 +252,26 @@ class PoolInference {
       out_.push_back(e);
     }
     return trace_.events.size();
+  }
+
+  // A segment of the state at the first entry. Its pool is certain where a final segment names it and
+  // the history never released it; otherwise it is the reconstruction's guess (a neighbour's pool, or
+  // the default pools), which rule 7 may revise like any other: the revised pool is written back to
+  // the initial state, whose segments the model adopts in their pools.
+  uint32_t initial_instance(RecordedSegment& s, bool released) {
+    const bool certain = named_at_end(s) && !released;
+    PoolIndex pool = intern_pool(m_, s.pool_id);
+    if (!certain)
+      if (auto it = overrides_.find(InstanceKey{s.address, occurrences_[s.address]}); it != overrides_.end()) {
+        pool = it->second;
+        s.pool_id = m_.pools[pool].id;
+      }
+    return add_instance(s.address, pool, certain, 0);
+  }
+  bool named_at_end(const RecordedSegment& s) const {
+    return std::any_of(m_.segments.begin(), m_.segments.end(), [&](const RecordedSegment& f) {
+      return f.is_expandable == s.is_expandable && s.address >= f.address && s.address < f.address + f.total_size;
+    });
   }
 
   uint32_t add_instance(Addr addr, PoolIndex pool, bool certain, uint64_t at) {

@@ -671,8 +671,11 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
       lay_out(seg, *addr, kNoNode, kNoNode, live);
       continue;
     }
+    // A range beyond a group's reserved span is another ExpandableSegment (its pool only guessed, until
+    // the pool check revises it): one segment never spans two reservations.
     auto g = std::find_if(groups.begin(), groups.end(), [&](const ExpandableGroup& x) {
-      return x.stream == seg.stream && x.small == seg.small_pool && x.pool == pool_index_of(seg.pool_id);
+      return x.stream == seg.stream && x.small == seg.small_pool && x.pool == pool_index_of(seg.pool_id) &&
+             seg.address + seg.total_size <= x.recorded_base + segments_[x.segment].size();
     });
     if (g == groups.end()) {
       ExpandableSegment es;
