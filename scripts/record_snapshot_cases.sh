@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -45,6 +45,16 @@ for g in $groups; do case $g in
     rec "MAX_ENTRIES=30000" llama_train_ckpt
     rec "RECORD=late:1 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]" llama_train_ckpt
     rec "FRACTION=0.2 MAX_ENTRIES=20000 $E" llama_train_ckpt ;;
+  lateprivate)  # the private-pool and OOM cases with a history begun late, a tiny ring, C++ frames
+    rec "RECORD=late:2" graph_mlp_train
+    rec "RECORD=late:2 $E" graph_mlp_train
+    rec "RECORD=late:3" compile_reduce_overhead
+    rec "RECORD=late:1" mempool_side
+    rec "RECORD=late:1 $E" mempool_kept
+    rec "RECORD=late:2" graph_shared_pool
+    rec "STACKS=all MAX_ENTRIES=5000" side_stream_prefetch
+    rec "MAX_ENTRIES=3" gpt2_train
+    rec "RECORD=late:1 FRACTION=0.12 $E" gpt2_oom_backoff ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;

@@ -110,6 +110,29 @@ TEST_CASE("snapshot cases: ResNet-50 and a checkpointed Llama under other settin
   }
 }
 
+// Private pools whose segments were made before the history began (tests/data/snapshots/SOURCE.md,
+// group `lateprivate`). In mempool_kept.expandable_late1 the MemPool's large and small ranges are in
+// the state at the first entry, each in a reservation of its own, and the pool is gone by the end, so
+// no segment names it: the reconstruction guesses the default pools, and the model's check must move
+// both ranges out (one ExpandableSegment never spans two reservations).
+TEST_CASE("snapshot cases: private pools and OOMs in histories begun after them replay exactly",
+          "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"graph_mlp_train.default_late2.pickle.gz", "graph_mlp_train.expandable_late2.pickle.gz",
+        "graph_shared_pool.default_late2.pickle.gz", "compile_reduce_overhead.default_late3.pickle.gz",
+        "mempool_side.default_late1.pickle.gz", "mempool_kept.expandable_late1.pickle.gz",
+        "gpt2_oom_backoff.expandable_cap0.12_late1.pickle.gz", "gpt2_train.default_ring3.pickle.gz",
+        "side_stream_prefetch.default_ring5000.stacksall.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+  Trace t = load_trace(kCases + "/mempool_kept.expandable_late1.pickle.gz");
+  size_t private_ranges = 0;
+  for (const RecordedSegment& s : t.meta.initial.segments) private_ranges += s.pool_id != std::array<int64_t, 2>{0, 0};
+  CHECK(private_ranges == 2);
+}
+
 TEST_CASE("snapshot cases: a snapshot without history is a state", "[snapshot_cases]") {
   auto stats = case_stats();
   for (std::string base : {"gpt2_train.default_nohistory", "side_stream_prefetch.expandable_nohistory"}) {
