@@ -109,8 +109,9 @@ struct InstanceKey {
 struct Instance {
   InstanceKey key;
   PoolIndex pool;
-  bool certain;         // rule 1: the snapshot names its pool
-  uint64_t created_at;  // its segment event's index
+  bool certain;          // rule 1: the snapshot names its pool
+  uint64_t created_at;   // its segment event's index
+  bool initial = false;  // in the state at the first entry (its pool the reconstruction's guess unless certain)
 };
 using Overrides = std::map<InstanceKey, PoolIndex>;
 
@@ -266,7 +267,9 @@ class PoolInference {
         pool = it->second;
         s.pool_id = m_.pools[pool].id;
       }
-    return add_instance(s.address, pool, certain, 0);
+    uint32_t k = add_instance(s.address, pool, certain, 0);
+    instances_[k].initial = true;
+    return k;
   }
   bool named_at_end(const RecordedSegment& s) const {
     return std::any_of(m_.segments.begin(), m_.segments.end(), [&](const RecordedSegment& f) {
@@ -382,6 +385,12 @@ std::optional<std::pair<InstanceKey, PoolIndex>> revision(Trace& trace, const Ov
   }
   auto s = PoolInference(probe, overrides).locate(m.ordinal, m.model_addr);
   auto untried = [&](const Instance& i, PoolIndex p) { return p != i.pool && !tried.count({i.key, p}); };
+  // A segment of the state at the first entry, guessed to be the default pools', that the model reused:
+  // its guess is the weakest (the range below it lent it), so it leaves for a pool of its own before the
+  // request's own segment is moved.
+  if (s.model && s.model->initial && !s.model->certain && s.model->pool == 0 &&
+      (!s.recorded || s.model->key != s.recorded->key) && !tried.count({s.model->key, PoolIndex{0}}))
+    return std::pair{s.model->key, new_inferred_pool(trace.meta)};
   // The request's new segment goes to the stream's last private pool, or to a pool of its own.
   if (s.recorded && !s.recorded->certain && s.recorded_is_new) {
     const Instance& r = *s.recorded;
