@@ -54,7 +54,19 @@ for g in $groups; do case $g in
     rec "RECORD=late:2" graph_shared_pool
     rec "STACKS=all MAX_ENTRIES=5000" side_stream_prefetch
     rec "MAX_ENTRIES=3" gpt2_train
-    rec "RECORD=late:1 FRACTION=0.12 $E" gpt2_oom_backoff ;;
+    rec "RECORD=late:1 FRACTION=0.12 $E" gpt2_oom_backoff
+    rec "RECORD=late:1" graphs_two_pools
+    rec "RECORD=late:1 $E" graphs_two_pools
+    rec "RECORD=late:2 $E" graphed_callables_train
+    rec "RECORD=late:2 $E" graph_shared_pool
+    rec "RECORD=late:1 $E" mempool_side
+    rec "RECORD=late:1" mempool_kept
+    rec "MAX_ENTRIES=150" graph_mlp_train
+    rec "MAX_ENTRIES=150 $E" graph_mlp_train
+    rec "MAX_ENTRIES=300 $E" compile_reduce_overhead
+    rec "MAX_ENTRIES=700 $E" side_stream_prefetch
+    rec "FRACTION=0.16 MAX_ENTRIES=8000" bert_varlen_oom
+    rec "RECORD=late:2 FRACTION=0.12" gpt2_oom_backoff ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;

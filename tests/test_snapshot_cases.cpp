@@ -58,9 +58,15 @@ void check_exact(const std::string& file, const nlohmann::json& stats) {
   CHECK(r.exact);
   CHECK(r.ooms == stats["trace_ooms"].get<uint64_t>());
   const uint64_t peak = stats["stats"]["reserved_bytes.all.peak"].get<uint64_t>();
-  CHECK(r.recorded_peak == peak);
-  CHECK(r.simulated_peak == peak);
-  CHECK(recorded_peak(trace) == peak);
+  CHECK(r.simulated_peak == r.recorded_peak);
+  CHECK(recorded_peak(trace) == r.recorded_peak);
+  // A wrapped ring may have dropped the entries of PyTorch's peak (bert_varlen_oom's ring8000 reached
+  // it before its last 8,000 entries): then no replay of the window can show it.
+  const bool wrapped = stats["max_entries"].is_number() && stats["trace_entries"] == stats["max_entries"];
+  if (wrapped)
+    CHECK(r.recorded_peak <= peak);
+  else
+    CHECK(r.recorded_peak == peak);
   if (stats["at_record_start"].is_object() && stats["record"] != "start") {
     // Recording began late: the state at the first entry is what PyTorch held then.
     CHECK(trace.meta.initial.reserved() == stats["at_record_start"]["reserved_bytes.all.current"].get<uint64_t>());
@@ -114,16 +120,33 @@ TEST_CASE("snapshot cases: ResNet-50 and a checkpointed Llama under other settin
 // group `lateprivate`). In mempool_kept.expandable_late1 the MemPool's large and small ranges are in
 // the state at the first entry, each in a reservation of its own, and the pool is gone by the end, so
 // no segment names it: the reconstruction guesses the default pools, and the model's check must move
-// both ranges out (one ExpandableSegment never spans two reservations).
+// both ranges out (one ExpandableSegment never spans two reservations). In mempool_side.expandable_late1
+// the model first reuses the MemPool's range for a default-pool request: that range, not the request's
+// new one, must leave the default pools.
 TEST_CASE("snapshot cases: private pools and OOMs in histories begun after them replay exactly",
           "[snapshot_cases][pools]") {
   auto stats = case_stats();
-  for (const char* file :
-       {"graph_mlp_train.default_late2.pickle.gz", "graph_mlp_train.expandable_late2.pickle.gz",
-        "graph_shared_pool.default_late2.pickle.gz", "compile_reduce_overhead.default_late3.pickle.gz",
-        "mempool_side.default_late1.pickle.gz", "mempool_kept.expandable_late1.pickle.gz",
-        "gpt2_oom_backoff.expandable_cap0.12_late1.pickle.gz", "gpt2_train.default_ring3.pickle.gz",
-        "side_stream_prefetch.default_ring5000.stacksall.pickle.gz"}) {
+  for (const char* file : {"graph_mlp_train.default_late2.pickle.gz",
+                           "graph_mlp_train.expandable_late2.pickle.gz",
+                           "graph_shared_pool.default_late2.pickle.gz",
+                           "compile_reduce_overhead.default_late3.pickle.gz",
+                           "mempool_side.default_late1.pickle.gz",
+                           "mempool_kept.expandable_late1.pickle.gz",
+                           "gpt2_oom_backoff.expandable_cap0.12_late1.pickle.gz",
+                           "gpt2_train.default_ring3.pickle.gz",
+                           "side_stream_prefetch.default_ring5000.stacksall.pickle.gz",
+                           "graphs_two_pools.default_late1.pickle.gz",
+                           "graphs_two_pools.expandable_late1.pickle.gz",
+                           "graphed_callables_train.expandable_late2.pickle.gz",
+                           "graph_shared_pool.expandable_late2.pickle.gz",
+                           "mempool_side.expandable_late1.pickle.gz",
+                           "mempool_kept.default_late1.pickle.gz",
+                           "graph_mlp_train.default_ring150.pickle.gz",
+                           "graph_mlp_train.expandable_ring150.pickle.gz",
+                           "compile_reduce_overhead.expandable_ring300.pickle.gz",
+                           "side_stream_prefetch.expandable_ring700.pickle.gz",
+                           "bert_varlen_oom.default_cap0.16_ring8000.pickle.gz",
+                           "gpt2_oom_backoff.default_cap0.12_late2.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }
