@@ -7,9 +7,11 @@
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
+#include "cli/device_arg.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "traces/trace_io.h"
@@ -21,7 +23,7 @@ namespace {
 struct FidelityArgs {
   std::string path, capacity, policy = "pytorch";
   bool json = false, no_hints = false;
-  int device = 0;
+  DeviceOptions device;  // the snapshot's device; the check runs on the simulated device only
 };
 
 // The device calls fidelity compares: segment events in the history, or at least the
@@ -36,7 +38,12 @@ bool records_device_calls(const Trace& trace) {
 }
 
 int run_fidelity(const FidelityArgs& args) {
-  Trace trace = load_trace(args.path, ReadOptions{args.device});
+  const DeviceArg device = args.device.resolve();
+  if (!device.exec_device.empty() && device.exec_device != "sim")
+    throw std::invalid_argument("--device " + device.exec_device +
+                                ": fidelity checks the model on the simulated device (replay --device cuda runs "
+                                "it on a GPU)");
+  Trace trace = load_trace(args.path, ReadOptions{device.trace_device});
   if (!records_device_calls(trace)) {
     fmt::print(stderr,
                "fraglab: {} ({}) records no device calls of its allocator (no segment_alloc, segment_free, "
@@ -96,7 +103,7 @@ void add_fidelity(CLI::App& app, CommandFn& run) {
   cmd->add_option("--capacity", args->capacity,
                   "the recording's memory limit (set_per_process_memory_fraction x total memory), e.g. 17003498700");
   cmd->add_option("--policy", args->policy, "the model to check (default: pytorch under the recorded settings)");
-  cmd->add_option("--device", args->device, "device whose trace to read from a snapshot");
+  add_device_options(cmd, args->device);
   cmd->add_flag("--json", args->json, "machine-readable result");
   cmd->add_flag("--no-address-hints", args->no_hints, "place segments at synthetic addresses, not the recorded ones");
   cmd->callback([&run, args] { run = [args] { return run_fidelity(*args); }; });

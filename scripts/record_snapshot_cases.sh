@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate twogpus large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -67,6 +67,10 @@ for g in $groups; do case $g in
     rec "MAX_ENTRIES=700 $E" side_stream_prefetch
     rec "FRACTION=0.16 MAX_ENTRIES=8000" bert_varlen_oom
     rec "RECORD=late:2 FRACTION=0.12" gpt2_oom_backoff ;;
+  twogpus)  # needs two GPUs
+    rec "X=1" two_devices
+    rec "$E" two_devices
+    rec "RECORD=late:2" two_devices ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;

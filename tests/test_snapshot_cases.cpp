@@ -156,6 +156,27 @@ TEST_CASE("snapshot cases: private pools and OOMs in histories begun after them 
   CHECK(private_ranges == 2);
 }
 
+// One process, two GPUs (naive model parallelism, group `twogpus`): one device_traces list per GPU, each
+// GPU its own allocator; every device's history replays exactly. PyTorch's counters in stats.jsonl are
+// device 0's.
+TEST_CASE("snapshot cases: each GPU of a two-GPU snapshot replays exactly", "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"two_devices.default.pickle.gz", "two_devices.expandable.pickle.gz", "two_devices.default_late2.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    for (int device : {0, 1}) {
+      INFO(file << " device " << device);
+      Trace trace = load_trace(kCases + "/" + file, ReadOptions{device});
+      REQUIRE(trace.events.size() > 100);
+      FidelityResult r = check_fidelity(trace, {});
+      INFO("divergence at event " << r.event_index << ": " << r.what);
+      CHECK(r.exact);
+      CHECK(r.simulated_peak == r.recorded_peak);
+      if (device == 0) CHECK(r.recorded_peak == stats[file]["stats"]["reserved_bytes.all.peak"].get<uint64_t>());
+    }
+  }
+}
+
 TEST_CASE("snapshot cases: a snapshot without history is a state", "[snapshot_cases]") {
   auto stats = case_stats();
   for (std::string base : {"gpt2_train.default_nohistory", "side_stream_prefetch.expandable_nohistory"}) {
