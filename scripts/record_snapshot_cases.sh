@@ -44,7 +44,11 @@ for g in $groups; do case $g in
     rec "FRACTION=0.15 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8,max_split_size_mb:128" resnet50_train
     rec "MAX_ENTRIES=30000" llama_train_ckpt
     rec "RECORD=late:1 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]" llama_train_ckpt
-    rec "FRACTION=0.2 MAX_ENTRIES=20000 $E" llama_train_ckpt ;;
+    rec "FRACTION=0.2 MAX_ENTRIES=20000 $E" llama_train_ckpt
+    rec "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128,max_non_split_rounding_mb:512 RECORD=late:1" bert_varlen_train
+    rec "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.7 FRACTION=0.2" bert_varlen_oom
+    rec "PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:[64:8,256:4,>:1] MAX_ENTRIES=20000" resnet50_train
+    rec "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.5,max_split_size_mb:64 FRACTION=0.12 RECORD=late:1" gpt2_oom_backoff ;;
   lateprivate)  # the private-pool and OOM cases with a history begun late, a tiny ring, C++ frames
     rec "RECORD=late:2" graph_mlp_train
     rec "RECORD=late:2 $E" graph_mlp_train

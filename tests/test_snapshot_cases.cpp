@@ -109,8 +109,11 @@ TEST_CASE("snapshot cases: ResNet-50 and a checkpointed Llama under other settin
        {"resnet50_train.default.pickle.gz", "resnet50_train.expandable_late3.pickle.gz",
         "resnet50_train.garbage_collection_threshold-0.8_max_split_size_mb-128_cap0.15.pickle.gz",
         "llama_train_ckpt.default_ring30000.pickle.gz", "llama_train_ckpt.expandable_cap0.2_ring20000.pickle.gz",
-        "llama_train_ckpt.max_split_size_mb-64_roundup_power2_divisions-256-1_512-2_1024-4_gt-8_late1."
-        "pickle.gz"}) {
+        "llama_train_ckpt.max_split_size_mb-64_roundup_power2_divisions-256-1_512-2_1024-4_gt-8_late1.pickle.gz",
+        "bert_varlen_train.max_split_size_mb-128_max_non_split_rounding_mb-512_late1.pickle.gz",
+        "bert_varlen_oom.expandable_segments-True_garbage_collection_threshold-0.7_cap0.2.pickle.gz",
+        "gpt2_oom_backoff.garbage_collection_threshold-0.5_max_split_size_mb-64_cap0.12_late1.pickle.gz",
+        "resnet50_train.roundup_power2_divisions-64-8_256-4_gt-1_ring20000.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }
