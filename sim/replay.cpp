@@ -101,15 +101,18 @@ void ReplayEngine::grow_ids(AllocId id) {
 }
 
 [[gnu::always_inline]] inline bool ReplayEngine::on_alloc(const Event& e, uint64_t index) {
-  if (e.id >= blocks_.size()) [[unlikely]]
+  // Bounds by id_state_, which grows with blocks_: its size is a shift, blocks_' (48-byte records) a
+  // multiply.
+  if (e.id >= id_state_.size()) [[unlikely]]
     grow_ids(e.id);
   if (blocks_[e.id].live) invariant_broken(index, "alloc of id " + std::to_string(e.id) + " which is live");
   ++result_.allocs;
   trace_live_ += e.size;
   result_.live_bytes_bound = std::max(result_.live_bytes_bound, trace_live_);
   // The prologue of a mid-run history: blocks the policy adopted where the recording had them.
-  std::optional<Block> block =
-      index < adopted_.size() ? adopted_[index] : policy_.allocate(AllocRequest{e.id, e.size, e.stream, index, e.pool});
+  std::optional<Block> block = !adopted_.empty() && index < adopted_.size()
+                                   ? adopted_[index]
+                                   : policy_.allocate(AllocRequest{e.id, e.size, e.stream, index, e.pool});
   if (!block) [[unlikely]]
     return on_alloc_failed(e, index);
   IdState& state = id_state_[e.id];
@@ -165,7 +168,7 @@ void ReplayEngine::on_free_not_live(const Event& e) {
 }
 
 [[gnu::always_inline]] inline void ReplayEngine::on_free(const Event& e) {
-  if (e.id >= blocks_.size() || !blocks_[e.id].live) [[unlikely]]
+  if (e.id >= id_state_.size() || !blocks_[e.id].live) [[unlikely]]
     return on_free_not_live(e);
   BlockRecord& b = blocks_[e.id];
   b.live = false;
