@@ -348,6 +348,13 @@ TEST_CASE("SizeBins gives the exact best fit and the largest block", "[classic]"
     uint64_t want = 512 * (1 + rng() % (1u << 20));
     auto fit = model.lower_bound({want, 0, 0});
     REQUIRE(bins.best_fit(want) == (fit == model.end() ? kNoNode : std::get<2>(*fit)));
+    if (rng() % 8 == 0) {  // the allocation path: the best fit found and removed in one search
+      want = (rng() % 4 == 0) ? 512 * (1 + rng() % 64) : want;
+      fit = model.lower_bound({want, 0, 0});
+      REQUIRE(bins.take_best_fit(want) == (fit == model.end() ? kNoNode : std::get<2>(*fit)));
+      if (fit != model.end()) model.erase(fit);
+      REQUIRE(bins.size() == model.size());
+    }
     if (!model.empty()) {
       auto largest = model.lower_bound({std::get<0>(*model.rbegin()), 0, 0});
       REQUIRE(bins.largest() == std::get<2>(*largest));
