@@ -329,9 +329,10 @@ TEST_CASE("classic policies reject inconsistent options", "[classic]") {
 }
 
 // The shared indexes against brute force on random operations.
-TEST_CASE("SizeBins gives the exact best fit and the largest block", "[classic]") {
+TEMPLATE_TEST_CASE_SIG("SizeBins gives the exact best fit and the largest block", "[classic]",
+                       ((detail::BinLayout L), L), detail::BinLayout::Ascending, detail::BinLayout::Descending) {
   std::mt19937_64 rng(42);
-  detail::SizeBins bins;
+  detail::SizeBins<L> bins;
   std::set<std::tuple<uint64_t, Addr, uint32_t>> model;
   uint32_t next_node = 0;
   for (int step = 0; step < 20000; ++step) {
