@@ -15,6 +15,7 @@
 namespace fraglab {
 namespace {
 
+using detail::BinLayout;
 using detail::BlockNode;
 using detail::SizeBins;
 
@@ -28,7 +29,7 @@ class WorstFitIndex {
   }
 
  private:
-  SizeBins bins_;
+  SizeBins<BinLayout::Ascending> bins_;  // the largest blocks lie at a bin's back
 };
 
 }  // namespace

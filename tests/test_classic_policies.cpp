@@ -329,9 +329,10 @@ TEST_CASE("classic policies reject inconsistent options", "[classic]") {
 }
 
 // The shared indexes against brute force on random operations.
-TEST_CASE("SizeBins gives the exact best fit and the largest block", "[classic]") {
+TEMPLATE_TEST_CASE_SIG("SizeBins gives the exact best fit and the largest block", "[classic]",
+                       ((detail::BinLayout L), L), detail::BinLayout::Ascending, detail::BinLayout::Descending) {
   std::mt19937_64 rng(42);
-  detail::SizeBins bins;
+  detail::SizeBins<L> bins;
   std::set<std::tuple<uint64_t, Addr, uint32_t>> model;
   uint32_t next_node = 0;
   for (int step = 0; step < 20000; ++step) {
@@ -348,6 +349,13 @@ TEST_CASE("SizeBins gives the exact best fit and the largest block", "[classic]"
     uint64_t want = 512 * (1 + rng() % (1u << 20));
     auto fit = model.lower_bound({want, 0, 0});
     REQUIRE(bins.best_fit(want) == (fit == model.end() ? kNoNode : std::get<2>(*fit)));
+    if (rng() % 8 == 0) {  // the allocation path: the best fit found and removed in one search
+      want = (rng() % 4 == 0) ? 512 * (1 + rng() % 64) : want;
+      fit = model.lower_bound({want, 0, 0});
+      REQUIRE(bins.take_best_fit(want) == (fit == model.end() ? kNoNode : std::get<2>(*fit)));
+      if (fit != model.end()) model.erase(fit);
+      REQUIRE(bins.size() == model.size());
+    }
     if (!model.empty()) {
       auto largest = model.lower_bound({std::get<0>(*model.rbegin()), 0, 0});
       REQUIRE(bins.largest() == std::get<2>(*largest));

@@ -20,7 +20,7 @@ class BestFitIndex {
   uint32_t take(uint64_t size) { return bins_.take_best_fit(size); }
 
  private:
-  SizeBins bins_;
+  SizeBins<BinLayout::Descending> bins_;  // fits lie at a bin's back
 };
 static_assert(FitIndex<BestFitIndex>);
 
