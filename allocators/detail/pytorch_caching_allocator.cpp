@@ -35,12 +35,19 @@ uint64_t pytorch_roundup_power2_next_division(uint64_t size, uint64_t divisions)
   return round_size_floor == size ? size : round_size_floor + power2_division;
 }
 
-uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config) {
+namespace {
+
+// Inlined into malloc, which rounds every request; pytorch_round_size is its name for other callers.
+[[gnu::always_inline]] inline uint64_t round_size(uint64_t size, const PytorchAllocatorConfig& config) {
   if (size < kMinBlockSize) return kMinBlockSize;
   uint64_t divisions = config.divisions_for(size);
   if (divisions > 1 && size > kMinBlockSize * divisions) return pytorch_roundup_power2_next_division(size, divisions);
   return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
+
+}  // namespace
+
+uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config) { return round_size(size, config); }
 
 uint64_t pytorch_allocation_size(uint64_t size) {
   if (size <= kSmallSize) return kSmallBuffer;
@@ -156,9 +163,9 @@ void PytorchCachingAllocator::shrink_reserved(uint64_t bytes) {
 
 // ---- malloc --------------------------------------------------------------------------
 
-std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool) {
+uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool) {
   if (stream >= stream_rank_.size()) internal_assert("stream index " + std::to_string(stream) + " unknown");
-  uint64_t size = pytorch_round_size(orig_size, config_);
+  uint64_t size = round_size(orig_size, config_);
   Params p{size, stream, pool == 0 ? &pool_at(size <= kSmallSize ? 1 : 0) : &pool_for(pool, size <= kSmallSize),
            pytorch_allocation_size(size)};
   // captures_underway is not empty while a request goes to a private pool (a capture or use_mem_pool
@@ -174,7 +181,7 @@ std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, Stre
   }
   if (!found) {
     ++stats_.num_ooms;
-    return std::nullopt;
+    return kNoNode;
   }
   bool split_remainder = should_split(p.block, size);
   return alloc_found_block(p, split_remainder);

@@ -99,7 +99,14 @@ class PytorchCachingAllocator {
 
   // DeviceCachingAllocator::malloc into the default pools (pool 0) or private pool `pool`; nullopt =
   // out of memory (after recovery). Returns the block index.
-  std::optional<uint32_t> malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool = 0);
+  std::optional<uint32_t> malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool = 0) {
+    // Inline, so that the caller's test of the result keeps it in registers: returned from an
+    // out-of-line call, GCC builds the optional with two narrow stores and reads it back with one
+    // wide load, a store-forwarding stall on every request.
+    const uint32_t b = malloc_block(orig_size, stream, pool);
+    if (b == kNoNode) return std::nullopt;
+    return b;
+  }
   // free() of a block without pending stream uses (free_block).
   void free(uint32_t block);
   // emptyCache(): release_cached_blocks with the default MempoolId.
@@ -186,6 +193,7 @@ class PytorchCachingAllocator {
   uint64_t gc_count(uint32_t b);
 
   // malloc steps
+  uint32_t malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool);  // kNoNode: out of memory
   bool get_free_block(Params& p);
   bool should_split(uint32_t b, uint64_t size) const;
   uint32_t alloc_found_block(const Params& p, bool split_remainder);
