@@ -298,19 +298,27 @@ void PytorchCachingAllocator::free(uint32_t b) {
   if (b >= blocks_.size() || !allocated(b)) internal_assert("free of a block that is not allocated");
   set_allocated(b, false);
   stats_.allocated -= blocks_[b].size;
-  // free_block: merge with free neighbours (try_merge_blocks), then back into the pool. The
-  // last merged neighbour's place in the pool is handed to the merged block (one move).
-  std::optional<Key> vacated;
-  for (uint32_t src : {blocks_[b].prev, blocks_[b].next}) {
-    if (src == kNoNode || flags_[src] != kMapped) continue;  // allocated or unmapped
-    if (vacated) pool_of(b).blocks.erase(*vacated);
-    vacated = size_key(src);
-    absorb(b, src);
-  }
-  if (vacated)
-    replace_in_blocks(*vacated, b);
-  else
+  // free_block: merge with free neighbours (try_merge_blocks), then back into the pool. Written
+  // out for the two neighbours (a loop over them went through the stack).
+  const uint32_t prev = blocks_[b].prev, next = blocks_[b].next;
+  const bool from_prev = prev != kNoNode && flags_[prev] == kMapped;  // neither allocated nor unmapped
+  const bool from_next = next != kNoNode && flags_[next] == kMapped;
+  if (!from_prev && !from_next) {
     insert_into_blocks(b);
+    return;
+  }
+  // The last merged neighbour's place in the pool is handed to the merged block (one move).
+  Key vacated{};
+  if (from_prev) {
+    vacated = size_key(prev);
+    absorb(b, prev);
+  }
+  if (from_next) {
+    if (from_prev) pool_of(b).blocks.erase(vacated);
+    vacated = size_key(next);
+    absorb(b, next);
+  }
+  replace_in_blocks(vacated, b);
 }
 
 size_t PytorchCachingAllocator::try_merge_blocks(uint32_t dst, uint32_t src) {
