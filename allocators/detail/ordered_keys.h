@@ -7,9 +7,9 @@
 // ties (the address). A sorted vector (what the model used first) costs a binary search
 // over the whole pool and a memmove of half of it per insert or erase; a node-based tree
 // costs a heap allocation and a pointer chase per level. Here, as in SizeBins (TLSF,
-// Masmano et al. 2004), each group's keys are binned by value: 512-unit steps below 16 Ki,
-// then 32 linear bins per power of two, with a two-level bitmap of non-empty bins; each bin
-// is a small vector sorted by (hi, lo). Every key in a higher bin (or group) is larger than
+// Masmano et al. 2004), each group's keys are binned by value: 512-unit steps below 32 Ki,
+// then 64 linear bins per power of two, with a two-level bitmap of non-empty bins; each bin
+// is a small array sorted by (hi, lo). Every key in a higher bin (or group) is larger than
 // every key in a lower one, so the concatenation of the bins is the set's order: a
 // lower_bound is a search inside one bin or else the front of the next non-empty bin (two
 // count-trailing-zeros), and an insert or erase moves one bin's keys, a handful where
@@ -23,7 +23,10 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace fraglab::detail {
@@ -31,6 +34,8 @@ namespace fraglab::detail {
 // Key: any struct with uint64_t hi and lo (and more, if the caller likes); the order is (hi, lo).
 template <class Key>
 class OrderedKeys {
+  static_assert(std::is_trivially_copyable_v<Key>, "bins move keys as bytes");
+
  public:
   static constexpr int kValueBits = 48;  // hi = group << 48 | value
   static bool less(const Key& a, const Key& b) { return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo; }
@@ -44,7 +49,7 @@ class OrderedKeys {
     using pointer = const Key*;
     using reference = const Key&;
     iterator() = default;
-    const Key& operator*() const { return set_->groups_[group()].bins[bin()][pos()]; }
+    const Key& operator*() const { return set_->groups_[group()]->bins[bin()].keys[pos()]; }
     const Key* operator->() const { return &**this; }
     iterator& operator++() {
       set_->step_forward(*this);
@@ -84,11 +89,11 @@ class OrderedKeys {
   iterator lower_bound(const Key& k) const {
     const uint32_t g = group_of(k);
     if (g >= groups_.size()) return end();
-    const Group& group = groups_[g];
+    const Group& group = *groups_[g];
     const uint32_t b = bin_of(k.hi);
-    const auto& bin = group.bins[b];
+    const Bin& bin = group.bins[b];
     const uint32_t pos = position(bin, k);
-    if (pos < bin.size()) return {this, g, b, pos};
+    if (pos < bin.size) return {this, g, b, pos};
     const uint32_t next = group.next_nonempty(b + 1);
     if (next != kNoBin) return {this, g, next, 0};
     return first_from(g + 1);
@@ -97,14 +102,16 @@ class OrderedKeys {
   bool insert(const Key& k) {
     Group& group = group_for(group_of(k));
     const uint32_t b = bin_of(k.hi);
-    auto& bin = group.bins[b];
+    Bin& bin = group.bins[b];
+    const uint32_t n = bin.size;
     const uint32_t pos = position(bin, k);
-    if (pos < bin.size() && same(bin[pos], k)) return false;
-    // Most bins hold a key or two: shifting by hand beats vector::insert's memmove call.
-    bin.push_back(k);
-    std::copy_backward(bin.begin() + pos, bin.end() - 1, bin.end());
-    bin[pos] = k;
-    group.set_bit(b);
+    if (pos < n && same(bin.keys[pos], k)) return false;
+    if (n == bin.cap) grow(bin);
+    // Most bins hold a key or two: shifting by hand beats a memmove call.
+    for (uint32_t i = n; i > pos; --i) bin.keys[i] = bin.keys[i - 1];
+    bin.keys[pos] = k;
+    bin.size = n + 1;
+    if (n == 0) group.set_bit(b);
     ++count_;
     return true;
   }
@@ -113,19 +120,19 @@ class OrderedKeys {
     const uint32_t g = group_of(k);
     if (g >= groups_.size()) return 0;
     const uint32_t b = bin_of(k.hi);
-    const auto& bin = groups_[g].bins[b];
+    const Bin& bin = groups_[g]->bins[b];
     const uint32_t pos = position(bin, k);
-    if (pos == bin.size() || !same(bin[pos], k)) return 0;
+    if (pos == bin.size || !same(bin.keys[pos], k)) return 0;
     erase(iterator{this, g, b, pos});
     return 1;
   }
 
   void erase(iterator at) {
-    Group& group = groups_[at.group()];
-    auto& bin = group.bins[at.bin()];
-    std::copy(bin.begin() + at.pos() + 1, bin.end(), bin.begin() + at.pos());
-    bin.pop_back();
-    if (bin.empty()) group.clear_bit(at.bin());
+    Group& group = *groups_[at.group()];
+    Bin& bin = group.bins[at.bin()];
+    const uint32_t n = --bin.size;
+    for (uint32_t i = at.pos(); i < n; ++i) bin.keys[i] = bin.keys[i + 1];
+    if (n == 0) group.clear_bit(at.bin());
     --count_;
   }
 
@@ -137,9 +144,9 @@ class OrderedKeys {
       insert(now);
       return;
     }
-    auto& bin = groups_[at.group()].bins[at.bin()];
-    auto from = bin.begin() + at.pos();
-    auto to = std::lower_bound(bin.begin(), bin.end(), now, less);
+    Bin& bin = groups_[at.group()]->bins[at.bin()];
+    Key* from = bin.keys + at.pos();
+    Key* to = std::lower_bound(bin.keys, bin.keys + bin.size, now, less);
     if (to > from)
       std::move(from + 1, to, from), *(to - 1) = now;
     else
@@ -151,9 +158,11 @@ class OrderedKeys {
  private:
   static constexpr uint32_t kNoBin = UINT32_MAX;
   static constexpr uint32_t kLinearShift = 9;  // 512-unit steps below kLinearLimit
-  static constexpr uint32_t kSubBinsLog2 = 5;
+  // 64 rather than SizeBins' 32: where sizes vary (random traces) fewer keys share a bin, so
+  // fewer are scanned and shifted per insert and erase, for a 35 KB bin table a group.
+  static constexpr uint32_t kSubBinsLog2 = 6;
   static constexpr uint32_t kSubBins = 1u << kSubBinsLog2;
-  static constexpr uint32_t kLinearLimitLog2 = kLinearShift + kSubBinsLog2;  // 16 Ki
+  static constexpr uint32_t kLinearLimitLog2 = kLinearShift + kSubBinsLog2;  // 32 Ki
   static constexpr uint64_t kLinearLimit = 1ull << kLinearLimitLog2;
   static constexpr uint32_t kBins = kSubBins + (kValueBits - kLinearLimitLog2) * kSubBins;
   static constexpr uint32_t kWords = (kBins + 63) / 64;
@@ -161,13 +170,31 @@ class OrderedKeys {
   static_assert(kBins <= 4096, "an iterator holds the bin in 12 bits");
   static constexpr uint64_t kValueMask = (1ull << kValueBits) - 1;
 
+  // A bin's keys in a heap array that only grows (a vector's three pointers cost a subtraction
+  // and a shift for each size() and make the bin table half as large again).
+  struct Bin {
+    Key* keys = nullptr;
+    uint32_t size = 0;
+    uint32_t cap = 0;
+  };
+
   // lower_bound inside one bin: a short bin (the usual case) is scanned, a long one halved.
-  static uint32_t position(const std::vector<Key>& bin, const Key& k) {
-    const uint32_t n = static_cast<uint32_t>(bin.size());
-    if (n > 8) return static_cast<uint32_t>(std::lower_bound(bin.begin(), bin.end(), k, less) - bin.begin());
+  static uint32_t position(const Bin& bin, const Key& k) {
+    const uint32_t n = bin.size;
+    if (n > 8) return static_cast<uint32_t>(std::lower_bound(bin.keys, bin.keys + n, k, less) - bin.keys);
     uint32_t i = 0;
-    while (i < n && less(bin[i], k)) ++i;
+    while (i < n && less(bin.keys[i], k)) ++i;
     return i;
+  }
+
+  // Out of line: rare once the bins a trace uses have grown.
+  [[gnu::noinline]] static void grow(Bin& bin) {
+    const uint32_t cap = bin.cap ? 2 * bin.cap : 2;
+    Key* keys = std::allocator<Key>().allocate(cap);
+    if (bin.size) std::memcpy(static_cast<void*>(keys), bin.keys, bin.size * sizeof(Key));
+    if (bin.keys) std::allocator<Key>().deallocate(bin.keys, bin.cap);
+    bin.keys = keys;
+    bin.cap = cap;
   }
 
   static uint32_t group_of(const Key& k) { return static_cast<uint32_t>(k.hi >> kValueBits); }
@@ -179,10 +206,19 @@ class OrderedKeys {
     return kSubBins + (fl - kLinearLimitLog2) * kSubBins + sl;
   }
 
+  // Held by pointer, so a group never moves and its bins need no copy or move.
   struct Group {
-    std::vector<std::vector<Key>> bins = std::vector<std::vector<Key>>(kBins);
+    Bin bins[kBins];
     uint64_t words[kWords] = {};
     uint64_t summary = 0;
+
+    Group() = default;
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+    ~Group() {
+      for (Bin& bin : bins)
+        if (bin.keys) std::allocator<Key>().deallocate(bin.keys, bin.cap);
+    }
 
     void set_bit(uint32_t b) {
       words[b / 64] |= 1ull << (b % 64);
@@ -217,21 +253,21 @@ class OrderedKeys {
   };
 
   Group& group_for(uint32_t g) {
-    if (g >= groups_.size()) groups_.resize(g + 1);
-    return groups_[g];
+    while (g >= groups_.size()) groups_.push_back(std::make_unique<Group>());
+    return *groups_[g];
   }
 
   // The first key of group g or a later one.
   iterator first_from(uint32_t g) const {
     for (; g < groups_.size(); ++g)
-      if (groups_[g].summary) return {this, g, groups_[g].next_nonempty(0), 0};
+      if (groups_[g]->summary) return {this, g, groups_[g]->next_nonempty(0), 0};
     return end();
   }
 
   void step_forward(iterator& it) const {
     const uint32_t g = it.group(), b = it.bin(), pos = it.pos() + 1;
-    const Group& group = groups_[g];
-    if (pos < group.bins[b].size()) {
+    const Group& group = *groups_[g];
+    if (pos < group.bins[b].size) {
       ++it.where_;
       return;
     }
@@ -253,9 +289,9 @@ class OrderedKeys {
     uint32_t from = g < groups_.size() ? it.bin() : kBins;
     if (g >= groups_.size()) g = static_cast<uint32_t>(groups_.size()) - 1, from = kBins;
     for (;;) {
-      const uint32_t prev = groups_[g].prev_nonempty(from);
+      const uint32_t prev = groups_[g]->prev_nonempty(from);
       if (prev != kNoBin) {
-        it = iterator{this, g, prev, static_cast<uint32_t>(groups_[g].bins[prev].size() - 1)};
+        it = iterator{this, g, prev, groups_[g]->bins[prev].size - 1};
         return;
       }
       --g;
@@ -263,7 +299,7 @@ class OrderedKeys {
     }
   }
 
-  std::vector<Group> groups_;
+  std::vector<std::unique_ptr<Group>> groups_;
   size_t count_ = 0;
 };
 

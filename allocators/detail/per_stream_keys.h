@@ -3,7 +3,7 @@
 //
 // Those models kept a std::set per stream (a heap node per free block, a pointer chase per
 // level); an OrderedKeys visits keys in the same (hi, lo) order without either. But one
-// holds some 27 KB of bins, and a trace may use tens of thousands of streams, each freeing
+// holds some 35 KB of bins, and a trace may use tens of thousands of streams, each freeing
 // now and then: a stream's index is handed back when it empties and the next stream to
 // need one reuses it (a few are kept), so memory follows the streams holding free blocks.
 #pragma once

@@ -35,12 +35,19 @@ uint64_t pytorch_roundup_power2_next_division(uint64_t size, uint64_t divisions)
   return round_size_floor == size ? size : round_size_floor + power2_division;
 }
 
-uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config) {
+namespace {
+
+// Inlined into malloc, which rounds every request; pytorch_round_size is its name for other callers.
+[[gnu::always_inline]] inline uint64_t round_size(uint64_t size, const PytorchAllocatorConfig& config) {
   if (size < kMinBlockSize) return kMinBlockSize;
   uint64_t divisions = config.divisions_for(size);
   if (divisions > 1 && size > kMinBlockSize * divisions) return pytorch_roundup_power2_next_division(size, divisions);
   return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
+
+}  // namespace
+
+uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config) { return round_size(size, config); }
 
 uint64_t pytorch_allocation_size(uint64_t size) {
   if (size <= kSmallSize) return kSmallBuffer;
@@ -65,6 +72,7 @@ PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocato
     set_fraction_ = true;
     allowed_memory_maximum_ = *cap;
   }
+  gc_on_ = set_fraction_ && config_.garbage_collection_threshold > 0.0;
 }
 
 // ---- blocks and pools ------------------------------------------------------------------
@@ -77,6 +85,8 @@ PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocato
   if (i >> kNodeBits) internal_assert("more than 2^25 blocks at once");
   if (addr % kMinBlockSize || addr + size > kMaxAddress)
     internal_assert("the device gave an address PyTorch's blocks cannot have (not 512-aligned or past 2^48)");
+  if (flags_.size() < blocks_.size()) flags_.resize(blocks_.size());
+  flags_[i] = kMapped;
   PytorchBlock& b = blocks_[i];
   b = PytorchBlock{};
   b.addr = addr;
@@ -120,15 +130,22 @@ PytorchCachingAllocator::Key PytorchCachingAllocator::address_key(uint32_t b) co
   return Key{stream_rank_[blocks_[b].stream] << kSizeBits, pack_address(blocks_[b].addr, b)};
 }
 
+// Block::gc_count_base: the pool's get_free_block count when the block was cached.
+[[gnu::always_inline]] inline void PytorchCachingAllocator::stamp_gc_count(uint32_t b, const Pool& pool) {
+  if (!gc_on_) return;
+  if (gc_count_base_.size() < blocks_.size()) gc_count_base_.resize(blocks_.size());
+  gc_count_base_[b] = pool.get_free_blocks_call_count;
+}
+
 [[gnu::always_inline]] inline void PytorchCachingAllocator::insert_into_blocks(uint32_t b) {
   Pool& pool = pool_of(b);
-  blocks_[b].gc_count_base = pool.get_free_blocks_call_count;
+  stamp_gc_count(b, pool);
   if (!pool.blocks.insert(size_key(b))) internal_assert("block inserted twice");
 }
 
 [[gnu::always_inline]] inline void PytorchCachingAllocator::replace_in_blocks(const Key& old, uint32_t b) {
   Pool& pool = pool_of(b);
-  blocks_[b].gc_count_base = pool.get_free_blocks_call_count;
+  stamp_gc_count(b, pool);
   pool.blocks.replace(old, size_key(b));
 }
 
@@ -138,7 +155,7 @@ void PytorchCachingAllocator::erase_from_blocks(uint32_t b) {
 
 uint64_t PytorchCachingAllocator::gc_count(uint32_t b) {
   // Block::gc_count(): the int cast, then size_t, as in the source.
-  return static_cast<uint64_t>(static_cast<int>(pool_of(b).get_free_blocks_call_count - blocks_[b].gc_count_base));
+  return static_cast<uint64_t>(static_cast<int>(pool_of(b).get_free_blocks_call_count - gc_count_base_[b]));
 }
 
 void PytorchCachingAllocator::grow_reserved(uint64_t bytes) {
@@ -156,9 +173,9 @@ void PytorchCachingAllocator::shrink_reserved(uint64_t bytes) {
 
 // ---- malloc --------------------------------------------------------------------------
 
-std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool) {
+uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool) {
   if (stream >= stream_rank_.size()) internal_assert("stream index " + std::to_string(stream) + " unknown");
-  uint64_t size = pytorch_round_size(orig_size, config_);
+  uint64_t size = round_size(orig_size, config_);
   Params p{size, stream, pool == 0 ? &pool_at(size <= kSmallSize ? 1 : 0) : &pool_for(pool, size <= kSmallSize),
            pytorch_allocation_size(size)};
   // captures_underway is not empty while a request goes to a private pool (a capture or use_mem_pool
@@ -168,13 +185,13 @@ std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, Stre
   // No free-memory callbacks are registered in a plain process, so one search.
   bool found = get_free_block(p);
   if (!found) {
-    if (set_fraction_ && config_.garbage_collection_threshold > 0.0) garbage_collect_cached_blocks();
+    if (gc_on_) garbage_collect_cached_blocks();
     found = alloc_block(p, false) || (release_available_cached_blocks(p) && alloc_block(p, false)) ||
             (!capture_underway && release_cached_blocks() && alloc_block(p, true));
   }
   if (!found) {
     ++stats_.num_ooms;
-    return std::nullopt;
+    return kNoNode;
   }
   bool split_remainder = should_split(p.block, size);
   return alloc_found_block(p, split_remainder);
@@ -182,7 +199,7 @@ std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, Stre
 
 [[gnu::always_inline]] inline bool PytorchCachingAllocator::get_free_block(Params& p) {
   Pool& pool = *p.pool;
-  if (set_fraction_ && config_.garbage_collection_threshold > 0.0) ++pool.get_free_blocks_call_count;
+  if (gc_on_) ++pool.get_free_blocks_call_count;
   const uint64_t rank = stream_rank_[p.stream];
   auto it = pool.blocks.lower_bound(Key{(rank << kSizeBits) | std::min(p.size, kSizeMask), 0});
   auto same_stream = [&](auto i) { return i != pool.blocks.end() && (i->hi >> kSizeBits) == rank; };
@@ -194,7 +211,7 @@ std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, Stre
       // block whose reach is smaller (the source's expandable_size loop).
       auto expandable_size = [&](uint32_t b) {
         uint32_t n = blocks_[b].next;
-        return blocks_[b].size + (n != kNoNode && !blocks_[n].mapped ? blocks_[n].size : 0);
+        return blocks_[b].size + (n != kNoNode && !mapped(n) ? blocks_[n].size : 0);
       };
       auto next = std::next(it);
       while (blocks_[it->node()].segment != kNoNode && same_stream(next) &&
@@ -242,7 +259,7 @@ std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, Stre
     r.addr += p.size;
     r.size -= p.size;
     if (p.block_in_pool) {
-      r.gc_count_base = p.pool->get_free_blocks_call_count;
+      stamp_gc_count(remaining, *p.pool);
       p.pool->blocks.replace(p.position, size_key(remaining));
     } else {
       insert_into_blocks(remaining);
@@ -250,7 +267,7 @@ std::optional<uint32_t> PytorchCachingAllocator::malloc(uint64_t orig_size, Stre
   } else if (p.block_in_pool) {
     p.pool->blocks.erase(p.position);
   }
-  blocks_[block].allocated = true;
+  set_allocated(block, true);
   stats_.allocated += blocks_[block].size;
   stats_.allocated_peak = std::max(stats_.allocated_peak, stats_.allocated);
   return block;
@@ -278,28 +295,36 @@ bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
 // ---- freeing ---------------------------------------------------------------------------
 
 void PytorchCachingAllocator::free(uint32_t b) {
-  if (b >= blocks_.size() || !blocks_[b].allocated) internal_assert("free of a block that is not allocated");
-  blocks_[b].allocated = false;
+  if (b >= blocks_.size() || !allocated(b)) internal_assert("free of a block that is not allocated");
+  set_allocated(b, false);
   stats_.allocated -= blocks_[b].size;
-  // free_block: merge with free neighbours (try_merge_blocks), then back into the pool. The
-  // last merged neighbour's place in the pool is handed to the merged block (one move).
-  std::optional<Key> vacated;
-  for (uint32_t src : {blocks_[b].prev, blocks_[b].next}) {
-    if (src == kNoNode || blocks_[src].allocated || !blocks_[src].mapped) continue;
-    if (vacated) pool_of(b).blocks.erase(*vacated);
-    vacated = size_key(src);
-    absorb(b, src);
-  }
-  if (vacated)
-    replace_in_blocks(*vacated, b);
-  else
+  // free_block: merge with free neighbours (try_merge_blocks), then back into the pool. Written
+  // out for the two neighbours (a loop over them went through the stack).
+  const uint32_t prev = blocks_[b].prev, next = blocks_[b].next;
+  const bool from_prev = prev != kNoNode && flags_[prev] == kMapped;  // neither allocated nor unmapped
+  const bool from_next = next != kNoNode && flags_[next] == kMapped;
+  if (!from_prev && !from_next) {
     insert_into_blocks(b);
+    return;
+  }
+  // The last merged neighbour's place in the pool is handed to the merged block (one move).
+  Key vacated{};
+  if (from_prev) {
+    vacated = size_key(prev);
+    absorb(b, prev);
+  }
+  if (from_next) {
+    if (from_prev) pool_of(b).blocks.erase(vacated);
+    vacated = size_key(next);
+    absorb(b, next);
+  }
+  replace_in_blocks(vacated, b);
 }
 
 size_t PytorchCachingAllocator::try_merge_blocks(uint32_t dst, uint32_t src) {
-  if (src == kNoNode || blocks_[src].allocated || blocks_[src].mapped != blocks_[dst].mapped) return 0;
+  if (src == kNoNode || allocated(src) || mapped(src) != mapped(dst)) return 0;
   // The neighbour leaves its set before anything about it changes.
-  if (blocks_[src].mapped)
+  if (mapped(src))
     erase_from_blocks(src);
   else
     pool_of(src).unmapped.erase(address_key(src));
@@ -447,7 +472,7 @@ void PytorchCachingAllocator::garbage_collect_cached_blocks() {
 // ---- expandable segments -------------------------------------------------------------------
 
 uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool& pool, uint64_t size) {
-  auto allocatable = [&](uint32_t b) { return b != kNoNode && !blocks_[b].allocated; };
+  auto allocatable = [&](uint32_t b) { return b != kNoNode && !allocated(b); };
   auto has_available_address_space = [&](uint32_t b) {
     uint64_t bytes = 0;
     while (bytes < size && allocatable(b)) {
@@ -477,14 +502,14 @@ uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool
   es.base = *base;
   segments_.push_back(es);
   uint32_t c = new_block(es.base, es.size(), stream, pool.index);
-  blocks_[c].mapped = false;
+  set_mapped(c, false);
   blocks_[c].segment = static_cast<uint32_t>(segments_.size() - 1);
   pool.unmapped.insert(address_key(c));
   return c;
 }
 
 bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
-  if (blocks_[to_map].mapped || size > blocks_[to_map].size) internal_assert("map_block of a mapped block");
+  if (mapped(to_map) || size > blocks_[to_map].size) internal_assert("map_block of a mapped block");
   const ExpandableSegment& es = segments_[blocks_[to_map].segment];
   const uint64_t offset = blocks_[to_map].addr - es.base;
   const uint64_t begin = offset / es.segment_size;
@@ -496,13 +521,13 @@ bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
 
   Pool& pool = pool_of(to_map);
   pool.unmapped.erase(address_key(to_map));
-  blocks_[to_map].mapped = true;
+  set_mapped(to_map, true);
   if (mapped_size < blocks_[to_map].size) {
     // to_map -> remaining (still unmapped) -> to_map's old next
     uint32_t remaining = new_block(blocks_[to_map].addr + mapped_size, blocks_[to_map].size - mapped_size,
                                    blocks_[to_map].stream, blocks_[to_map].pool);
+    set_mapped(remaining, false);
     PytorchBlock& r = blocks_[remaining];
-    r.mapped = false;
     r.segment = blocks_[to_map].segment;
     r.prev = to_map;
     r.next = blocks_[to_map].next;
@@ -524,18 +549,18 @@ uint32_t PytorchCachingAllocator::try_allocate_expandable_block(StreamIndex stre
   // A request larger than a whole new segment's range (1 1/8 of the GPU's memory) cannot be mapped:
   // PyTorch's cuMemCreate fails first, the GPU having less memory than that. Out of memory, not a crash.
   uint64_t reach = 0;
-  for (uint32_t b = candidate; b != kNoNode && !blocks_[b].allocated && reach < size; b = blocks_[b].next)
+  for (uint32_t b = candidate; b != kNoNode && !allocated(b) && reach < size; b = blocks_[b].next)
     reach += blocks_[b].size;
   if (reach < size) return kNoNode;
   // candidate: unmapped -> null, unmapped -> free -> *, or free -> unmapped -> *
-  if (!blocks_[candidate].mapped && !map_block(candidate, std::min(blocks_[candidate].size, size))) return kNoNode;
+  if (!mapped(candidate) && !map_block(candidate, std::min(blocks_[candidate].size, size))) return kNoNode;
   while (blocks_[candidate].size < size) {
     // free -> unmapped: map some of the unmapped part, which merges into the free block
     uint64_t remaining = size - blocks_[candidate].size;
     uint32_t next = blocks_[candidate].next;
     // Nothing left to map: the request is larger than a whole segment's address range (1 1/8 of the
     // GPU's memory). PyTorch's cuMemCreate fails long before, as the GPU has not that much memory.
-    if (next == kNoNode || blocks_[next].mapped) return kNoNode;
+    if (next == kNoNode || mapped(next)) return kNoNode;
     if (!map_block(next, std::min(remaining, blocks_[next].size))) return kNoNode;
     candidate = next;
   }
@@ -577,7 +602,7 @@ void PytorchCachingAllocator::unmap_block(uint32_t b) {
   }
   blocks_[b].addr = unmapped_addr;
   blocks_[b].size = unmapped_size;
-  blocks_[b].mapped = false;
+  set_mapped(b, false);
   try_merge_blocks(b, blocks_[b].prev);
   try_merge_blocks(b, blocks_[b].next);
   pool_of(b).unmapped.insert(address_key(b));
@@ -587,7 +612,7 @@ void PytorchCachingAllocator::unmap_block(uint32_t b) {
 
 void PytorchCachingAllocator::release_expandable_segment(uint32_t b) {
   ExpandableSegment& es = segments_[blocks_[b].segment];
-  if (blocks_[b].size != es.size() || blocks_[b].mapped) internal_assert("block disagrees with segment");
+  if (blocks_[b].size != es.size() || mapped(b)) internal_assert("block disagrees with segment");
   device_.release_range(es.base, es.size());
   es.live = false;
   pool_of(b).unmapped.erase(address_key(b));
@@ -631,7 +656,7 @@ uint32_t PytorchCachingAllocator::lay_out(const RecordedSegment& seg, Addr base,
     blocks_[b].segment = segment;
     prev = chain(prev, b);
     if (allocated) {
-      blocks_[b].allocated = true;
+      set_allocated(b, true);
       stats_.allocated += size;
       live.emplace_back(at, b);
     } else {
@@ -717,7 +742,7 @@ bool PytorchCachingAllocator::adopt_expandable(const ExpandableGroup& g, std::ve
   Addr cursor = g.recorded_base;
   auto unmapped = [&](Addr from, Addr to) {
     uint32_t b = new_block(device_addr(from), to - from, g.stream, pool.index);
-    blocks_[b].mapped = false;
+    set_mapped(b, false);
     blocks_[b].segment = g.segment;
     prev = chain(prev, b);
     pool.unmapped.insert(address_key(b));

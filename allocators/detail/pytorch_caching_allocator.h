@@ -73,6 +73,8 @@ struct PytorchStats {
   uint64_t segments = 0, segments_peak = 0;            // segment.all (cudaMalloc'd segments)
 };
 
+// Two to a cache line: whether it is allocated or mapped, and its gc_count base, are kept apart
+// (PytorchCachingAllocator's flags_ and gc_count_base_).
 struct PytorchBlock {
   Addr addr = 0;
   uint64_t size = 0;
@@ -80,11 +82,9 @@ struct PytorchBlock {
   uint32_t segment = kNoNode;               // expandable segment index; kNoNode = a cudaMalloc segment
   StreamIndex stream = 0;
   uint16_t pool = 0;  // owning BlockPool: index into the allocator's pools (its `small` says which kind)
-  bool allocated = false;
-  bool mapped = true;  // false: unmapped address space of an expandable segment
-  int64_t gc_count_base = 0;
   bool is_split() const { return prev != kNoNode || next != kNoNode; }
 };
+static_assert(sizeof(PytorchBlock) == 32);
 
 class PytorchCachingAllocator {
  public:
@@ -99,7 +99,14 @@ class PytorchCachingAllocator {
 
   // DeviceCachingAllocator::malloc into the default pools (pool 0) or private pool `pool`; nullopt =
   // out of memory (after recovery). Returns the block index.
-  std::optional<uint32_t> malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool = 0);
+  std::optional<uint32_t> malloc(uint64_t orig_size, StreamIndex stream, PoolIndex pool = 0) {
+    // Inline, so that the caller's test of the result keeps it in registers: returned from an
+    // out-of-line call, GCC builds the optional with two narrow stores and reads it back with one
+    // wide load, a store-forwarding stall on every request.
+    const uint32_t b = malloc_block(orig_size, stream, pool);
+    if (b == kNoNode) return std::nullopt;
+    return b;
+  }
   // free() of a block without pending stream uses (free_block).
   void free(uint32_t block);
   // emptyCache(): release_cached_blocks with the default MempoolId.
@@ -113,6 +120,9 @@ class PytorchCachingAllocator {
   std::optional<std::vector<uint32_t>> adopt(const InitialState& state);
 
   const PytorchBlock& block(uint32_t i) const { return blocks_[i]; }
+  bool allocated(uint32_t b) const { return flags_[b] & kAllocated; }
+  // false: unmapped address space of an expandable segment
+  bool mapped(uint32_t b) const { return flags_[b] & kMapped; }
   const PytorchStats& stats() const { return stats_; }
   const PytorchAllocatorConfig& config() const { return config_; }
   // Free blocks cached in the pools (mapped ones), for tests.
@@ -169,6 +179,14 @@ class PytorchCachingAllocator {
   };
 
   // blocks
+  static constexpr uint8_t kAllocated = 1, kMapped = 2;
+  void set_allocated(uint32_t b, bool on) {
+    flags_[b] = static_cast<uint8_t>((flags_[b] & ~kAllocated) | (on ? kAllocated : 0));
+  }
+  void set_mapped(uint32_t b, bool on) {
+    flags_[b] = static_cast<uint8_t>((flags_[b] & ~kMapped) | (on ? kMapped : 0));
+  }
+  void stamp_gc_count(uint32_t b, const Pool& pool);
   uint32_t new_block(Addr addr, uint64_t size, StreamIndex stream, uint16_t pool);
   void delete_block(uint32_t b) { unused_.give_back(b); }
   Pool& pool_at(size_t i) { return *pool_index_[i]; }
@@ -186,6 +204,7 @@ class PytorchCachingAllocator {
   uint64_t gc_count(uint32_t b);
 
   // malloc steps
+  uint32_t malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool);  // kNoNode: out of memory
   bool get_free_block(Params& p);
   bool should_split(uint32_t b, uint64_t size) const;
   uint32_t alloc_found_block(const Params& p, bool split_remainder);
@@ -229,6 +248,7 @@ class PytorchCachingAllocator {
   std::vector<uint64_t> stream_rank_;  // by StreamIndex: rank of its handle among all handles
   uint64_t total_memory_;
   bool set_fraction_ = false;
+  bool gc_on_ = false;  // set_fraction_ and a garbage_collection_threshold: the get_free_block count and GC run
   uint64_t allowed_memory_maximum_ = 0;
   uint64_t total_allocated_memory_ = 0;
   std::vector<std::array<int64_t, 2>> pool_ids_;
@@ -236,6 +256,11 @@ class PytorchCachingAllocator {
   std::vector<Pool*> pool_index_;     // pools_ by index: a deque's own indexing costs a division per lookup
   std::vector<PrivatePool> private_;  // by PoolIndex; [0] unused (the default pools)
   std::vector<PytorchBlock> blocks_;
+  // By block, kAllocated | kMapped, apart from blocks_: free() tests both neighbours on every call,
+  // and this array stays in L1 where the blocks do not, so the branch (a coin toss to a predictor)
+  // resolves without waiting on a cache miss.
+  std::vector<uint8_t> flags_;
+  std::vector<int64_t> gc_count_base_;  // by block; kept only while gc_on_, the one time gc_count reads it
   FreeSlots unused_;
   std::vector<ExpandableSegment> segments_;
   PytorchStats stats_;
