@@ -363,6 +363,16 @@ class Importer final : public pickle::ListSink {
         }
         history = !raw_.empty();
       }
+      // The device asked for (0 by default) holds nothing while another does: the snapshot of one rank
+      // of a multi-GPU job (DistributedDataParallel's rank 1 records only its own GPU). Saying so beats
+      // showing an empty trace.
+      if (!history && trace_.meta.segments.empty()) {
+        const std::string available = devices_with_data(*traces);
+        if (!available.empty())
+          doc_->fail(*traces, fmt::format("device {} has no history and no segments in this snapshot; devices "
+                                          "with data: {} (pick one with --device)",
+                                          options_.device, available));
+      }
     }
     return history;
   }
@@ -513,6 +523,14 @@ class Importer final : public pickle::ListSink {
       return found;
     }
     if (have_segments && !trace_.meta.segments.empty()) return std::nullopt;  // segments, no history
+    const std::string available = devices_with_data(traces);
+    doc_->fail(traces,
+               fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
+                           device, available.empty() ? "none" : available));
+  }
+
+  // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history or segments for.
+  std::string devices_with_data(Value traces) const {
     std::string available;
     size_t i = 0;
     doc_->for_each(traces, [&](Value v) {
@@ -525,9 +543,7 @@ class Importer final : public pickle::ListSink {
     for (int d : segment_devices_)
       if (available.find(fmt::format("{} (", d)) == std::string::npos)
         available += fmt::format("{}{} (segments only)", available.empty() ? "" : ", ", d);
-    doc_->fail(traces,
-               fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
-                           device, available.empty() ? "none" : available));
+    return available;
   }
 
   // An inline int (nearly every one) without a call; the rest and the errors out of line.
