@@ -343,14 +343,25 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
   p.empty_list().empty_dict().mark().str("action").str("alloc").str("addr").i64(512).str("size").i64(8);
   p.setitems().op('a').appends().setitems();
   std::string bytes = p.stop();
-  CHECK(parse_pytorch_snapshot(bytes, "two", {0}).events.empty());
   CHECK(parse_pytorch_snapshot(bytes, "two", {1}).events.size() == 1);
+  // Device 0 holds nothing while device 1 does (a DDP rank's snapshot): refused, naming device 1.
+  try {
+    parse_pytorch_snapshot(bytes, "two", {0});
+    FAIL("accepted");
+  } catch (const FormatError& e) {
+    CHECK(std::string(e.what()).find("device 0 has no history and no segments in this snapshot; devices with data: "
+                                     "1 (1 entries)") != std::string::npos);
+  }
   try {
     parse_pytorch_snapshot(bytes, "two", {2});
     FAIL("accepted");
   } catch (const FormatError& e) {
     CHECK(std::string(e.what()).find("no data for device 2; devices with data: 1 (1 entries)") != std::string::npos);
   }
+  // Nothing on any device: an empty trace, as before.
+  P empty;
+  empty.empty_dict().mark().str("device_traces").empty_list().mark().empty_list().empty_list().appends().setitems();
+  CHECK(parse_pytorch_snapshot(empty.stop(), "none", {0}).events.empty());
 }
 
 namespace {

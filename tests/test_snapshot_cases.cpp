@@ -183,7 +183,8 @@ TEST_CASE("snapshot cases: each GPU of a two-GPU snapshot replays exactly", "[sn
 
 // DistributedDataParallel on two GPUs (group `ddp`): each rank's snapshot holds its own GPU's history,
 // so rank 1's has an empty list for device 0. Read as device 0 it is refused, naming the device that
-// has data, rather than shown as an empty trace; read as its own device it replays exactly.
+// has data, rather than shown as an empty trace; read as its own device it replays exactly. (They sit
+// in ddp/, apart from the snapshots the other tests read as device 0.)
 TEST_CASE("snapshot cases: each DDP rank's snapshot replays exactly on its own GPU", "[snapshot_cases]") {
   auto stats = case_stats();
   for (const char* file : {"ddp_train.default_rank0.pickle.gz", "ddp_train.default_rank1.pickle.gz",
@@ -192,7 +193,7 @@ TEST_CASE("snapshot cases: each DDP rank's snapshot replays exactly on its own G
     INFO(file);
     REQUIRE(stats.count(file) == 1);
     const int device = std::string(file).find("rank1") != std::string::npos ? 1 : 0;
-    Trace trace = load_trace(kCases + "/" + file, ReadOptions{device});
+    Trace trace = load_trace(kCases + "/ddp/" + file, ReadOptions{device});
     FidelityResult r = check_fidelity(trace, {});
     INFO("divergence at event " << r.event_index << ": " << r.what);
     CHECK(r.exact);
@@ -200,7 +201,7 @@ TEST_CASE("snapshot cases: each DDP rank's snapshot replays exactly on its own G
     CHECK(r.recorded_peak == stats[file]["stats"]["reserved_bytes.all.peak"].get<uint64_t>());
     if (device == 1) {
       try {
-        load_trace(kCases + "/" + file);
+        load_trace(kCases + "/ddp/" + file);
         FAIL("device 0 of a rank-1 snapshot read as an empty trace");
       } catch (const FormatError& e) {
         CHECK_THAT(e.what(), Catch::Contains("devices with data: 1 ("));
