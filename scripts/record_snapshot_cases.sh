@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate twogpus ddp large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate twogpus ranks large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -75,12 +75,17 @@ for g in $groups; do case $g in
     rec "X=1" two_devices
     rec "$E" two_devices
     rec "RECORD=late:2" two_devices ;;
-  ddp)  # needs two GPUs: one snapshot per rank
-    for c in "X=1" "$E" "RECORD=late:2"; do
-      echo "== $c ddp_train (torchrun, 2 ranks)"
-      env $c python3 -m torch.distributed.run --nproc_per_node 2 "$(dirname "$0")/record_torch_traces.py" ddp_train "$out" \
-        >"$out/ddp_train.$(echo "$c" | tr ' =:,' '_-__').log" 2>&1 || echo "FAILED: $c ddp_train"
-    done ;;
+  ranks)  # needs two GPUs: one snapshot per rank (ranks/), then compile's default mode on one GPU
+    for w in ddp_train fsdp_train; do
+      for c in "X=1" "$E" "RECORD=late:2"; do
+        [ $w = fsdp_train ] && [ "$c" = "RECORD=late:2" ] && continue
+        echo "== $c $w (torchrun, 2 ranks)"
+        env $c python3 -m torch.distributed.run --nproc_per_node 2 "$(dirname "$0")/record_torch_traces.py" $w "$out" \
+          >"$out/$w.$(echo "$c" | tr ' =:,' '_-__').log" 2>&1 || echo "FAILED: $c $w"
+      done
+    done
+    rec "X=1" compile_dynamic
+    rec "RECORD=late:2" compile_dynamic ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;

@@ -114,7 +114,8 @@ TEST_CASE("snapshot cases: ResNet-50 and a checkpointed Llama under other settin
         "bert_varlen_train.max_split_size_mb-128_max_non_split_rounding_mb-512_late1.pickle.gz",
         "bert_varlen_oom.expandable_segments-True_garbage_collection_threshold-0.7_cap0.2.pickle.gz",
         "gpt2_oom_backoff.garbage_collection_threshold-0.5_max_split_size_mb-64_cap0.12_late1.pickle.gz",
-        "resnet50_train.roundup_power2_divisions-64-8_256-4_gt-1_ring20000.pickle.gz"}) {
+        "resnet50_train.roundup_power2_divisions-64-8_256-4_gt-1_ring20000.pickle.gz",
+        "compile_dynamic.default.pickle.gz", "compile_dynamic.default_late2.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }
@@ -183,17 +184,20 @@ TEST_CASE("snapshot cases: each GPU of a two-GPU snapshot replays exactly", "[sn
 
 // DistributedDataParallel on two GPUs (group `ddp`): each rank's snapshot holds its own GPU's history,
 // so rank 1's has an empty list for device 0. Read as device 0 it is refused, naming the device that
-// has data, rather than shown as an empty trace; read as its own device it replays exactly. (They sit
-// in ddp/, apart from the snapshots the other tests read as device 0.)
-TEST_CASE("snapshot cases: each DDP rank's snapshot replays exactly on its own GPU", "[snapshot_cases]") {
+// has data, rather than shown as an empty trace; read as its own device it replays exactly. FSDP2's
+// ranks likewise, with its all-gather and reduce-scatter streams. (They sit in ranks/, apart from the
+// snapshots the other tests read as device 0.)
+TEST_CASE("snapshot cases: each DDP and FSDP rank's snapshot replays exactly on its own GPU", "[snapshot_cases]") {
   auto stats = case_stats();
   for (const char* file : {"ddp_train.default_rank0.pickle.gz", "ddp_train.default_rank1.pickle.gz",
                            "ddp_train.expandable_rank0.pickle.gz", "ddp_train.expandable_rank1.pickle.gz",
-                           "ddp_train.default_rank0_late2.pickle.gz", "ddp_train.default_rank1_late2.pickle.gz"}) {
+                           "ddp_train.default_rank0_late2.pickle.gz", "ddp_train.default_rank1_late2.pickle.gz",
+                           "fsdp_train.default_rank0.pickle.gz", "fsdp_train.default_rank1.pickle.gz",
+                           "fsdp_train.expandable_rank0.pickle.gz", "fsdp_train.expandable_rank1.pickle.gz"}) {
     INFO(file);
     REQUIRE(stats.count(file) == 1);
     const int device = std::string(file).find("rank1") != std::string::npos ? 1 : 0;
-    Trace trace = load_trace(kCases + "/ddp/" + file, ReadOptions{device});
+    Trace trace = load_trace(kCases + "/ranks/" + file, ReadOptions{device});
     FidelityResult r = check_fidelity(trace, {});
     INFO("divergence at event " << r.event_index << ": " << r.what);
     CHECK(r.exact);
@@ -201,7 +205,7 @@ TEST_CASE("snapshot cases: each DDP rank's snapshot replays exactly on its own G
     CHECK(r.recorded_peak == stats[file]["stats"]["reserved_bytes.all.peak"].get<uint64_t>());
     if (device == 1) {
       try {
-        load_trace(kCases + "/ddp/" + file);
+        load_trace(kCases + "/ranks/" + file);
         FAIL("device 0 of a rank-1 snapshot read as an empty trace");
       } catch (const FormatError& e) {
         CHECK_THAT(e.what(), Catch::Contains("devices with data: 1 ("));
