@@ -250,7 +250,7 @@ class CudaAsyncPool final : public Policy {
     owner->second->erase(ExtentKey{blocks_[n].size, blocks_[n].addr, n});
     if (!owner->second->empty()) return;
     // place() walks owners: only those with extents. An emptied index is kept for the next
-    // owner (an OrderedKeys is some 27 KB of bins: one per stream ever seen would not do).
+    // owner (an OrderedKeys group is some 35 KB of bins: one per stream ever seen would not do).
     if (spare_.size() < kSpareIndexes) spare_.push_back(std::move(owner->second));
     by_owner_.erase(owner);
   }
