@@ -140,6 +140,8 @@ void add_info(CLI::App& app, CommandFn& run) {
         return 0;
       }
       fmt::print("trace        {} ({})\n", path, m.format);
+      if (m.device != 0)
+        fmt::print("device       {} (a snapshot's history of one GPU; --device picks another)\n", m.device);
       fmt::print("events       {}  ({} allocations, {} frees, {} free requests, {} empty_cache)\n", s.events,
                  s.by_kind[0], s.by_kind[1], s.by_kind[3], s.by_kind[2]);
       fmt::print("recorded     {} segment allocs, {} segment frees, {} maps, {} unmaps, {} OOMs\n", s.by_kind[4],

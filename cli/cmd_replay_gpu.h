@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "traces/trace_io.h"
+
 namespace fraglab::cli {
 
 struct CudaReplayRequest {
@@ -12,8 +14,8 @@ struct CudaReplayRequest {
   std::vector<std::string> policies;
   std::string capacity;
   std::string on_oom;
-  int trace_device = 0;     // which device's trace to read from a snapshot
-  std::string exec_device;  // "cuda" or "cuda:N"
+  int trace_device = kAnyDevice;  // which device's trace to read from a snapshot
+  std::string exec_device;        // "cuda" or "cuda:N"
   bool touch = false;
   bool json = false;
 };

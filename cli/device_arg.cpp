@@ -28,10 +28,12 @@ DeviceArg DeviceOptions::resolve() const {
 
 void add_device_options(CLI::App* cmd, DeviceOptions& options) {
   cmd->add_option("--device", options.device,
-                  "A PyTorch snapshot's device index (default 0), or the execution device (sim, cuda[:N])")
+                  "A PyTorch snapshot's device index (default 0, or the one device with data when 0 has none: "
+                  "a DDP/FSDP rank's snapshot), or the execution device (sim, cuda[:N])")
       ->take_all()
       ->allow_extra_args(false);
-  cmd->add_option("--trace-device", options.trace_device, "Device index in a PyTorch snapshot (default 0)")
+  cmd->add_option("--trace-device", options.trace_device,
+                  "Device index in a PyTorch snapshot (default 0, or the one device with data when 0 has none)")
       ->check(CLI::NonNegativeNumber);
 }
 

@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "traces/trace_io.h"
+
 namespace fraglab::cli {
 
 struct DeviceArg {
-  int trace_device = 0;     // snapshot device_traces index
-  std::string exec_device;  // "" (default: simulated), "sim", "cuda", "cuda:N"
+  int trace_device = kAnyDevice;  // snapshot device_traces index (default: the device with data)
+  std::string exec_device;        // "" (default: simulated), "sim", "cuda", "cuda:N"
 };
 
 // Parses one --device value into `out`; throws std::invalid_argument naming the value

@@ -358,10 +358,16 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
   } catch (const FormatError& e) {
     CHECK(std::string(e.what()).find("no data for device 2; devices with data: 1 (1 entries)") != std::string::npos);
   }
+  // No device named: the one with data.
+  Trace any = parse_pytorch_snapshot(bytes, "two", {kAnyDevice});
+  CHECK(any.events.size() == 1);
+  CHECK(any.meta.device == 1);
   // Nothing on any device: an empty trace, as before.
   P empty;
   empty.empty_dict().mark().str("device_traces").empty_list().mark().empty_list().empty_list().appends().setitems();
-  CHECK(parse_pytorch_snapshot(empty.stop(), "none", {0}).events.empty());
+  const std::string nothing = empty.stop();
+  CHECK(parse_pytorch_snapshot(nothing, "none", {0}).events.empty());
+  CHECK(parse_pytorch_snapshot(nothing, "none", {kAnyDevice}).events.empty());
 }
 
 namespace {

@@ -182,9 +182,10 @@ TEST_CASE("snapshot cases: each GPU of a two-GPU snapshot replays exactly", "[sn
   }
 }
 
-// DistributedDataParallel on two GPUs (group `ddp`): each rank's snapshot holds its own GPU's history,
+// DistributedDataParallel on two GPUs (group `ranks`): each rank's snapshot holds its own GPU's history,
 // so rank 1's has an empty list for device 0. Read as device 0 it is refused, naming the device that
-// has data, rather than shown as an empty trace; read as its own device it replays exactly. FSDP2's
+// has data, rather than shown as an empty trace; read with no device named (kAnyDevice, what the CLI
+// and the GUI ask for by default) it is device 1; it replays exactly. FSDP2's
 // ranks likewise, with its all-gather and reduce-scatter streams. (They sit in ranks/, apart from the
 // snapshots the other tests read as device 0.)
 TEST_CASE("snapshot cases: each DDP and FSDP rank's snapshot replays exactly on its own GPU", "[snapshot_cases]") {
@@ -203,6 +204,10 @@ TEST_CASE("snapshot cases: each DDP and FSDP rank's snapshot replays exactly on 
     CHECK(r.exact);
     CHECK(r.simulated_peak == r.recorded_peak);
     CHECK(r.recorded_peak == stats[file]["stats"]["reserved_bytes.all.peak"].get<uint64_t>());
+    // Named by no one, the device with data is read: rank 1's snapshot is GPU 1's history.
+    Trace any = load_trace(kCases + "/ranks/" + file, ReadOptions{kAnyDevice});
+    CHECK(any.events == trace.events);
+    CHECK(any.meta.device == device);
     if (device == 1) {
       try {
         load_trace(kCases + "/ranks/" + file);

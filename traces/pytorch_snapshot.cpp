@@ -265,12 +265,21 @@ class StackInterner {
   std::unordered_map<std::string, StackId> stack_of_key_;  // frame ids -> stack
 };
 
+// Reading with kAnyDevice found device 0 empty and one other device with data: read that one instead.
+struct OnlyOtherDevice {
+  int device;
+};
+
 class Importer final : public pickle::ListSink {
  public:
   // `disk_bytes`: the input's size on disk, which bounds what it may expand to (read_limits.h).
   // `streaming`: the entries come through item() while the pickle is parsed.
   Importer(const std::string& name, const ReadOptions& options, uint64_t disk_bytes, bool streaming)
       : name_(name), options_(options), stacks_(trace_.meta, read_limits().budget(disk_bytes)), streaming_(streaming) {}
+
+  // kAnyDevice was asked for (options_.device is then 0): an empty device 0 gives way to the one device
+  // with data (OnlyOtherDevice) instead of failing.
+  void allow_other_device(bool allow) { allow_other_device_ = allow; }
 
   // The document, once parsed (nullptr: gone, only finish() may follow).
   void attach(const Document* doc) {
@@ -367,6 +376,9 @@ class Importer final : public pickle::ListSink {
       // of a multi-GPU job (DistributedDataParallel's rank 1 records only its own GPU). Saying so beats
       // showing an empty trace.
       if (!history && trace_.meta.segments.empty()) {
+        if (allow_other_device_)
+          if (std::vector<int> others = device_indices_with_data(*traces); others.size() == 1)
+            throw OnlyOtherDevice{others[0]};
         const std::string available = devices_with_data(*traces);
         if (!available.empty())
           doc_->fail(*traces, fmt::format("device {} has no history and no segments in this snapshot; devices "
@@ -387,6 +399,7 @@ class Importer final : public pickle::ListSink {
   std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
   uint64_t user_metadata_entries_ = 0;          // trace entries with a non-empty user_metadata
   std::vector<int> segment_devices_;            // devices the segments list, for error messages
+  bool allow_other_device_ = false;             // kAnyDevice: see allow_other_device()
   std::vector<Event> raw_;                      // the history at address level (ids not yet assigned)
   size_t written_ = 0;                          // build(): events written so far (over the history)
   std::vector<uint64_t> raw_offsets_;           // each raw entry's offset in the input, for errors
@@ -527,6 +540,20 @@ class Importer final : public pickle::ListSink {
     doc_->fail(traces,
                fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
                            device, available.empty() ? "none" : available));
+  }
+
+  // The devices a snapshot holds a history or segments for (the first 16 lists), in index order.
+  std::vector<int> device_indices_with_data(Value traces) const {
+    std::vector<int> out;
+    int i = 0;
+    doc_->for_each(traces, [&](Value v) {
+      if (i < 16 && v.kind() == Kind::List && doc_->size(v) > 0) out.push_back(i);
+      ++i;
+    });
+    for (int d : segment_devices_)
+      if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+    std::sort(out.begin(), out.end());
+    return out;
   }
 
   // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history or segments for.
@@ -972,14 +999,18 @@ thread_local uint64_t g_last_import_flat_entries = 0;
 
 // The input is released (release_input) before the events are built, when the reading allows.
 // `feed`: the input is still being written (InflatingBytes), both parses wait for it.
-Trace import_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options, uint64_t disk_bytes,
+Trace import_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& asked, uint64_t disk_bytes,
                       const std::function<void()>& release_input, pickle::InputFeed* feed = nullptr) {
-  if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, options);  // transcoded to pickle there
+  if (starts_as_json(bytes)) return parse_json_snapshot(bytes, name, asked);  // transcoded to pickle there
+  ReadOptions options = asked;  // kAnyDevice reads device 0 first (OnlyOtherDevice names another)
+  if (options.device == kAnyDevice) options.device = 0;
+  const bool any_device = asked.device == kAnyDevice;
   std::unique_ptr<Importer> importer;
   bool history = false;
   g_last_import_flat_entries = 0;
   try {
     importer = std::make_unique<Importer>(name, options, disk_bytes, true);
+    importer->allow_other_device(any_device);
     Document doc = Document::parse(bytes, name, pickle::StreamSpec{options.device, importer.get()}, feed);
     g_last_import_flat_entries = doc.flat_items();
     importer->attach(&doc);
@@ -996,6 +1027,7 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   g_last_import_streamed = importer && importer->streamed();
   if (!importer) {
     importer = std::make_unique<Importer>(name, options, disk_bytes, false);
+    importer->allow_other_device(any_device);
     Document doc = Document::parse(bytes, name, pickle::StreamSpec{}, feed);
     importer->attach(&doc);
     history = importer->collect();
@@ -1051,7 +1083,13 @@ bool last_snapshot_import_streamed() { return g_last_import_streamed; }
 uint64_t last_snapshot_import_flat_entries() { return g_last_import_streamed ? g_last_import_flat_entries : 0; }
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
-  return import_snapshot(bytes, name, options, bytes.size(), {});
+  try {
+    return import_snapshot(bytes, name, options, bytes.size(), {});
+  } catch (const OnlyOtherDevice& other) {
+    ReadOptions again = options;
+    again.device = other.device;
+    return import_snapshot(bytes, name, again, bytes.size(), {});
+  }
 }
 
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options) {
@@ -1064,7 +1102,10 @@ Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string&
   return importer.finish(history);
 }
 
-Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options) {
+namespace {
+
+// One device's reading of the snapshot file (OnlyOtherDevice: another device holds its data).
+Trace read_device(const std::string& path, const ReadOptions& options) {
   auto file = std::make_unique<MappedFile>(path);
   std::string_view bytes = file->bytes();
   uint64_t disk_bytes = bytes.size();
@@ -1087,6 +1128,18 @@ Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options)
     }
   }
   return import_snapshot(bytes, path, options, disk_bytes, [&file] { file.reset(); });
+}
+
+}  // namespace
+
+Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options) {
+  try {
+    return read_device(path, options);
+  } catch (const OnlyOtherDevice& other) {  // a rank's snapshot: read again for its own device
+    ReadOptions again = options;
+    again.device = other.device;
+    return read_device(path, again);
+  }
 }
 
 }  // namespace fraglab

@@ -45,8 +45,14 @@ bool looks_like_trace_file(const std::string& path);
 // "x/gpt2.default.pickle.gz" -> "x/gpt2.default"; a name without a trace extension unchanged.
 std::string strip_trace_extension(const std::string& name);
 
+// ReadOptions::device for "whichever device has data": a snapshot's device 0, unless device 0 holds
+// nothing while exactly one other device does. Then that one: the snapshot of rank N of a
+// DistributedDataParallel or FSDP job holds only GPU N. (What the CLI and the GUI read when no
+// device is named.)
+constexpr int kAnyDevice = -1;
+
 struct ReadOptions {
-  int device = 0;  // snapshots record one trace per device
+  int device = 0;  // snapshots record one trace per device (or kAnyDevice)
   // Snapshots: where the rules infer no private pool, skip the allocator model's check of the
   // inferred pools (traces/pool_inference.h, rule 7) and leave it to the caller (pool_check_pending,
   // pools_confirmed): a viewer shows the trace first and runs that replay on a worker.
