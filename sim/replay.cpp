@@ -30,10 +30,20 @@ void ReplayEngine::establish_initial_state(const InitialState& initial) {
   }
 }
 
+// A new peak of reserved bytes: remembered, with the state that makes it (remember_peak, out of line).
+[[gnu::always_inline]] inline void ReplayEngine::note_reserved(uint64_t reserved, uint64_t index) {
+  if (reserved > result_.reserved.bytes) [[unlikely]] {
+    result_.reserved = {reserved, index};
+    remember_peak(index);
+  }
+}
+
 // The per-event path. It and the functions it calls are inlined into run()'s loop (always_inline:
 // GCC kept them apart, and their register saves cost a fifth of the engine's time); what is rare
 // (failures, observers, peaks) is out of line. An allocation or a free with no deferred peak and
 // nothing observing (nearly every event of a trace) takes the short path: one test for the three.
+static_assert(static_cast<int>(EventKind::Alloc) == 0 && static_cast<int>(EventKind::Free) == 1,
+              "step()'s short path takes the kinds up to Free: every other kind is greater");
 [[gnu::always_inline]] inline bool ReplayEngine::step(const Event& e, uint64_t index) {
   if (peak_.deferred || observed_ || e.kind > EventKind::Free) [[unlikely]]
     return step_in_full(e, index);
@@ -44,11 +54,7 @@ void ReplayEngine::establish_initial_state(const InitialState& initial) {
   } else {
     on_free(e);
   }
-  const uint64_t reserved = device_.reserved_bytes();
-  if (reserved > result_.reserved.bytes) [[unlikely]] {
-    result_.reserved = {reserved, index};
-    remember_peak(index);
-  }
+  note_reserved(device_.reserved_bytes(), index);
   return true;
 }
 
@@ -110,9 +116,8 @@ void ReplayEngine::grow_ids(AllocId id) {
   trace_live_ += e.size;
   result_.live_bytes_bound = std::max(result_.live_bytes_bound, trace_live_);
   // The prologue of a mid-run history: blocks the policy adopted where the recording had them.
-  std::optional<Block> block = !adopted_.empty() && index < adopted_.size()
-                                   ? adopted_[index]
-                                   : policy_.allocate(AllocRequest{e.id, e.size, e.stream, index, e.pool});
+  std::optional<Block> block =
+      index < adopted_.size() ? adopted_[index] : policy_.allocate(AllocRequest{e.id, e.size, e.stream, index, e.pool});
   if (!block) [[unlikely]]
     return on_alloc_failed(e, index);
   IdState& state = id_state_[e.id];
@@ -189,10 +194,7 @@ void ReplayEngine::on_free_not_live(const Event& e) {
 
 void ReplayEngine::after_event(const Event& e, uint64_t index, uint64_t reserved_before) {
   const uint64_t reserved = device_.reserved_bytes();
-  if (reserved > result_.reserved.bytes) [[unlikely]] {
-    result_.reserved = {reserved, index};
-    remember_peak(index);
-  }
+  note_reserved(reserved, index);
   if (observed_) [[unlikely]]
     observe(e, index, reserved, reserved_before);
 }

@@ -139,6 +139,7 @@ class ReplayEngine {
  private:
   bool step(const Event& e, uint64_t index);
   bool step_in_full(const Event& e, uint64_t index);
+  void note_reserved(uint64_t reserved, uint64_t index);
   bool apply_replay_event(const Event& e, uint64_t index);
   bool on_alloc(const Event& e, uint64_t index);
   bool on_alloc_failed(const Event& e, uint64_t index);
