@@ -266,9 +266,24 @@ class StackInterner {
 };
 
 // Reading with kAnyDevice found device 0 empty and one other device with data: read that one instead.
+// The file is read again rather than the device switched midway, because the parser streams the chosen
+// device's history as it goes (StreamSpec), before it can know that the list is empty; only rank N > 0
+// snapshots pay for it.
 struct OnlyOtherDevice {
   int device;
 };
+
+// `read(options)`, and when kAnyDevice found device 0 empty, `read` again for the one device with data.
+template <class Read>
+Trace reading_the_device_with_data(const ReadOptions& options, Read read) {
+  try {
+    return read(options);
+  } catch (const OnlyOtherDevice& other) {
+    ReadOptions again = options;
+    again.device = other.device;
+    return read(again);
+  }
+}
 
 class Importer final : public pickle::ListSink {
  public:
@@ -376,10 +391,9 @@ class Importer final : public pickle::ListSink {
       // of a multi-GPU job (DistributedDataParallel's rank 1 records only its own GPU). Saying so beats
       // showing an empty trace.
       if (!history && trace_.meta.segments.empty()) {
-        if (allow_other_device_)
-          if (std::vector<int> others = device_indices_with_data(*traces); others.size() == 1)
-            throw OnlyOtherDevice{others[0]};
-        const std::string available = devices_with_data(*traces);
+        std::vector<int> others;
+        const std::string available = devices_with_data(*traces, &others);
+        if (allow_other_device_ && others.size() == 1) throw OnlyOtherDevice{others[0]};
         if (!available.empty())
           doc_->fail(*traces, fmt::format("device {} has no history and no segments in this snapshot; devices "
                                           "with data: {} (pick one with --device)",
@@ -542,34 +556,24 @@ class Importer final : public pickle::ListSink {
                            device, available.empty() ? "none" : available));
   }
 
-  // The devices a snapshot holds a history or segments for (the first 16 lists), in index order.
-  std::vector<int> device_indices_with_data(Value traces) const {
-    std::vector<int> out;
-    int i = 0;
-    doc_->for_each(traces, [&](Value v) {
-      if (i < 16 && v.kind() == Kind::List && doc_->size(v) > 0) out.push_back(i);
-      ++i;
-    });
-    for (int d : segment_devices_)
-      if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
-  // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history or segments for.
-  std::string devices_with_data(Value traces) const {
+  // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history or segments for (of
+  // the first 16 lists); `indices`, when given, receives them.
+  std::string devices_with_data(Value traces, std::vector<int>* indices = nullptr) const {
     std::string available;
+    auto add = [&](size_t device, const std::string& what) {
+      available += fmt::format("{}{} ({})", available.empty() ? "" : ", ", device, what);
+      if (indices) indices->push_back(static_cast<int>(device));
+    };
     size_t i = 0;
     doc_->for_each(traces, [&](Value v) {
       size_t entries = v.kind() == Kind::List ? doc_->size(v) : 0;
       if (i >= 16) return ++i, void();  // a hostile list of millions: the first few say enough
-      if (entries) available += fmt::format("{}{} ({} entries)", available.empty() ? "" : ", ", i, entries);
+      if (entries) add(i, fmt::format("{} entries", entries));
       ++i;
     });
     if (i > 16) available += fmt::format(", ... ({} in all)", i);
     for (int d : segment_devices_)
-      if (available.find(fmt::format("{} (", d)) == std::string::npos)
-        available += fmt::format("{}{} (segments only)", available.empty() ? "" : ", ", d);
+      if (available.find(fmt::format("{} (", d)) == std::string::npos) add(static_cast<size_t>(d), "segments only");
     return available;
   }
 
@@ -1083,13 +1087,8 @@ bool last_snapshot_import_streamed() { return g_last_import_streamed; }
 uint64_t last_snapshot_import_flat_entries() { return g_last_import_streamed ? g_last_import_flat_entries : 0; }
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
-  try {
-    return import_snapshot(bytes, name, options, bytes.size(), {});
-  } catch (const OnlyOtherDevice& other) {
-    ReadOptions again = options;
-    again.device = other.device;
-    return import_snapshot(bytes, name, again, bytes.size(), {});
-  }
+  return reading_the_device_with_data(
+      options, [&](const ReadOptions& o) { return import_snapshot(bytes, name, o, bytes.size(), {}); });
 }
 
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options) {
@@ -1133,13 +1132,7 @@ Trace read_device(const std::string& path, const ReadOptions& options) {
 }  // namespace
 
 Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options) {
-  try {
-    return read_device(path, options);
-  } catch (const OnlyOtherDevice& other) {  // a rank's snapshot: read again for its own device
-    ReadOptions again = options;
-    again.device = other.device;
-    return read_device(path, again);
-  }
+  return reading_the_device_with_data(options, [&](const ReadOptions& o) { return read_device(path, o); });
 }
 
 }  // namespace fraglab
