@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate twogpus ranks large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate gcfraction twogpus ranks large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -71,6 +71,12 @@ for g in $groups; do case $g in
     rec "MAX_ENTRIES=700 $E" side_stream_prefetch
     rec "FRACTION=0.16 MAX_ENTRIES=8000" bert_varlen_oom
     rec "RECORD=late:2 FRACTION=0.12" gpt2_oom_backoff ;;
+  gcfraction)  # garbage collection under a memory fraction and no OOM: the limit shows only in GC's releases
+    rec "FRACTION=0.27 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" bert_varlen_train
+    rec "FRACTION=0.3 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.5 RECORD=late:2" gpt2_train
+    rec "FRACTION=0.115 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" resnet50_train
+    rec "FRACTION=0.35 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.55 MAX_ENTRIES=20000" llama_train_ckpt
+    rec "FRACTION=0.0375 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.5" side_stream_prefetch ;;
   twogpus)  # needs two GPUs
     rec "X=1" two_devices
     rec "$E" two_devices

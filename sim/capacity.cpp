@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
+#include "sim/fidelity.h"
 
 namespace fraglab {
 
@@ -33,9 +37,12 @@ uint64_t next_request_segment(const std::vector<Event>& events, size_t from,
   return 0;
 }
 
-bool garbage_collection_on(const TraceMeta& meta) {
+// garbage_collection_threshold as recorded; 0 when off or not recorded.
+double garbage_collection_threshold(const TraceMeta& meta) {
   auto it = meta.allocator_settings.find("garbage_collection_threshold");
-  return it != meta.allocator_settings.end() && it->second != "0" && it->second != "0.0";
+  if (it == meta.allocator_settings.end()) return 0;
+  const double t = std::strtod(it->second.c_str(), nullptr);
+  return t > 0 && t < 1 ? t : 0;
 }
 
 }  // namespace
@@ -47,9 +54,13 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   out.high = UINT64_MAX;
   uint64_t device_bound = UINT64_MAX;
   // A run of segment releases that malloc follows with a new segment is its recovery after the
-  // limit refused the segment (release_available_cached_blocks / release_cached_blocks, then retry),
-  // unless garbage collection, which frees before any check, is on.
-  const bool gc = garbage_collection_on(trace.meta);
+  // limit refused the segment (release_available_cached_blocks / release_cached_blocks, then retry):
+  // the limit is below the reserved bytes before the run plus that segment. With garbage collection
+  // on, the run may instead be garbage_collect_cached_blocks, which malloc calls (only under a memory
+  // fraction) when no cached block fits, and which frees only while the reserved bytes exceed the
+  // threshold times the limit: then the limit is below the reserved bytes over the threshold. Either
+  // way there is a limit, below the larger of the two.
+  const double gc = garbage_collection_threshold(trace.meta);
   detail::PytorchAllocatorConfig config;
   try {
     config.apply_recorded(trace.meta.allocator_settings);
@@ -66,9 +77,14 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
     const Event& e = events[i];
     const bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
     if (release && !in_releases) reserved_before_releases = reserved;
-    if (!release && in_releases && !gc && (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)) {
+    if (!release && in_releases && (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)) {
       if (uint64_t segment = next_request_segment(events, i, config)) {
-        out.high = std::min(out.high, reserved_before_releases + segment - 1);
+        uint64_t below = reserved_before_releases + segment - 1;
+        if (gc > 0) {
+          below = std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
+          ++out.gc_runs;
+        }
+        out.high = std::min(out.high, below);
         limit_seen = true;
       }
     }
@@ -131,21 +147,125 @@ std::string InferredCapacity::describe(uint64_t total_memory) const {
         bytes, ooms);
   if (fraction)
     return fmt::format(
-        "capacity {} bytes inferred from {} recorded OOM(s) and the allocator's retries: "
-        "set_per_process_memory_fraction({:g}) of {} bytes (any limit in [{}, {}] explains the "
-        "recording; --capacity overrides)",
-        bytes, ooms, *fraction, total_memory, low, high);
+        "capacity {} bytes inferred from {} recorded OOM(s) and the allocator's {}: "
+        "set_per_process_memory_fraction({:g}) of {} bytes (the recording bounds the limit to [{}, {}]; "
+        "--capacity overrides)",
+        bytes, ooms, gc_runs ? "retries and garbage collection" : "retries", *fraction, total_memory, low, high);
   return fmt::format(
       "capacity {} bytes inferred from {} recorded OOM(s): a limit below what the GPU had free (range "
       "[{}, {}]; --capacity overrides)",
       bytes, ooms, low, high);
 }
 
+namespace {
+
+// The fractions (up to four decimals, as simplest_fraction) whose limit lies in [low, high], the
+// roundest first, as people write them: tenths, twentieths, hundredths, two-hundredths, and so on.
+std::vector<double> fractions_within(uint64_t low, uint64_t high, uint64_t total) {
+  constexpr int kFinest = 20000;
+  std::vector<double> out;
+  std::vector<bool> listed(kFinest + 1, false);  // by numerator over kFinest
+  for (int scale : {10, 20, 100, 200, 1000, 2000, 10000})
+    for (int k = 1; k <= scale; ++k) {
+      const int n = k * (kFinest / scale);
+      if (listed[n]) continue;  // listed already, rounder
+      listed[n] = true;
+      const double f = static_cast<double>(k) / scale;
+      const auto limit = static_cast<uint64_t>(f * static_cast<double>(total));  // setMemoryFraction's cast
+      if (limit >= low && limit <= high) out.push_back(f);
+    }
+  return out;
+}
+
+// What the choice depends on: the device calls, OOMs and requests in order, and the settings.
+uint64_t recording_key(const Trace& trace) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
+  for (const Event& e : trace.events)
+    if (e.kind != EventKind::PoolRelease && e.kind != EventKind::EmptyCache && e.kind != EventKind::FreeRequested) {
+      mix(static_cast<uint64_t>(e.kind));
+      mix(e.size);
+      mix(e.addr);
+    }
+  for (const auto& [key, value] : trace.meta.allocator_settings) {
+    for (char c : key) mix(static_cast<unsigned char>(c));
+    for (char c : value) mix(static_cast<unsigned char>(c));
+  }
+  mix(trace.meta.initial.reserved());
+  return h;
+}
+
+// Garbage collection's releases bound the limit only loosely (below the reserved bytes over the
+// threshold), and which blocks it frees depends on the limit itself (it frees blocks older than the
+// average until reserved bytes fall below threshold x limit): the fraction with the fewest decimals in
+// the bounds is often not the one the job set. Each fraction in the bounds is replayed with the model
+// against the recorded device calls (fidelity, with the recorded addresses), fewest decimals first;
+// the first that reproduces them is the limit, else the one that agrees longest. Replays are bounded
+// to about kReplayBudget events in all. The choice is remembered for the recording (the pool checker
+// asks again on each of its rounds).
+constexpr uint64_t kReplayBudget = 60'000'000;
+
+struct Choice {
+  double fraction;
+  bool exact;
+  size_t tried;
+};
+
+std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacity& inferred, uint64_t total) {
+  std::vector<double> candidates = fractions_within(inferred.low, inferred.high, total);
+  if (candidates.size() < 2) return std::nullopt;
+  static std::mutex mutex;
+  static std::vector<std::pair<uint64_t, Choice>> remembered;
+  const uint64_t key = recording_key(trace);
+  {
+    std::lock_guard lock(mutex);
+    for (const auto& [k, choice] : remembered)
+      if (k == key) return choice;
+  }
+  Choice best{candidates.front(), false, 0};
+  uint64_t best_reach = 0, spent = 0;
+  for (double f : candidates) {
+    if (spent > kReplayBudget) break;
+    FidelityOptions options;
+    options.capacity = static_cast<uint64_t>(f * static_cast<double>(total));
+    const FidelityResult r = check_fidelity(trace, options);
+    ++best.tried;
+    spent += r.replay_events + 1;
+    if (r.exact) {
+      best.fraction = f;
+      best.exact = true;
+      break;
+    }
+    if (r.event_index > best_reach) best_reach = r.event_index, best.fraction = f;
+  }
+  if (best.exact) {  // a verdict that holds whatever the pools: remembered (a few recordings at most)
+    std::lock_guard lock(mutex);
+    if (remembered.size() == 8) remembered.erase(remembered.begin());
+    remembered.emplace_back(key, best);
+  }
+  return best;
+}
+
+}  // namespace
+
 std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note) {
   if (given) return given;
   auto inferred = infer_capacity(trace);
   if (!inferred) return std::nullopt;
-  if (note) *note = inferred->describe();
+  std::string verified;
+  if (inferred->gc_runs > 0 && inferred->fraction && !inferred->device_limit) {
+    const uint64_t total = detail::kH100TotalMemory;
+    if (auto choice = choose_by_replay(trace, *inferred, total)) {
+      inferred->fraction = choice->fraction;
+      inferred->bytes = static_cast<uint64_t>(choice->fraction * static_cast<double>(total));
+      verified = fmt::format("; garbage collection's releases leave {} fractions in the bounds, the model replayed {}: "
+                             "{}",
+                             fractions_within(inferred->low, inferred->high, total).size(), choice->tried,
+                             choice->exact ? "this one reproduces the recorded device calls"
+                                           : "none reproduces them all, this one agrees longest");
+    }
+  }
+  if (note) *note = inferred->describe() + verified;
   return inferred->bytes;
 }
 

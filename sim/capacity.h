@@ -10,6 +10,10 @@
 //    ((size_t)(F * total memory), as setMemoryFraction computes it) lies in those bounds is taken.
 //  - the device itself: cudaMalloc failed, so the limit is what the process held plus what was
 //    free: reserved + device_free at the failure.
+// Garbage collection (garbage_collection_threshold, active only under a memory fraction) shows a limit
+// without any OOM: its releases before a new segment bound it from above, loosely, and which blocks it
+// frees depends on the exact limit, so capacity_for replays the model under each fraction in the bounds
+// and takes the one that reproduces the recorded device calls.
 #pragma once
 
 #include <cstdint>
@@ -27,14 +31,15 @@ struct InferredCapacity {
   std::optional<double> fraction;  // F, when the limit is set_per_process_memory_fraction(F) of total_memory
   bool device_limit = false;       // the GPU itself ran out (reserved + device_free)
   size_t ooms = 0;
+  size_t gc_runs = 0;              // release runs before a new segment with garbage collection on
   std::string describe(uint64_t total_memory = detail::kH100TotalMemory) const;
 };
 
 // nullopt when the trace records no OOM.
 std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = detail::kH100TotalMemory);
 
-// The capacity to replay a recording with: `given` (--capacity) when set; else, for an OOM'd recording
-// (it ran under a limit), the one inferred from its oom entries, described in `note`; else none.
+// The capacity to replay a recording with: `given` (--capacity) when set; else, for a recording that ran
+// under a limit (OOMs, retries, garbage collection), the one inferred, described in `note`; else none.
 std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note = nullptr);
 
 }  // namespace fraglab

@@ -102,7 +102,8 @@ TEST_CASE("a default recording predicts the other settings' real peaks", "[addre
 // Snapshots as users take them (tests/data/snapshots): histories begun mid-run, wrapped rings, OOM'd
 // runs. The segments that existed before the first entry are adopted through the simulated device, so
 // the address model places them and every later segment around them; plain replay (the capacity
-// inferred from recorded OOMs, as `fraglab replay` does) must reach the recording's peak. Recordings
+// inferred from recorded OOMs, retries and garbage collection, as `fraglab replay` does) must reach the
+// recording's peak. Recordings
 // that use private pools (CUDA graphs, torch.compile reduce-overhead, MemPool) are among them.
 TEST_CASE("plain replay of mid-run and OOM'd snapshots reaches their recorded peak", "[address_predictions]") {
   size_t checked = 0, mid_run = 0;
@@ -114,8 +115,7 @@ TEST_CASE("plain replay of mid-run and OOM'd snapshots reaches their recorded pe
     MemorySource stats_source(trace);
     const uint64_t recorded = compute_stats(stats_source).recorded_peak_reserved;
     REQUIRE(recorded > 0);
-    std::optional<uint64_t> capacity;
-    if (auto inferred = infer_capacity(trace)) capacity = inferred->bytes;
+    const std::optional<uint64_t> capacity = capacity_for(trace, std::nullopt);  // as `fraglab replay` does
     CHECK(predicted_peak(trace, "default", capacity) == recorded);
     mid_run += !trace.meta.initial.empty();
     ++checked;

@@ -15,6 +15,7 @@
 
 #include "allocators/registry.h"
 #include "report/diagnose.h"
+#include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
@@ -97,6 +98,53 @@ TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly wit
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }
+}
+
+// The garbage collector under a memory fraction, with no OOM (group `gcfraction`): the limit shows only
+// in the collector's releases, and which blocks it frees depends on the exact limit. Without --capacity,
+// capacity_for must find the fraction the job set (checked by replaying the model under the fractions the
+// releases allow); with it the pools stay the default ones (a model without the limit, never collecting,
+// disagreed with the recording and took a new segment for a private pool's), and the replay is exact.
+TEST_CASE("snapshot cases: the garbage collector under a memory fraction shows the limit without an OOM",
+          "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file : {"bert_varlen_train.garbage_collection_threshold-0.6_cap0.27.pickle.gz",
+                           "resnet50_train.garbage_collection_threshold-0.6_cap0.115.pickle.gz",
+                           "side_stream_prefetch.garbage_collection_threshold-0.5_cap0.0375.pickle.gz"}) {
+    INFO("trace " << file);
+    REQUIRE(stats.count(file) == 1);
+    Trace trace = load_trace(kCases + "/" + file);
+    CHECK(trace.meta.pools.size() == 1);
+    std::string note;
+    const std::optional<uint64_t> capacity = capacity_for(trace, std::nullopt, &note);
+    INFO(note);
+    REQUIRE(capacity);
+    CHECK(*capacity == stats[file]["capacity_bytes"].get<uint64_t>());
+    CHECK(note.find("reproduces the recorded device calls") != std::string::npos);
+    FidelityOptions options;
+    options.capacity = capacity;
+    FidelityResult r = check_fidelity(trace, options);
+    INFO("divergence at event " << r.event_index << ": " << r.what);
+    CHECK(r.exact);
+    CHECK(r.device_calls > 0);
+    CHECK(r.recorded_peak == stats[file]["stats"]["reserved_bytes.all.peak"].get<uint64_t>());
+    // Without the limit the model collects nothing and diverges where the collector first released.
+    CHECK_FALSE(check_fidelity(trace, FidelityOptions{}).exact);
+  }
+  // Histories begun after the collector's releases, or wrapped past them: nothing tells the limit, and
+  // nothing needs it.
+  for (const char* file : {"gpt2_train.garbage_collection_threshold-0.5_cap0.3_late2.pickle.gz",
+                           "llama_train_ckpt.garbage_collection_threshold-0.55_cap0.35_ring20000.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    Trace trace = load_trace(kCases + "/" + file);
+    CHECK_FALSE(capacity_for(trace, std::nullopt));
+    check_exact(file, stats[file]);
+  }
+  // The corpus recording with the collector at 0.6 under a fraction of 0.25, no OOM: 0.2, the fraction of
+  // fewest decimals in its bounds, diverges; 0.25 is the first that reproduces it.
+  Trace gpt2 = load_trace(std::string(FRAGLAB_SOURCE_DIR) +
+                          "/traces/corpus/gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-256_cap0.25.pickle.gz");
+  CHECK(capacity_for(gpt2, std::nullopt) == std::optional<uint64_t>(21254373376ull));
 }
 
 // Models and settings recorded after the model was built (tests/data/snapshots/SOURCE.md, group
