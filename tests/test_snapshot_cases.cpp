@@ -140,6 +140,23 @@ TEST_CASE("snapshot cases: the garbage collector under a memory fraction shows t
     CHECK_FALSE(capacity_for(trace, std::nullopt));
     check_exact(file, stats[file]);
   }
+  // On an H200 (150 GB) the job's fraction is of another total: the limit found is a fraction of the H100's
+  // that the recording cannot tell from the job's (the same device calls), not the job's own bytes.
+  for (const char* file : {"resnet50_train.garbage_collection_threshold-0.6_h200_cap0.066.pickle.gz",
+                           "side_stream_prefetch.garbage_collection_threshold-0.5_h200_cap0.021.pickle.gz"}) {
+    INFO("trace " << file);
+    REQUIRE(stats.count(file) == 1);
+    Trace trace = load_trace(kCases + "/" + file);
+    const std::optional<uint64_t> capacity = capacity_for(trace, std::nullopt);
+    REQUIRE(capacity);
+    const auto recorded = stats[file]["capacity_bytes"].get<uint64_t>();
+    CHECK(*capacity != recorded);
+    CHECK(std::max(*capacity, recorded) - std::min(*capacity, recorded) < recorded / 100);
+    FidelityOptions options;
+    options.capacity = capacity;
+    CHECK(check_fidelity(trace, options).exact);
+    CHECK_FALSE(check_fidelity(trace, FidelityOptions{}).exact);
+  }
   // The corpus recording with the collector at 0.6 under a fraction of 0.25, no OOM: 0.2, the fraction of
   // fewest decimals in its bounds, diverges; 0.25 is the first that reproduces it.
   Trace gpt2 = load_trace(std::string(FRAGLAB_SOURCE_DIR) +
