@@ -22,10 +22,10 @@ AppState::~AppState() {
 namespace {
 
 // A trace read on a loader thread: the model, or the reader's message (FormatError and the like).
-std::pair<std::shared_ptr<const TraceInfo>, std::string> read_trace_info(const std::string& path,
+std::pair<std::shared_ptr<const TraceInfo>, std::string> read_trace_info(const std::string& path, int device,
                                                                          bool defer_pool_check = false) {
   try {
-    return {load_trace_info(path, defer_pool_check), ""};
+    return {load_trace_info(path, defer_pool_check, device), ""};
   } catch (const std::exception& e) {
     return {nullptr, e.what()};
   }
@@ -45,7 +45,7 @@ void AppState::open(const std::string& path) {
   loader_ = std::jthread([this, path](std::stop_token stop) {
     // The PyTorch model's check of a snapshot's inferred pools (traces/pool_inference.h) replays
     // the whole trace: it runs after the trace is shown, here, while the views' workers start.
-    auto [info, error] = read_trace_info(path, true);
+    auto [info, error] = read_trace_info(path, trace_device, true);
     if (stop.stop_requested()) return;
     std::shared_ptr<const TraceInfo> unchecked = info && info->pools_pending ? info : nullptr;
     publish_load(std::move(info), std::move(error), false, unchecked != nullptr);
@@ -58,7 +58,7 @@ void AppState::open(const std::string& path) {
       return;
     }
     // The model revises the rules' pools (rare: private pools the rules missed): read it again, checked.
-    auto [revised, revised_error] = read_trace_info(path);
+    auto [revised, revised_error] = read_trace_info(path, trace_device);
     if (stop.stop_requested()) return;
     publish_load(std::move(revised), std::move(revised_error), true, false);
   });
@@ -84,7 +84,7 @@ void AppState::open_second(const std::string& path) {
   }
   second_path = path;
   other_loader_ = std::jthread([this, path](std::stop_token stop) {
-    auto [info, error] = read_trace_info(path);
+    auto [info, error] = read_trace_info(path, trace_device);
     if (stop.stop_requested()) return;
     {
       std::lock_guard lock(load_mutex_);

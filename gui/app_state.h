@@ -85,6 +85,9 @@ class AppState {
   bool auto_recorded = true;
   std::vector<std::unique_ptr<PolicyRun>> runs;  // one a policy, for the loaded trace
   SimDeviceConfig device;
+  // The GPU whose history a multi-GPU snapshot is read for (--device; kAnyDevice: device 0, or the only
+  // one with data). Set before the first open; loader threads read it.
+  int trace_device = kAnyDevice;
   std::string policy_field;
   void add_policy(const std::string& spec);
   void remove_policy(size_t index);

@@ -1,6 +1,6 @@
 // fraglab-gui: the desktop visualizer of block maps, fragmentation and reserved memory.
 //   fraglab-gui [TRACE [TRACE_B]] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site|pool|stream]
-//               [--screenshot out.png] [--width W --height H]
+//               [--device N] [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
   cli.add_option("--align", o.align, "Two traces: align the second's timeline by time, step or events")
       ->check(CLI::IsMember({"time", "step", "events"}));
   cli.add_option("--capacity", o.capacity, "Simulated device capacity, e.g. 80GiB (default unlimited)");
+  cli.add_option("--device", o.device,
+                 "The GPU whose history to show from a snapshot of several (default: device 0, or the only one "
+                 "with data)")
+      ->check(CLI::NonNegativeNumber);
   cli.add_option("--screenshot", o.screenshot,
                  "Render the window once the replays are done, write it to this PNG and exit (0, or 2 on bad input)");
   cli.add_option("--screenshot-timeout", o.screenshot_timeout_s, "Give up on a screenshot after this many seconds");

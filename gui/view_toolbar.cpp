@@ -44,6 +44,10 @@ void open_row(AppState& app) {
   } else if (app.trace) {
     ImGui::TextDisabled("%llu events, %zu stacks", static_cast<unsigned long long>(app.trace->events()),
                         app.trace->trace.meta.stacks.size() - 1);
+    if (app.trace->trace.meta.device != 0) {  // a rank's or a second GPU's history (--device)
+      ImGui::SameLine();
+      ImGui::TextDisabled("GPU %d", app.trace->trace.meta.device);
+    }
     if (app.checking_pools()) {
       ImGui::SameLine();
       ImGui::TextDisabled("(checking the inferred pools with the PyTorch model ...)");

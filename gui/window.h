@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "traces/trace_io.h"
+
 namespace fraglab::gui {
 
 struct LaunchOptions {
@@ -17,6 +19,7 @@ struct LaunchOptions {
   std::string search;          // the events view's query
   std::string align = "time";  // two traces: time, step or events
   std::string capacity;        // device capacity, e.g. 80GiB; empty = unlimited
+  int device = kAnyDevice;     // a snapshot's GPU (kAnyDevice: device 0, or the only one with data)
   std::string screenshot;      // write the window to this PNG once everything is shown, then exit
   int width = 1600, height = 1000;
   double screenshot_timeout_s = 300;

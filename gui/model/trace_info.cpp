@@ -102,9 +102,9 @@ std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path) 
   return derive(std::move(trace), std::move(path));
 }
 
-std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path, bool defer_pool_check) {
+std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path, bool defer_pool_check, int device) {
   ReadOptions options;
-  options.device = kAnyDevice;  // a DDP/FSDP rank's snapshot opens on its own GPU
+  options.device = device;  // kAnyDevice by default: a DDP/FSDP rank's snapshot opens on its own GPU
   options.defer_pool_check = defer_pool_check;
   Trace trace = load_trace(path, options);
   bool pending = defer_pool_check && pool_check_pending(trace);

@@ -9,6 +9,7 @@
 
 #include "traces/alloc_site.h"
 #include "traces/trace.h"
+#include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 
 namespace fraglab::gui {
@@ -54,7 +55,9 @@ std::shared_ptr<const TraceInfo> make_trace_info(Trace trace, std::string path);
 // Reads a trace file of any supported format; throws FormatError (or std::exception) on bad input.
 // `defer_pool_check`: a snapshot's pools may await the model's check (ReadOptions::defer_pool_check;
 // then pools_pending is set and pools_confirmed(info->trace) runs it).
-std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path, bool defer_pool_check = false);
+// `device`: the GPU whose history a snapshot is read for (kAnyDevice: device 0, or the only one with data).
+std::shared_ptr<const TraceInfo> load_trace_info(const std::string& path, bool defer_pool_check = false,
+                                                 int device = kAnyDevice);
 
 // The label of a stack's allocation site (see AllocSite; traces/alloc_site.h).
 using fraglab::site_label;
