@@ -211,8 +211,8 @@ class TopTree {
   }
   size_t size_ = 1;
   std::vector<uint32_t> last_;  // by interval: the index of the last interval starting before its end
-  std::vector<uint64_t> max_;  // by node: the maximum over its leaves
-  std::vector<uint64_t> tag_;  // by node: a value raised over all of its leaves at once
+  std::vector<uint64_t> max_;   // by node: the maximum over its leaves
+  std::vector<uint64_t> tag_;   // by node: a value raised over all of its leaves at once
 };
 
 }  // namespace
@@ -239,8 +239,7 @@ OfflinePlan plan_greedy_by_size(const std::vector<Event>& events, uint64_t align
     const Interval& iv = intervals[id];
     if (!above && tree.work() > max_work) {
       above = std::make_unique<TopTree>(intervals);
-      for (size_t j = 0; j < k; ++j)
-        above->raise(order[j], offset[order[j]] + intervals[order[j]].size);
+      for (size_t j = 0; j < k; ++j) above->raise(order[j], offset[order[j]] + intervals[order[j]].size);
     }
     if (above) {
       offset[id] = above->top(id);

@@ -258,11 +258,12 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
     if (auto choice = choose_by_replay(trace, *inferred, total)) {
       inferred->fraction = choice->fraction;
       inferred->bytes = static_cast<uint64_t>(choice->fraction * static_cast<double>(total));
-      verified = fmt::format("; garbage collection's releases leave {} fractions in the bounds, the model replayed {}: "
-                             "{}",
-                             fractions_within(inferred->low, inferred->high, total).size(), choice->tried,
-                             choice->exact ? "this one reproduces the recorded device calls"
-                                           : "none reproduces them all, this one agrees longest");
+      verified = fmt::format(
+          "; garbage collection's releases leave {} fractions in the bounds, the model replayed {}: "
+          "{}",
+          fractions_within(inferred->low, inferred->high, total).size(), choice->tried,
+          choice->exact ? "this one reproduces the recorded device calls"
+                        : "none reproduces them all, this one agrees longest");
     }
   }
   if (note) *note = inferred->describe() + verified;

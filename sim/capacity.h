@@ -31,7 +31,7 @@ struct InferredCapacity {
   std::optional<double> fraction;  // F, when the limit is set_per_process_memory_fraction(F) of total_memory
   bool device_limit = false;       // the GPU itself ran out (reserved + device_free)
   size_t ooms = 0;
-  size_t gc_runs = 0;              // release runs before a new segment with garbage collection on
+  size_t gc_runs = 0;  // release runs before a new segment with garbage collection on
   std::string describe(uint64_t total_memory = detail::kH100TotalMemory) const;
 };
 

@@ -159,8 +159,9 @@ TEST_CASE("snapshot cases: the garbage collector under a memory fraction shows t
   }
   // The corpus recording with the collector at 0.6 under a fraction of 0.25, no OOM: 0.2, the fraction of
   // fewest decimals in its bounds, diverges; 0.25 is the first that reproduces it.
-  Trace gpt2 = load_trace(std::string(FRAGLAB_SOURCE_DIR) +
-                          "/traces/corpus/gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-256_cap0.25.pickle.gz");
+  Trace gpt2 =
+      load_trace(std::string(FRAGLAB_SOURCE_DIR) +
+                 "/traces/corpus/gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-256_cap0.25.pickle.gz");
   CHECK(capacity_for(gpt2, std::nullopt) == std::optional<uint64_t>(21254373376ull));
 }
 
