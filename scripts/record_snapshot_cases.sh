@@ -76,7 +76,14 @@ for g in $groups; do case $g in
     rec "FRACTION=0.3 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.5 RECORD=late:2" gpt2_train
     rec "FRACTION=0.115 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" resnet50_train
     rec "FRACTION=0.35 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.55 MAX_ENTRIES=20000" llama_train_ckpt
-    rec "FRACTION=0.0375 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.5" side_stream_prefetch ;;
+    rec "FRACTION=0.0375 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.5" side_stream_prefetch
+    # the threshold set without a fraction (the collector never runs) and the program's empty_cache():
+    # explicit, and torch.cuda.graph()'s before a capture; then both the collector and empty_cache()
+    rec "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" seed_examples
+    rec "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" graph_mlp_train
+    rec "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" graphs_two_pools
+    rec "EMPTY_CACHE_EVERY=2 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,max_split_size_mb:128" gpt2_train
+    rec "EMPTY_CACHE_EVERY=3 FRACTION=0.27 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" bert_varlen_train ;;
   twogpus)  # needs two GPUs
     rec "X=1" two_devices
     rec "$E" two_devices

@@ -72,12 +72,13 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   bool limit_seen = false;
   uint64_t reserved_before_releases = 0;
   bool in_releases = false;
+  bool emptied = false;  // the current run follows an EmptyCache: the program's, not malloc's
   const auto& events = trace.events;
   for (size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
     const bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
-    if (release && !in_releases) reserved_before_releases = reserved;
-    if (!release && in_releases && (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)) {
+    if (release && !in_releases) reserved_before_releases = reserved, emptied = previous == EventKind::EmptyCache;
+    if (!release && in_releases && !emptied && (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)) {
       if (uint64_t segment = next_request_segment(events, i, config)) {
         uint64_t below = reserved_before_releases + segment - 1;
         if (gc > 0) {
@@ -177,16 +178,18 @@ std::vector<double> fractions_within(uint64_t low, uint64_t high, uint64_t total
   return out;
 }
 
-// What the choice depends on: the device calls, OOMs and requests in order, and the settings.
+// What the choice depends on: every event the replay reads (the pools as inferred so far included: the
+// pool checker asks during its rounds, and a verdict under one round's pools need not hold under the
+// next), and the settings.
 uint64_t recording_key(const Trace& trace) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
-  for (const Event& e : trace.events)
-    if (e.kind != EventKind::PoolRelease && e.kind != EventKind::EmptyCache && e.kind != EventKind::FreeRequested) {
-      mix(static_cast<uint64_t>(e.kind));
-      mix(e.size);
-      mix(e.addr);
-    }
+  for (const Event& e : trace.events) {
+    mix(static_cast<uint64_t>(e.kind) | uint64_t{e.pool} << 8 | uint64_t{e.stream} << 24);
+    mix(e.size);
+    mix(e.addr);
+    mix(e.id);
+  }
   for (const auto& [key, value] : trace.meta.allocator_settings) {
     for (char c : key) mix(static_cast<unsigned char>(c));
     for (char c : value) mix(static_cast<unsigned char>(c));
@@ -199,11 +202,12 @@ uint64_t recording_key(const Trace& trace) {
 // threshold), and which blocks it frees depends on the limit itself (it frees blocks older than the
 // average until reserved bytes fall below threshold x limit): the fraction with the fewest decimals in
 // the bounds is often not the one the job set. Each fraction in the bounds is replayed with the model
-// against the recorded device calls (fidelity, with the recorded addresses), fewest decimals first;
-// the first that reproduces them is the limit, else the one that agrees longest. Replays are bounded
-// to about kReplayBudget events in all. The choice is remembered for the recording (the pool checker
-// asks again on each of its rounds).
-constexpr uint64_t kReplayBudget = 60'000'000;
+// against the recorded device calls (fidelity, with the recorded addresses), roundest first; the first
+// that reproduces them is the limit, else the one that agrees longest (capacity_for takes it only where
+// an OOM proves a limit). Replays are bounded to about kReplayBudget events in all (a wrong fraction
+// diverges at the collector's first release). An exact choice is remembered for the recording (the pool
+// checker asks again on each of its rounds).
+constexpr uint64_t kReplayBudget = 20'000'000;
 
 struct Choice {
   double fraction;
@@ -211,9 +215,11 @@ struct Choice {
   size_t tried;
 };
 
-std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacity& inferred, uint64_t total) {
+// `always`: verify even a single candidate (when only the collector's releases say there is a limit).
+std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacity& inferred, uint64_t total,
+                                       bool always) {
   std::vector<double> candidates = fractions_within(inferred.low, inferred.high, total);
-  if (candidates.size() < 2) return std::nullopt;
+  if (candidates.empty() || (candidates.size() < 2 && !always)) return std::nullopt;
   static std::mutex mutex;
   static std::vector<std::pair<uint64_t, Choice>> remembered;
   const uint64_t key = recording_key(trace);
@@ -255,7 +261,22 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
   std::string verified;
   if (inferred->gc_runs > 0 && inferred->fraction && !inferred->device_limit) {
     const uint64_t total = detail::kH100TotalMemory;
-    if (auto choice = choose_by_replay(trace, *inferred, total)) {
+    // Without an OOM, the releases are the only sign of a limit, and a torch.cuda.empty_cache() right
+    // before an allocation that needed a new segment looks the same: a limit is taken only where one
+    // reproduces the recording.
+    const bool only_releases = inferred->ooms == 0;
+    auto choice = choose_by_replay(trace, *inferred, total, only_releases);
+    if (only_releases && (!choice || !choice->exact)) {
+      if (note)
+        *note = fmt::format(
+            "no capacity inferred: segments released before new ones look like garbage collection under a "
+            "memory fraction, but none of the {} fractions in the bounds [{}, {}] the model replayed "
+            "reproduces the recording (an empty_cache() before those allocations would explain it; "
+            "--capacity sets one)",
+            choice ? choice->tried : 0, inferred->low, inferred->high);
+      return std::nullopt;
+    }
+    if (choice) {
       inferred->fraction = choice->fraction;
       inferred->bytes = static_cast<uint64_t>(choice->fraction * static_cast<double>(total));
       verified = fmt::format(

@@ -8,6 +8,7 @@
 #include "device/limiting_device.h"
 #include "device/sim_device.h"
 #include "sim/capacity.h"
+#include "sim/fidelity.h"
 
 namespace fraglab {
 
@@ -52,7 +53,7 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
       case EventKind::EmptyCache: {
         const size_t calls_before = device.calls().size();
         policy->empty_cache();
-        if (e.id != 0) break;  // the importer's only: inferred ones are counted by neither side
+        if (e.id == kInferredEmptyCache) break;  // the importer's only: inferred ones are counted by neither side
         // The releases the recording made right after it (the importer put the event before them).
         std::vector<Addr> recorded;
         for (uint64_t j = i + 1; j < trace.events.size(); ++j) {
@@ -76,6 +77,49 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   return std::nullopt;
 }
 
-void install_pool_checker() { set_pool_checker(find_pool_misplacement); }
+namespace {
+
+// How far the model follows the recording read one way: the requests it replays before the first
+// disagreement, all of them when it agrees throughout (the capacity inferred as `fidelity` infers it).
+uint64_t agreement(const Trace& trace, bool* exact) {
+  FidelityOptions options;
+  options.capacity = capacity_for(trace, std::nullopt);
+  const FidelityResult r = check_fidelity(trace, options);
+  *exact = r.exact;
+  return r.replay_events;
+}
+
+// Private pools the model told apart (rule 7): each one a disagreement the pools were made to absorb.
+size_t pools_told_apart(const Trace& trace) {
+  return static_cast<size_t>(
+      std::count_if(trace.meta.pools.begin(), trace.meta.pools.end(), [](const PoolInfo& p) { return p.inferred(); }));
+}
+
+}  // namespace
+
+// The importer's marked EmptyCache events (kEmptyCacheOrCollector): the runs of releases before a new
+// segment that torch.cuda.empty_cache() or malloc's garbage collector made. Both readings are replayed
+// (the collector's under the memory fraction that reproduces its releases, capacity_for), each with the
+// pools inferred for it. The one the model reproduces is taken; where both are reproduced, the one that
+// needed fewer pools told apart by the model (rule 7 can absorb a wrong reading into invented pools),
+// malloc's on a tie; where neither is reproduced, the one that agrees longer. All of a trace's marks are
+// read the same way: a history where both happened is read as the one that explains more of it.
+bool collector_reading_is_right(const Trace& emptied, const Trace& collected) {
+  bool emptied_exact = false, collected_exact = false;
+  const uint64_t by_emptying = agreement(emptied, &emptied_exact);
+  const uint64_t by_collector = agreement(collected, &collected_exact);
+  if (emptied_exact != collected_exact) return collected_exact;
+  if (!emptied_exact) return by_collector > by_emptying;
+  // Both replay the same calls (malloc's last resort, release_cached_blocks, empties the cache as the
+  // program would): malloc's reading stands (what the importer read before it marked these runs), so
+  // that other policies replayed on the trace are not handed an empty_cache() the program may not have
+  // made, unless it needed more pools told apart by the model.
+  return pools_told_apart(collected) <= pools_told_apart(emptied);
+}
+
+void install_pool_checker() {
+  set_pool_checker(find_pool_misplacement);
+  set_collector_run_resolver(collector_reading_is_right);
+}
 
 }  // namespace fraglab

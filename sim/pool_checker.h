@@ -13,7 +13,10 @@
 namespace fraglab {
 
 std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace);
-// set_pool_checker(find_pool_misplacement)
+// Whether the importer's kEmptyCacheOrCollector EmptyCache events go: which reading (the program emptied
+// the cache, or malloc's garbage collector released) the model reproduces (pool_checker.cpp).
+bool collector_reading_is_right(const Trace& emptied, const Trace& collected);
+// set_pool_checker(find_pool_misplacement), set_collector_run_resolver(collector_reading_is_right)
 void install_pool_checker();
 
 }  // namespace fraglab

@@ -110,9 +110,11 @@ TEST_CASE("plain replay of mid-run and OOM'd snapshots reaches their recorded pe
   for (const auto& entry : std::filesystem::directory_iterator(kRoot + "/tests/data/snapshots")) {
     const std::string name = entry.path().filename().string();
     if (name.find(".pickle") == std::string::npos) continue;
-    // Recorded on an H200: the address model follows the H100 driver's placement, and the collector's
-    // ties between equal-sized segments fall by address (docs/pytorch-model.md).
-    if (name.find("_h200_") != std::string::npos) continue;
+    // Where the address model is known to part from the driver (docs/pytorch-model.md), in runs whose
+    // releases fall by address among equal sizes: recorded on an H200 (the model follows the H100
+    // driver's placement), and after the program's empty_cache() at every other step (the driver reuses
+    // the freed ranges in an order the model does not follow). `fidelity` is exact on both.
+    if (name.find("_h200_") != std::string::npos || name == "resnet50_train.default_empty2.pickle.gz") continue;
     INFO(name);
     Trace trace = load_trace(entry.path().string());
     MemorySource stats_source(trace);

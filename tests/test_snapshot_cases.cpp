@@ -165,6 +165,55 @@ TEST_CASE("snapshot cases: the garbage collector under a memory fraction shows t
   CHECK(capacity_for(gpt2, std::nullopt) == std::optional<uint64_t>(21254373376ull));
 }
 
+// Runs of segment releases before a new segment that the program's torch.cuda.empty_cache() or malloc's
+// own releases (the garbage collector, the retry under a limit) made: the importer marks them, the model
+// replays both readings, and the one it reproduces stands (traces/pool_inference.h). Without the model's
+// judgement the garbage-collection setting made every such run malloc's, and the emptied cache of
+// torch.cuda.graph() (or of the program) diverged, or was absorbed into an invented pool.
+TEST_CASE("snapshot cases: the program's empty_cache() and malloc's own releases are told apart by replay",
+          "[snapshot_cases]") {
+  auto stats = case_stats();
+  struct Case {
+    const char* file;
+    long empty_caches;  // what the trace keeps as the program's
+  };
+  for (const Case& c : {
+           // the threshold set without a fraction (the collector never runs): graph captures' empty_cache()
+           Case{"graph_mlp_train.garbage_collection_threshold-0.6.pickle.gz", 2},
+           Case{"graphs_two_pools.garbage_collection_threshold-0.6.pickle.gz", 2},
+           Case{"seed_examples.garbage_collection_threshold-0.6.pickle.gz", 1},
+           // the program's empty_cache() every other step, reserved bytes at the peak before it
+           Case{"resnet50_train.default_empty2.pickle.gz", 4},
+           Case{"gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-128_empty2.pickle.gz", 2},
+           // the collector alone under a fraction: its releases are malloc's
+           Case{"bert_varlen_train.garbage_collection_threshold-0.6_cap0.27.pickle.gz", 0},
+           Case{"side_stream_prefetch.garbage_collection_threshold-0.5_cap0.0375.pickle.gz", 0},
+       }) {
+    INFO("trace " << c.file);
+    REQUIRE(stats.count(c.file) == 1);
+    Trace trace = load_trace(kCases + "/" + c.file);
+    CHECK(std::count_if(trace.events.begin(), trace.events.end(),
+                        [](const Event& e) { return e.kind == EventKind::EmptyCache; }) == c.empty_caches);
+    CHECK(std::none_of(trace.meta.pools.begin(), trace.meta.pools.end(),
+                       [](const PoolInfo& p) { return p.inferred(); }));  // no pool invented to absorb it
+    FidelityOptions options;
+    options.capacity = capacity_for(trace, std::nullopt);
+    FidelityResult r = check_fidelity(trace, options);
+    INFO("divergence at event " << r.event_index << ": " << r.what);
+    CHECK(r.exact);
+    CHECK(r.recorded_peak == stats[c.file]["stats"]["reserved_bytes.all.peak"].get<uint64_t>());
+  }
+  // Both at once: the collector under a fraction of 0.27 and the program's empty_cache() every third step.
+  // One reading serves all of a trace's marked runs; here the one the model reproduces.
+  const char* mixed = "bert_varlen_train.garbage_collection_threshold-0.6_cap0.27_empty3.pickle.gz";
+  REQUIRE(stats.count(mixed) == 1);
+  Trace trace = load_trace(kCases + "/" + mixed);
+  FidelityOptions options;
+  options.capacity = capacity_for(trace, std::nullopt);
+  CHECK(options.capacity == std::optional<uint64_t>(stats[mixed]["capacity_bytes"].get<uint64_t>()));
+  CHECK(check_fidelity(trace, options).exact);
+}
+
 // Models and settings recorded after the model was built (tests/data/snapshots/SOURCE.md, group
 // `workloads`): a convolutional network in channels-last with cuDNN's workspaces, gradient
 // checkpointing, the garbage collector and max_split_size under a memory fraction, per-size-range

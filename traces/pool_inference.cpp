@@ -13,15 +13,19 @@
 namespace fraglab {
 namespace {
 
-// An EmptyCache this pass inserted (rule 6's torch.cuda.graph() case) carries this id, so that a
-// second pass can take it out again; the importer's own EmptyCache events have id 0.
-constexpr AllocId kInferredEmptyCache = 1;
+// An EmptyCache this pass inserted (rule 6's torch.cuda.graph() case) carries kInferredEmptyCache, so
+// that a second pass can take it out again (pool_inference.h).
 // Rounds of model-checked revision (rule 7): each is one replay of the trace.
 constexpr int kMaxRevisions = 32;
 
 PoolChecker& installed_checker() {
   static PoolChecker checker;
   return checker;
+}
+
+CollectorRunResolver& installed_resolver() {
+  static CollectorRunResolver resolver;
+  return resolver;
 }
 
 // The pool table: the default pools, then every private pool id the snapshot's segments name.
@@ -410,8 +414,11 @@ std::optional<std::pair<InstanceKey, PoolIndex>> revision(Trace& trace, const Ov
 }  // namespace
 
 void set_pool_checker(PoolChecker checker) { installed_checker() = std::move(checker); }
+void set_collector_run_resolver(CollectorRunResolver resolver) { installed_resolver() = std::move(resolver); }
 
-void infer_pools(Trace& trace, PoolCheck when) {
+namespace {
+
+void infer_pools_once(Trace& trace, PoolCheck when) {
   std::set<std::array<int64_t, 2>> ids;
   for (const auto* list : {&trace.meta.initial.segments, &trace.meta.segments})
     for (const RecordedSegment& s : *list) ids.insert(s.pool_id);
@@ -446,8 +453,34 @@ void infer_pools(Trace& trace, PoolCheck when) {
       infer_once(trace, overrides);
     }
   }
-  for (Event& e : trace.events)  // the passes' mark goes: an EmptyCache is an EmptyCache
+  for (Event& e : trace.events)  // the marks go: an EmptyCache is an EmptyCache
     if (e.kind == EventKind::EmptyCache) e.id = 0;
+}
+
+bool is_collector_mark(const Event& e) { return e.kind == EventKind::EmptyCache && e.id == kEmptyCacheOrCollector; }
+
+}  // namespace
+
+// Where the importer could not tell torch.cuda.empty_cache() from malloc's garbage collector, the pools
+// are inferred for both readings (the model's checks differ: one empties the cache there, the other
+// collects under a limit) and the resolver picks one.
+void infer_pools(Trace& trace, PoolCheck when) {
+  const CollectorRunResolver& resolve = installed_resolver();
+  if (!resolve || std::none_of(trace.events.begin(), trace.events.end(), is_collector_mark)) {
+    infer_pools_once(trace, when);
+    return;
+  }
+  Trace collected = trace;
+  std::erase_if(collected.events, is_collector_mark);
+  infer_pools_once(trace, when);
+  infer_pools_once(collected, when);
+  bool take_collected = false;
+  try {
+    take_collected = resolve(trace, collected);
+  } catch (const std::exception&) {
+    // the model could not replay this history: the importer's reading (empty_cache) stands
+  }
+  if (take_collected) trace = std::move(collected);
 }
 
 bool pool_check_pending(const Trace& trace) {

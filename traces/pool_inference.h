@@ -48,6 +48,19 @@ struct PoolMisplacement {
                      // EmptyCache of the importer's (id 0)
   Addr model_addr;   // Block: where the model put it; KeptSegment: the segment the model released
 };
+// An EmptyCache event's id says where it came from: 0, the importer's (a run of segment releases that
+// only torch.cuda.empty_cache() explains); kInferredEmptyCache, rule 6's (torch.cuda.graph() before a
+// capture); kEmptyCacheOrCollector, the importer's where garbage collection could also have made the run
+// (the recorded settings turn it on, or do not say): malloc's collector frees cached segments before a
+// new one, which an empty_cache() right before that allocation does too. Only a replay of the
+// allocator tells them apart: the installed resolver (set_collector_run_resolver) keeps or drops those
+// events, and every mark is 0 once infer_pools() returns.
+constexpr AllocId kInferredEmptyCache = 1;
+constexpr AllocId kEmptyCacheOrCollector = 2;
+// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one.
+using CollectorRunResolver = std::function<bool(const Trace& emptied, const Trace& collected)>;
+void set_collector_run_resolver(CollectorRunResolver resolver);
+
 // Replays the trace (pools as inferred) and reports the first misplaced block, or nothing.
 using PoolChecker = std::function<std::optional<PoolMisplacement>(const Trace&)>;
 // Installs the checker infer_pools() uses (the traces layer has no allocator model of its own).

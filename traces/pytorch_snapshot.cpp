@@ -417,11 +417,15 @@ class Importer final : public pickle::ListSink {
   std::vector<Event> raw_;                      // the history at address level (ids not yet assigned)
   size_t written_ = 0;                          // build(): events written so far (over the history)
   std::vector<uint64_t> raw_offsets_;           // each raw entry's offset in the input, for errors
-  std::vector<uint64_t> empty_cache_before_;    // event indices where an EmptyCache goes
-  size_t release_run_start_ = SIZE_MAX;         // first event of the current run of segment releases
-  uint64_t reserved_ = 0;                       // the recording's reserved bytes as the history goes
-  uint64_t reserved_before_run_ = 0;            // ... when the current run of releases began
-  uint64_t peak_reserved_ = 0;                  // ... at most
+  struct EmptyCacheAt {
+    uint64_t index;  // the event it goes before
+    bool collector;  // garbage collection could have made the run instead (kEmptyCacheOrCollector)
+  };
+  std::vector<EmptyCacheAt> empty_cache_before_;  // where EmptyCache events go
+  size_t release_run_start_ = SIZE_MAX;           // first event of the current run of segment releases
+  uint64_t reserved_ = 0;                         // the recording's reserved bytes as the history goes
+  uint64_t reserved_before_run_ = 0;              // ... when the current run of releases began
+  uint64_t peak_reserved_ = 0;                    // ... at most
   StreamInterner streams_{trace_.meta};
   StackInterner stacks_;
   std::vector<uint8_t> claimed_;  // by container index: an entry, segment or block already read
@@ -651,7 +655,7 @@ class Importer final : public pickle::ListSink {
       apply_entry(trace_.events[prologue + i]);  // a copy: its slot may be written next
     }
     trace_.events.resize(written_);
-    if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back(release_run_start_);
+    if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back({release_run_start_, false});
     insert_empty_caches();
     infer_pools(trace_, options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now);
     // Requested but never completed frees of blocks no segment holds: dropped too.
@@ -763,17 +767,22 @@ class Importer final : public pickle::ListSink {
   // is torch.cuda.empty_cache(): it becomes an EmptyCache event before the run. So is a run
   // followed by a new segment that could not have failed: the release-and-retry follows a
   // cudaMalloc over the limit, and the limit is at least the recording's peak reserved bytes, so
-  // with reserved bytes before the run plus the new segment within that peak, and no garbage
-  // collection configured, the program emptied the cache (torch.cuda.graph() does before it captures).
+  // with reserved bytes before the run plus the new segment within that peak the program emptied the
+  // cache (torch.cuda.graph() does before it captures). Where the new segment would pass the peak
+  // (reserved bytes were near it, as at the end of a training step that calls empty_cache()), or
+  // garbage collection may be on (its releases come before a new segment below the limit too), either
+  // reading holds: the EmptyCache is marked (kEmptyCacheOrCollector) for a replay of the allocator to
+  // keep or drop (pool_inference.h). A run followed by an oom is malloc's.
   void push(const Event& e) {
     bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
     if (release) {
       if (release_run_start_ == SIZE_MAX) release_run_start_ = written_, reserved_before_run_ = reserved_;
     } else if (release_run_start_ != SIZE_MAX) {
       bool malloc_path = e.kind == EventKind::Oom;
+      bool collector = false;
       if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
-        malloc_path = gc_possible() || reserved_before_run_ + e.size > peak_reserved_;
-      if (!malloc_path) empty_cache_before_.push_back(release_run_start_);
+        collector = reserved_before_run_ + e.size > peak_reserved_ || gc_possible();
+      if (!malloc_path) empty_cache_before_.push_back({release_run_start_, collector});
       release_run_start_ = SIZE_MAX;
     }
     if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved_ += e.size;
@@ -807,9 +816,10 @@ class Importer final : public pickle::ListSink {
     out.reserve(trace_.events.size() + empty_cache_before_.size());
     size_t next = 0;
     for (size_t i = 0; i < trace_.events.size(); ++i) {
-      if (next < empty_cache_before_.size() && empty_cache_before_[next] == i) {
+      if (next < empty_cache_before_.size() && empty_cache_before_[next].index == i) {
         Event ec;
         ec.kind = EventKind::EmptyCache;
+        ec.id = empty_cache_before_[next].collector ? kEmptyCacheOrCollector : 0;
         ec.time_us = trace_.events[i].time_us;
         out.push_back(ec);
         ++next;
