@@ -466,6 +466,7 @@ bool is_collector_mark(const Event& e) { return e.kind == EventKind::EmptyCache 
 // collects under a limit) and the resolver picks one.
 void infer_pools(Trace& trace, PoolCheck when) {
   const CollectorRunResolver& resolve = installed_resolver();
+  if (!resolve) std::erase_if(trace.events, is_collector_mark);  // no judge: malloc's reading, as before
   if (!resolve || std::none_of(trace.events.begin(), trace.events.end(), is_collector_mark)) {
     infer_pools_once(trace, when);
     return;

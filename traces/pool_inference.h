@@ -54,7 +54,8 @@ struct PoolMisplacement {
 // (the recorded settings turn it on, or do not say): malloc's collector frees cached segments before a
 // new one, which an empty_cache() right before that allocation does too. Only a replay of the
 // allocator tells them apart: the installed resolver (set_collector_run_resolver) keeps or drops those
-// events, and every mark is 0 once infer_pools() returns.
+// events (with none installed they are dropped: malloc's reading), and every mark is 0 once infer_pools()
+// returns.
 constexpr AllocId kInferredEmptyCache = 1;
 constexpr AllocId kEmptyCacheOrCollector = 2;
 // Given the trace read both ways (pools inferred for each), whether the collector's reading is the one.
