@@ -83,7 +83,11 @@ for g in $groups; do case $g in
     rec "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" graph_mlp_train
     rec "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" graphs_two_pools
     rec "EMPTY_CACHE_EVERY=2 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,max_split_size_mb:128" gpt2_train
-    rec "EMPTY_CACHE_EVERY=3 FRACTION=0.27 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" bert_varlen_train ;;
+    rec "EMPTY_CACHE_EVERY=3 FRACTION=0.27 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" bert_varlen_train
+    rec "EMPTY_CACHE_EVERY=2" resnet50_train
+    rec "EMPTY_CACHE_EVERY=2 $E" resnet50_train
+    rec "EMPTY_CACHE_EVERY=1 RECORD=late:1 $E" bert_varlen_train
+    rec "EMPTY_CACHE_EVERY=2 FRACTION=0.2 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" llama_train_ckpt ;;
   twogpus)  # needs two GPUs
     rec "X=1" two_devices
     rec "$E" two_devices

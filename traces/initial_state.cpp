@@ -156,9 +156,14 @@ const RecordedSegment* holding(const SegmentMap& segments, Addr a) {
 }
 
 // Where a block freed in the history ended: the first allocation that lands in the space after it,
-// before it is freed, starts where the free block after it started.
+// before it is freed, starts where the free block after it started. Unless the free block went first:
+// pages an expandable segment unmaps while the block is live (an empty_cache() between two steps) were
+// free, so the block ends before them, and an allocation landing there once they are mapped again says
+// nothing of its end (a block then took 2.6 GB of freed pages as its own, and the model kept them
+// mapped): the space after the block stops at the first such range, and a block no allocation settles
+// before it is left to the model's estimate from its request.
 void find_block_ends(const std::vector<Event>& history, std::map<Addr, StartBlock>& start,
-                     const std::map<Addr, Addr>& boundary) {
+                     std::map<Addr, Addr>& boundary) {
   // The scan ends once every block is settled (freed, or its end found): a recording from process
   // start has none to settle, and need not walk its millions of entries again.
   size_t open = 0;
@@ -169,6 +174,15 @@ void find_block_ends(const std::vector<Event>& history, std::map<Addr, StartBloc
         it->second.freed = true;
         if (it->second.block.size == 0 && boundary.count(it->first)) --open;
       }
+      continue;
+    }
+    if (e->kind == EventKind::SegmentUnmap) {
+      auto it = start.lower_bound(e->addr);
+      if (it == start.begin()) continue;
+      --it;
+      auto end = boundary.find(it->first);
+      if (!it->second.freed && it->second.block.size == 0 && end != boundary.end() && e->addr < end->second)
+        end->second = e->addr;
       continue;
     }
     if (e->kind != EventKind::Alloc) continue;
