@@ -87,6 +87,8 @@ for g in $groups; do case $g in
     rec "EMPTY_CACHE_EVERY=2" resnet50_train
     rec "EMPTY_CACHE_EVERY=2 $E" resnet50_train
     rec "EMPTY_CACHE_EVERY=1 RECORD=late:1 $E" bert_varlen_train
+    rec "EMPTY_CACHE_EVERY=1 RECORD=late:2 $E" gpt2_train
+    rec "EMPTY_CACHE_EVERY=1 MAX_ENTRIES=5000 $E" side_stream_prefetch
     rec "EMPTY_CACHE_EVERY=2 FRACTION=0.2 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" llama_train_ckpt ;;
   twogpus)  # needs two GPUs
     rec "X=1" two_devices

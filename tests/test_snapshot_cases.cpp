@@ -467,6 +467,13 @@ TEST_CASE("initial state: pages unmapped while a block is live bound its end", "
   CHECK(trace.meta.pools.size() == 1);
   for (const RecordedSegment& s : trace.meta.initial.segments)
     for (const RecordedBlock& b : s.blocks) CHECK(b.size < (1ull << 30));  // no block swallows the freed pages
+  // The same after step 2 of GPT-2, and in a wrapped ring of the two-stream prefetcher (both diverged too).
+  for (const char* other :
+       {"gpt2_train.expandable_late2_empty1.pickle.gz", "side_stream_prefetch.expandable_ring5000_empty1.pickle.gz"}) {
+    REQUIRE(stats.count(other) == 1);
+    check_exact(other, stats[other]);
+    CHECK(load_trace(kCases + "/" + other).meta.pools.size() == 1);
+  }
 }
 
 TEST_CASE("initial state: frees of blocks in no known segment are counted, not placed", "[snapshot_cases]") {
