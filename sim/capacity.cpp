@@ -16,12 +16,15 @@ namespace fraglab {
 
 namespace {
 
+// The limit set_per_process_memory_fraction(f) sets: setMemoryFraction's cast of f x total memory.
+uint64_t fraction_limit(double f, uint64_t total) { return static_cast<uint64_t>(f * static_cast<double>(total)); }
+
 // The fraction with the fewest decimals (up to 4) whose limit falls in [low, high].
 std::optional<double> simplest_fraction(uint64_t low, uint64_t high, uint64_t total) {
   for (int scale : {10, 100, 1000, 10000})
     for (int k = 1; k <= scale; ++k) {
       double f = static_cast<double>(k) / scale;
-      auto limit = static_cast<uint64_t>(f * static_cast<double>(total));  // setMemoryFraction's cast
+      const uint64_t limit = fraction_limit(f, total);
       if (limit >= low && limit <= high) return f;
     }
   return std::nullopt;
@@ -135,8 +138,7 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   out.fraction = simplest_fraction(out.low, out.high, total_memory);
   // Without a recorded OOM, only a memory fraction that fits the bounds is evidence enough.
   if (out.ooms == 0 && !out.fraction) return std::nullopt;
-  out.bytes = out.fraction ? static_cast<uint64_t>(*out.fraction * static_cast<double>(total_memory))
-                           : (out.high >= out.low ? out.high : out.low);
+  out.bytes = out.fraction ? fraction_limit(*out.fraction, total_memory) : (out.high >= out.low ? out.high : out.low);
   return out;
 }
 
@@ -172,7 +174,7 @@ std::vector<double> fractions_within(uint64_t low, uint64_t high, uint64_t total
       if (listed[n]) continue;  // listed already, rounder
       listed[n] = true;
       const double f = static_cast<double>(k) / scale;
-      const auto limit = static_cast<uint64_t>(f * static_cast<double>(total));  // setMemoryFraction's cast
+      const uint64_t limit = fraction_limit(f, total);
       if (limit >= low && limit <= high) out.push_back(f);
     }
   return out;
@@ -212,7 +214,8 @@ constexpr uint64_t kReplayBudget = 20'000'000;
 struct Choice {
   double fraction;
   bool exact;
-  size_t tried;
+  size_t tried;       // fractions replayed
+  size_t candidates;  // fractions in the bounds
 };
 
 // `always`: verify even a single candidate (when only the collector's releases say there is a limit).
@@ -228,12 +231,12 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
     for (const auto& [k, choice] : remembered)
       if (k == key) return choice;
   }
-  Choice best{candidates.front(), false, 0};
+  Choice best{candidates.front(), false, 0, candidates.size()};
   uint64_t best_reach = 0, spent = 0;
   for (double f : candidates) {
     if (spent > kReplayBudget) break;
     FidelityOptions options;
-    options.capacity = static_cast<uint64_t>(f * static_cast<double>(total));
+    options.capacity = fraction_limit(f, total);
     const FidelityResult r = check_fidelity(trace, options);
     ++best.tried;
     spent += r.replay_events + 1;
@@ -278,11 +281,11 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
     }
     if (choice) {
       inferred->fraction = choice->fraction;
-      inferred->bytes = static_cast<uint64_t>(choice->fraction * static_cast<double>(total));
+      inferred->bytes = fraction_limit(choice->fraction, total);
       verified = fmt::format(
           "; garbage collection's releases leave {} fractions in the bounds, the model replayed {}: "
           "{}",
-          fractions_within(inferred->low, inferred->high, total).size(), choice->tried,
+          choice->candidates, choice->tried,
           choice->exact ? "this one reproduces the recorded device calls"
                         : "none reproduces them all, this one agrees longest");
     }
