@@ -475,11 +475,11 @@ void infer_pools(Trace& trace, PoolCheck when) {
   std::erase_if(collected.events, is_collector_mark);
   infer_pools_once(trace, when);
   infer_pools_once(collected, when);
-  bool take_collected = false;
+  bool take_collected = true;
   try {
     take_collected = resolve(trace, collected);
   } catch (const std::exception&) {
-    // the model could not replay this history: the importer's reading (empty_cache) stands
+    // the model could not replay this history: malloc's reading, as with no judge installed
   }
   if (take_collected) trace = std::move(collected);
 }
