@@ -9,7 +9,8 @@
 // Plain `pytorch` on a PyTorch snapshot starts from the settings the recording process used
 // (its allocator_settings: the recorded PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF text, in
 // PyTorch's order, then the values it parsed); options given here override them. A device capacity
-// (--capacity) models torch.cuda.set_per_process_memory_fraction. docs/pytorch-model.md
+// (--capacity) models torch.cuda.set_per_process_memory_fraction, or the GPU's own memory where the
+// recording ran out of that (option `limit`). docs/pytorch-model.md
 // says what is modelled and how exactly it matches real recordings.
 #include <algorithm>
 
@@ -28,8 +29,9 @@ std::vector<std::array<int64_t, 2>> pool_ids(const TraceMeta& meta) {
 
 class PytorchPolicy final : public Policy {
  public:
-  PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory)
-      : allocator_(device, config, meta.streams, total_memory, pool_ids(meta)) {}
+  PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory,
+                detail::PytorchLimit limit)
+      : allocator_(device, config, meta.streams, total_memory, pool_ids(meta), limit) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     auto b = allocator_.malloc(req.size, req.stream, req.pool);
@@ -71,6 +73,25 @@ constexpr TextOption kConfOptions[] = {
 // snapshot, say), so that expandable segments reserve enough address space.
 constexpr SizeOption kTotalMemory{"total_memory", detail::kH100TotalMemory,
                                   "the GPU's memory (totalGlobalMem); sizes expandable address ranges"};
+// What a capacity stands for. A snapshot does not say whether the job set a memory fraction, but its
+// OOMs do: where the recorded free device memory was below the segment a failed request needed,
+// cudaMalloc itself failed, and the job ran without a fraction (the garbage collector off, expandable
+// segments refused only the pages they map).
+constexpr TextOption kLimit{"limit", "auto",
+                            "what a capacity is: fraction (set_per_process_memory_fraction), gpu (the GPU's "
+                            "memory), or auto (gpu where the trace's OOMs were the GPU's, else fraction)"};
+
+detail::PytorchLimit limit_for(const PolicyContext& ctx) {
+  const std::string limit = ctx.options.get_string(std::string(kLimit.key), "auto");
+  if (limit == "fraction") return detail::PytorchLimit::Fraction;
+  if (limit == "gpu") return detail::PytorchLimit::Gpu;
+  if (limit != "auto") throw PolicyConfigError("pytorch: limit must be auto, fraction or gpu, not '" + limit + "'");
+  // Only a capacity makes the difference: without one the trace is not read.
+  if (ctx.events && ctx.device.capacity())
+    for (const Event& e : *ctx.events)
+      if (detail::pytorch_oom_was_gpus(e)) return detail::PytorchLimit::Gpu;
+  return detail::PytorchLimit::Fraction;
+}
 
 detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
   detail::PytorchAllocatorConfig config;
@@ -95,7 +116,7 @@ detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
 
 PolicyInfo policy_info_pytorch() {
   std::vector<OptionSpec> options(std::begin(kConfOptions), std::end(kConfOptions));
-  options.insert(options.end(), {detail::kRecordedSettings, kTotalMemory});
+  options.insert(options.end(), {detail::kRecordedSettings, kTotalMemory, kLimit});
   return {.name = "pytorch",
           .summary = "PyTorch's CUDA caching allocator, exact (PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF options)",
           .origin = "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
@@ -105,7 +126,7 @@ PolicyInfo policy_info_pytorch() {
                                  ? ctx.options.get(kTotalMemory)
                                  : std::max(kTotalMemory.default_value, ctx.device.capacity().value_or(0));
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
-            return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total);
+            return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total, limit_for(ctx));
           },
           .models_pools = true,  // private pools are PyTorch's own: the model routes requests itself
           .checked_against =

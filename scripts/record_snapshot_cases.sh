@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms workloads lateprivate gcfraction twogpus ranks large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 workloads lateprivate gcfraction twogpus ranks large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -38,6 +38,22 @@ for g in $groups; do case $g in
     rec "FRACTION=0.12 $E" gpt2_oom_backoff
     rec "FRACTION=0.16" bert_varlen_oom
     rec "FRACTION=0.16 $E" bert_varlen_oom ;;
+  deviceoom)  # the GPU itself runs out (cudaMalloc fails, no memory fraction): all but G GiB taken first
+    rec "DEVICE_LEFT=9.6" gpt2_oom_backoff
+    rec "DEVICE_LEFT=9.6 $E" gpt2_oom_backoff
+    rec "DEVICE_LEFT=9.6 RECORD=late:1" gpt2_oom_backoff
+    rec "DEVICE_LEFT=12.8" bert_varlen_oom
+    rec "DEVICE_LEFT=12.8 $E" bert_varlen_oom
+    rec "DEVICE_LEFT=12.8 MAX_ENTRIES=8000" bert_varlen_oom
+    rec "DEVICE_LEFT=12.8 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128,garbage_collection_threshold:0.6" bert_varlen_oom ;;
+  deviceoom2)  # more of the GPU running out: expandable late and in a ring, settings, and a state-only history
+    rec "DEVICE_LEFT=9.6 RECORD=late:1 $E" gpt2_oom_backoff
+    rec "DEVICE_LEFT=12.8 MAX_ENTRIES=20000 $E" bert_varlen_oom
+    rec "DEVICE_LEFT=9.6 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.5,max_split_size_mb:64" gpt2_oom_backoff
+    rec "DEVICE_LEFT=12.8 PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:4" bert_varlen_oom
+    rec "DEVICE_LEFT=12.8 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128" bert_varlen_oom
+    rec "RECORD=state" gpt2_train
+    rec "RECORD=state $E" side_stream_prefetch ;;
   workloads)  # other models and settings, each case of the groups above again on them
     rec "X=1" resnet50_train
     rec "RECORD=late:3 $E" resnet50_train

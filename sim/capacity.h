@@ -9,7 +9,8 @@
 //    bound the limit from below and above; the fraction with the fewest decimals whose limit
 //    ((size_t)(F * total memory), as setMemoryFraction computes it) lies in those bounds is taken.
 //  - the device itself: cudaMalloc failed, so the limit is what the process held plus what was
-//    free: reserved + device_free at the failure.
+//    free: reserved + device_free at the failure. No fraction was set: the pytorch policy reads such a
+//    trace's capacity as the GPU's (its option limit=auto; allocators/pytorch.cpp).
 // Garbage collection (garbage_collection_threshold, active only under a memory fraction) shows a limit
 // without any OOM: its releases before a new segment bound it from above, loosely, and which blocks it
 // frees depends on the exact limit, so capacity_for replays the model under each fraction in the bounds

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/registry.h"
 #include "report/diagnose.h"
 #include "sim/capacity.h"
@@ -69,7 +70,7 @@ void check_exact(const std::string& file, const nlohmann::json& stats) {
     CHECK(r.recorded_peak <= peak);
   else
     CHECK(r.recorded_peak == peak);
-  if (stats["at_record_start"].is_object() && stats["record"] != "start") {
+  if (stats["at_record_start"].is_object() && stats["record"] != "start" && stats["record"] != "state") {
     // Recording began late: the state at the first entry is what PyTorch held then.
     CHECK(trace.meta.initial.reserved() == stats["at_record_start"]["reserved_bytes.all.current"].get<uint64_t>());
     CHECK(trace.meta.initial.live_blocks > 0);
@@ -97,6 +98,96 @@ TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly wit
         "bert_varlen_oom.default_cap0.16.pickle.gz", "bert_varlen_oom.expandable_cap0.16.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
+  }
+}
+
+// The GPU itself ran out, with no memory fraction (group `deviceoom`): cudaMalloc or cuMemCreate failed,
+// each `oom` entry recording the little free memory left. The limit is reserved + that free memory, and it
+// is the device's: PyTorch checks no fraction, so an expandable segment is refused only the pages it maps
+// (under a fraction, alloc_block refuses the whole get_allocation_size() first). The model read the limit
+// as a fraction and the expandable run diverged at its first map after an OOM.
+TEST_CASE("snapshot cases: OOMs where the GPU itself ran out replay exactly under the GPU's limit",
+          "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"gpt2_oom_backoff.default_left9.6.pickle.gz", "gpt2_oom_backoff.expandable_left9.6.pickle.gz",
+        "gpt2_oom_backoff.default_left9.6_late1.pickle.gz", "bert_varlen_oom.default_left12.8.pickle.gz",
+        "bert_varlen_oom.expandable_left12.8.pickle.gz", "bert_varlen_oom.default_left12.8_ring8000.pickle.gz",
+        "gpt2_oom_backoff.expandable_left9.6_late1.pickle.gz",
+        "bert_varlen_oom.expandable_left12.8_ring20000.pickle.gz",
+        "bert_varlen_oom.roundup_power2_divisions-4_left12.8.pickle.gz",
+        "bert_varlen_oom.max_split_size_mb-128_left12.8.pickle.gz"}) {
+    INFO(file);
+    REQUIRE(stats.count(file) == 1);
+    REQUIRE(stats[file]["memory_fraction"].is_null());
+    Trace trace = load_trace(kCases + "/" + file);
+    auto inferred = infer_capacity(trace);
+    if (stats[file]["trace_ooms"].get<uint64_t>() > 0) {
+      REQUIRE(inferred);
+      CHECK(inferred->device_limit);
+      CHECK_FALSE(inferred->fraction);
+    }
+    nlohmann::json s = stats[file];
+    FidelityOptions options;
+    options.capacity = capacity_for(trace, std::nullopt);
+    FidelityResult r = check_fidelity(trace, options);
+    std::string context;
+    for (const auto& l : r.context) context += l + "\n";
+    INFO("divergence at event " << r.event_index << ": " << r.what << "\n" << context);
+    CHECK(r.exact);
+    CHECK(r.ooms == s["trace_ooms"].get<uint64_t>());
+    CHECK(r.simulated_peak == r.recorded_peak);
+  }
+  // Read as a fraction, the expandable run's segment check takes the whole request, not the pages mapped.
+  Trace expandable = load_trace(kCases + "/gpt2_oom_backoff.expandable_left9.6.pickle.gz");
+  FidelityOptions as_fraction;
+  as_fraction.policy = "pytorch:limit=fraction";
+  as_fraction.capacity = capacity_for(expandable, std::nullopt);
+  CHECK_FALSE(check_fidelity(expandable, as_fraction).exact);
+  FidelityOptions as_gpu = as_fraction;
+  as_gpu.policy = "pytorch:limit=gpu";
+  CHECK(check_fidelity(expandable, as_gpu).exact);
+}
+
+// `_record_memory_history(enabled="state")` keeps the live blocks' stacks and no history, yet PyTorch 2.11
+// leaves one `free_completed` entry in it: read as a history begun mid-run, it replays exactly.
+TEST_CASE("snapshot cases: a state-only recording replays from its state", "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file : {"gpt2_train.default_state.pickle.gz", "side_stream_prefetch.expandable_state.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
+TEST_CASE("pytorch: limit=auto reads a capacity as the GPU's only where the trace's OOMs were the GPU's",
+          "[snapshot_cases]") {
+  Event gpu_oom{};
+  gpu_oom.kind = EventKind::Oom;
+  gpu_oom.size = 402653184;         // 384 MiB: a 384 MiB segment
+  gpu_oom.addr = 156 * (1u << 20);  // device_free: 156 MiB
+  CHECK(detail::pytorch_oom_was_gpus(gpu_oom));
+  Event fraction_oom = gpu_oom;
+  fraction_oom.addr = 60ull << 30;  // 60 GiB free: the fraction refused
+  CHECK_FALSE(detail::pytorch_oom_was_gpus(fraction_oom));
+  Event unrecorded = gpu_oom;
+  unrecorded.addr = 0;  // PyTorch before 2.1 recorded no free memory
+  CHECK_FALSE(detail::pytorch_oom_was_gpus(unrecorded));
+  SimDevice sim;
+  TraceMeta meta;
+  CHECK_THROWS_AS(make_policy(PolicySpec::parse("pytorch:limit=some"), sim, meta), PolicyConfigError);
+}
+
+// The recorded OOMs that fail again in the replay are not allocations "the recording served".
+TEST_CASE("diagnose: recorded OOMs failing again are no disagreement", "[snapshot_cases]") {
+  for (const char* file :
+       {"gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz", "gpt2_oom_backoff.default_left9.6.pickle.gz"}) {
+    INFO(file);
+    Trace trace = load_trace(kCases + "/" + file);
+    DiagnoseOptions o;
+    o.search = false;
+    DiagnoseReport r = diagnose(trace, file, capacity_for(trace, std::nullopt), o);
+    CHECK(r.note.find("also fails") == std::string::npos);
+    CHECK(r.ooms.size() == 3);
   }
 }
 

@@ -55,9 +55,14 @@ uint64_t pytorch_allocation_size(uint64_t size) {
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
+bool pytorch_oom_was_gpus(const Event& oom) {
+  const uint64_t device_free = oom.addr;  // 0: not recorded (PyTorch before 2.1)
+  return oom.kind == EventKind::Oom && device_free != 0 && device_free < pytorch_allocation_size(oom.size);
+}
+
 PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config,
                                                  std::vector<uint64_t> streams, uint64_t total_memory,
-                                                 std::vector<std::array<int64_t, 2>> pool_ids)
+                                                 std::vector<std::array<int64_t, 2>> pool_ids, PytorchLimit limit)
     : device_(device), config_(config), total_memory_(total_memory), pool_ids_(std::move(pool_ids)) {
   add_pool(Pool{false, 0, 0});
   add_pool(Pool{true, 1, 0});
@@ -68,7 +73,8 @@ PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocato
   for (uint64_t h : streams)
     stream_rank_.push_back(static_cast<uint64_t>(std::lower_bound(sorted.begin(), sorted.end(), h) - sorted.begin()));
   if (stream_rank_.empty()) stream_rank_.push_back(0);
-  if (auto cap = device_.capacity()) {
+  // Under PytorchLimit::Gpu the device itself refuses what passes its capacity, as the driver does.
+  if (auto cap = device_.capacity(); cap && limit == PytorchLimit::Fraction) {
     set_fraction_ = true;
     allowed_memory_maximum_ = *cap;
   }

@@ -64,6 +64,21 @@ uint64_t pytorch_roundup_power2_next_division(uint64_t size, uint64_t divisions)
 // get_allocation_size(): the segment size cudaMalloc'd for a (rounded) request.
 uint64_t pytorch_allocation_size(uint64_t size);
 
+// How a limit on the device's memory stops the allocator.
+enum class PytorchLimit {
+  // set_per_process_memory_fraction: alloc_block refuses a segment that would pass the limit before
+  // asking the driver (expandable segments included: the whole get_allocation_size() is checked, not
+  // the pages mapped), and garbage_collection_threshold is active.
+  Fraction,
+  // The GPU's own memory: cudaMalloc or cuMemCreate fails (the device refuses the call); no fraction is
+  // set, so the garbage collector never runs.
+  Gpu,
+};
+// Whether a recording's OOMs were the GPU's own: an `oom` entry whose recorded free device memory
+// (cudaMemGetInfo) was below the segment the request needed, so cudaMalloc failed. Under a memory
+// fraction the GPU still has room (the fraction refused first).
+bool pytorch_oom_was_gpus(const Event& oom);
+
 // The counters of torch.cuda.memory_stats() the model keeps.
 struct PytorchStats {
   uint64_t reserved = 0, reserved_peak = 0;    // reserved_bytes.all
@@ -93,9 +108,10 @@ class PytorchCachingAllocator {
   // which sizes expandable segments' address ranges. A device capacity models
   // set_per_process_memory_fraction: allowed_memory_maximum = capacity.
   // `pool_ids`: the trace's pools (TraceMeta::pools ids; index 0 the default pools), by which an
-  // initial state's segments name their pool.
+  // initial state's segments name their pool. `limit`: what the device's capacity stands for.
   PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config, std::vector<uint64_t> streams,
-                          uint64_t total_memory, std::vector<std::array<int64_t, 2>> pool_ids = {});
+                          uint64_t total_memory, std::vector<std::array<int64_t, 2>> pool_ids = {},
+                          PytorchLimit limit = PytorchLimit::Fraction);
 
   // DeviceCachingAllocator::malloc into the default pools (pool 0) or private pool `pool`; nullopt =
   // out of memory (after recovery). Returns the block index.
