@@ -313,11 +313,16 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
   constexpr size_t kMaxReplayOoms = 16;
   if (o.at.kind == DiagnoseAt::Oom) {
     for (const Probe& p : recorded) moments.push_back({p.event_index, p.size, p.stream, Diagnosis::Source::Recorded});
-    if (!recorded.empty() && !whole.ooms.empty())  // allocations the recording served: the model disagrees
+    // Allocations the recording served and the replay fails: the model disagrees (the recorded OOMs
+    // themselves, failing again, are not counted).
+    std::vector<const OomRecord*> served;
+    for (const OomRecord& r : whole.ooms)
+      if (!r.recorded) served.push_back(&r);
+    if (!recorded.empty() && !served.empty())
       rep.note = fmt::format(
           "the replay under the capacity also fails {} allocation(s) the recording served (the "
           "first at event {}).",
-          whole.ooms.size(), whole.ooms.front().event_index);
+          served.size(), served.front()->event_index);
     if (moments.empty())
       for (const OomRecord& r : whole.ooms) {
         if (moments.size() == kMaxReplayOoms) {
