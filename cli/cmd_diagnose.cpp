@@ -7,6 +7,7 @@
 
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
+#include "cli/device_arg.h"
 #include "report/alloc_groups.h"
 #include "report/diagnose.h"
 #include "report/diagnose_html.h"
@@ -20,6 +21,7 @@ namespace {
 
 struct DiagnoseArgs {
   std::string path, capacity, at = "oom", policy = "pytorch", html;
+  DeviceOptions device;  // the snapshot's device; the diagnosis replays on the simulated device only
   unsigned jobs = 0;
   size_t top = 8;
   bool json = false, no_search = false;
@@ -218,6 +220,7 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
   cmd->add_flag("--no-search", a.no_search, "Skip the verdict's search over allocator settings");
   cmd->add_flag("--json", a.json, "Print JSON (top-level `ooms`, one entry per moment diagnosed, and `verdict`)");
   cmd->add_option("--html", a.html, "Also write a self-contained HTML page with the block map at each OOM");
+  add_device_options(cmd, a.device);
   cmd->callback([&run] {
     run = [] {
       DiagnoseOptions o;
@@ -228,7 +231,10 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
       o.search = !a.no_search;
       std::optional<uint64_t> capacity;
       if (!a.capacity.empty()) capacity = sim_config(a.capacity).capacity;
-      Trace trace = load_trace(a.path);
+      const DeviceArg device = a.device.resolve();
+      if (!device.exec_device.empty() && device.exec_device != "sim")
+        throw std::invalid_argument("--device " + device.exec_device + ": diagnose replays on the simulated device");
+      Trace trace = load_trace(a.path, {device.trace_device});
       std::string note;
       capacity = capacity_for(trace, capacity, &note);
       if (!note.empty() && !a.json) fmt::print("note      {}\n", note);

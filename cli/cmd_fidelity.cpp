@@ -44,6 +44,15 @@ int run_fidelity(const FidelityArgs& args) {
                                 ": fidelity checks the model on the simulated device (replay --device cuda runs "
                                 "it on a GPU)");
   Trace trace = load_trace(args.path, ReadOptions{device.trace_device});
+  if (trace.meta.format == "pytorch-snapshot" && trace.events.empty() && trace.meta.segments.empty()) {
+    // A snapshot taken before anything was allocated on the device (or in a process that never used it):
+    // a PyTorch snapshot all right, with nothing in it.
+    fmt::print(stderr,
+               "fraglab: {} is an empty snapshot: device {} has no segments and no history (nothing was allocated "
+               "on it when the snapshot was taken), so there is nothing to compare.\n",
+               args.path, trace.meta.device);
+    return 2;
+  }
   if (!records_device_calls(trace)) {
     fmt::print(stderr,
                "fraglab: {} ({}) records no device calls of its allocator (no segment_alloc, segment_free, "

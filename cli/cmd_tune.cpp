@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/policy_options.h"
+#include "allocators/registry.h"
 #include "cli/commands.h"
+#include "cli/device_arg.h"
 #include "report/policy_grid.h"
 #include "report/tune.h"
 #include "traces/trace_io.h"
@@ -18,6 +20,7 @@ namespace {
 
 struct TuneArgs {
   std::string path;
+  DeviceOptions device;  // the snapshot's device; the search replays on the simulated device only
   std::string capacity;
   std::string policy = "pytorch";
   std::vector<std::string> space;
@@ -148,7 +151,12 @@ int run_tune(const TuneArgs& a) {
   o.also = a.also;
   o.jobs = a.jobs;
   o.keep_per_dimension = a.keep;
-  TuneReport r = tune(a.path, o);
+  const DeviceArg device = a.device.resolve();
+  if (!device.exec_device.empty() && device.exec_device != "sim")
+    throw std::invalid_argument("--device " + device.exec_device + ": tune replays on the simulated device");
+  if (!find_policy(o.policy))
+    throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
+  TuneReport r = tune(load_trace(a.path, {device.trace_device}), a.path, o);
   if (a.json)
     print_json(r);
   else
@@ -174,6 +182,7 @@ void add_tune(CLI::App& app, CommandFn& run) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--top", a.top, "Rows of the ranking to print");
   cmd->add_flag("--json", a.json, "Print JSON (every setting tried)");
+  add_device_options(cmd, a.device);
   cmd->callback([&run] { run = [] { return run_tune(a); }; });
 }
 

@@ -67,7 +67,7 @@ struct TraceSlot {
 
 std::shared_ptr<const LoadedTrace> load(const std::string& path) {
   auto lt = std::make_shared<LoadedTrace>();
-  lt->trace = load_trace(path);
+  lt->trace = load_trace(path, {kAnyDevice});  // a DDP/FSDP rank's snapshot: its own GPU
   MemorySource source(lt->trace);
   TraceStats stats = compute_stats(source);
   lt->live_bound = stats.peak_live_requested;

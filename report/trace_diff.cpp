@@ -78,8 +78,9 @@ TraceDiff diff_traces(const std::string& a, const std::string& b, const DiffOpti
   d.policy = options.policy;
   d.capacity = options.capacity;
   PolicySpec::parse(options.policy);  // a malformed policy fails before any loading
-  d.a = summarize_run(load_trace(a), a, options);
-  d.b = summarize_run(load_trace(b), b, options);
+  // A DDP/FSDP rank's snapshot holds its own GPU only: read as the CLI reads one (kAnyDevice).
+  d.a = summarize_run(load_trace(a, {kAnyDevice}), a, options);
+  d.b = summarize_run(load_trace(b, {kAnyDevice}), b, options);
   match_diff_groups(d);
   return d;
 }

@@ -226,7 +226,7 @@ uint64_t oom_live_excess(const Trace& trace, uint64_t capacity) {
 TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
   if (!find_policy(o.policy))
     throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
-  return tune(load_trace(trace_path), trace_path, o);
+  return tune(load_trace(trace_path, {kAnyDevice}), trace_path, o);  // a rank's snapshot: its own GPU
 }
 
 TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& options) {

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 workloads lateprivate gcfraction twogpus ranks large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn workloads lateprivate gcfraction twogpus ranks large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -54,6 +54,12 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=12.8 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128" bert_varlen_oom
     rec "RECORD=state" gpt2_train
     rec "RECORD=state $E" side_stream_prefetch ;;
+  cudnn)  # cuDNN's benchmark mode: workspaces tried per algorithm, those that run out of memory skipped
+    rec "CUDNN_BENCHMARK=1" resnet50_train
+    rec "CUDNN_BENCHMARK=1 DEVICE_LEFT=7" resnet50_train
+    rec "CUDNN_BENCHMARK=1 DEVICE_LEFT=7 $E" resnet50_train
+    rec "CUDNN_BENCHMARK=1 FRACTION=0.085" resnet50_train
+    rec "CUDNN_BENCHMARK=1 DEVICE_LEFT=7 RECORD=late:2" resnet50_train ;;
   workloads)  # other models and settings, each case of the groups above again on them
     rec "X=1" resnet50_train
     rec "RECORD=late:3 $E" resnet50_train

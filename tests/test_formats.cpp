@@ -351,6 +351,21 @@ TEST_CASE("formats: a directory scan takes .json and .csv files only when they h
   CHECK(expand_corpus({dir.path.string()}) == std::vector<std::string>{log, pickled, snapshot});
 }
 
+// A snapshot dumped before anything was allocated (a public one holds only allocator_settings): a
+// PyTorch snapshot, empty, not "not a snapshot".
+TEST_CASE("formats: fidelity says a snapshot is empty", "[formats]") {
+  TempDir dir("empty");
+  std::string empty =
+      dir.file("empty.json",
+               R"({"segments": [], "device_traces": [[]], "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""}})");
+  CliResult r = run_cli("fidelity " + empty);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("is an empty snapshot") != std::string::npos);
+  CHECK(r.output.find("fidelity needs a PyTorch snapshot") == std::string::npos);
+  CHECK(run_cli("info " + empty).code == 0);
+}
+
 TEST_CASE("formats: fidelity says when a trace records no device calls", "[formats]") {
   std::string rmm = kSource + "/tests/data/rmm_log_small.csv";
   CliResult r = run_cli("fidelity " + rmm);

@@ -362,6 +362,25 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
   Trace any = parse_pytorch_snapshot(bytes, "two", {kAnyDevice});
   CHECK(any.events.size() == 1);
   CHECK(any.meta.device == 1);
+  // Device 0 holds only the `snapshot` marker _snapshot() leaves (a public snapshot of a process that used
+  // GPU 1): no data there; the listing names device 1 alone, and no device named reads device 1.
+  P marked;
+  marked.empty_dict().mark().str("device_traces").empty_list().mark();
+  marked.empty_list().empty_dict().mark().str("action").str("snapshot").str("addr").i64(0).str("size").i64(0);
+  marked.setitems().op('a');
+  marked.empty_list().empty_dict().mark().str("action").str("alloc").str("addr").i64(512).str("size").i64(8);
+  marked.setitems().op('a').appends().setitems();
+  const std::string marked_bytes = marked.stop();
+  try {
+    parse_pytorch_snapshot(marked_bytes, "marked", {0});
+    FAIL("accepted");
+  } catch (const FormatError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("devices with data: 1 (1 entries) (pick") != std::string::npos);
+  }
+  Trace marked_any = parse_pytorch_snapshot(marked_bytes, "marked", {kAnyDevice});
+  CHECK(marked_any.meta.device == 1);
+  CHECK(marked_any.events.size() == 1);
   // Nothing on any device: an empty trace, as before.
   P empty;
   empty.empty_dict().mark().str("device_traces").empty_list().mark().empty_list().empty_list().appends().setitems();
@@ -787,4 +806,26 @@ TEST_CASE("AddrMap agrees with std::unordered_map under random inserts and erase
     if (got) REQUIRE(*got == it->second);
   }
   CHECK(map.size() == ref.size());
+}
+
+// A DDP rank's snapshot holds its own GPU only: every command that reads a snapshot reads it as `info` and
+// `replay` do (the one device with data), and diagnose and tune take --device like them. Before, diagnose,
+// tune, compare and diff stopped at "device 0 has no history".
+TEST_CASE("snapshot import: every command reads a rank's snapshot on its own GPU", "[snapshot]") {
+  const std::string rank1 =
+      std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/ranks/ddp_train.default_rank1.pickle.gz";
+  for (const std::string& command :
+       {"diagnose --no-search " + rank1, "tune --space max_split_size_mb:{unset,64} " + rank1,
+        "compare --policies pytorch,bestfit " + rank1, "diff " + rank1 + " " + rank1,
+        "diagnose --no-search --device 1 " + rank1}) {
+    CliResult r = run_cli(command);
+    INFO(command << "\n" << r.output);
+    CHECK(r.code == 0);
+  }
+  CliResult wrong = run_cli("diagnose --no-search --device 0 " + rank1);
+  CHECK(wrong.code == 2);
+  CHECK(wrong.output.find("devices with data: 1 (") != std::string::npos);
+  CliResult gpu = run_cli("tune --device cuda " + rank1);
+  CHECK(gpu.code == 2);
+  CHECK(gpu.output.find("tune replays on the simulated device") != std::string::npos);
 }

@@ -560,6 +560,19 @@ class Importer final : public pickle::ListSink {
                            device, available.empty() ? "none" : available));
   }
 
+  // The entries of a device's history that change memory: a `snapshot` or `user_defined` marker alone (a
+  // device the process touched only to take the snapshot) is no data.
+  size_t memory_entries(Value list) const {
+    size_t n = 0;
+    doc_->for_each(list, [&](Value entry) {
+      const Value* action = entry.kind() == Kind::Dict ? doc_->find(entry, "action") : nullptr;
+      if (!action || !action->is_str()) return ++n, void();
+      const std::string_view a = doc_->as_str(*action, "action");
+      n += a != "snapshot" && a != "user_defined";
+    });
+    return n;
+  }
+
   // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history or segments for (of
   // the first 16 lists); `indices`, when given, receives them.
   std::string devices_with_data(Value traces, std::vector<int>* indices = nullptr) const {
@@ -570,8 +583,8 @@ class Importer final : public pickle::ListSink {
     };
     size_t i = 0;
     doc_->for_each(traces, [&](Value v) {
-      size_t entries = v.kind() == Kind::List ? doc_->size(v) : 0;
       if (i >= 16) return ++i, void();  // a hostile list of millions: the first few say enough
+      const size_t entries = v.kind() == Kind::List ? memory_entries(v) : 0;
       if (entries) add(i, fmt::format("{} entries", entries));
       ++i;
     });
