@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn workloads lateprivate gcfraction twogpus ranks large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn observer workloads lateprivate gcfraction twogpus ranks large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -60,6 +60,12 @@ for g in $groups; do case $g in
     rec "CUDNN_BENCHMARK=1 DEVICE_LEFT=7 $E" resnet50_train
     rec "CUDNN_BENCHMARK=1 FRACTION=0.085" resnet50_train
     rec "CUDNN_BENCHMARK=1 DEVICE_LEFT=7 RECORD=late:2" resnet50_train ;;
+  observer)  # the snapshot an out-of-memory observer takes inside malloc (the _atoom file), as PyTorch's docs suggest
+    rec "DEVICE_LEFT=6" observer_oom_mlp
+    rec "DEVICE_LEFT=6 $E" observer_oom_mlp
+    rec "FRACTION=0.07" observer_oom_mlp
+    rec "DEVICE_LEFT=6 MAX_ENTRIES=3000" observer_oom_mlp
+    rec "DEVICE_LEFT=6 RECORD=late:3 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,max_split_size_mb:256" observer_oom_mlp ;;
   workloads)  # other models and settings, each case of the groups above again on them
     rec "X=1" resnet50_train
     rec "RECORD=late:3 $E" resnet50_train
