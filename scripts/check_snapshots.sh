@@ -22,6 +22,6 @@ while IFS= read -r f; do
     bad=$((bad + 1))
   fi
   printf '%s %s fidelity=%s recorded_peak=%s replay_peak=%s\n' "$status" "${f#./}" "${verdict%%:*}" "$recorded" "$replayed"
-done < <(find "${dirs[@]}" -name '*.pickle.gz' -o -name '*.pickle' | sort)
+done < <(find "${dirs[@]}" -name '*.pickle.gz' -o -name '*.pickle' -o -name '*.pkl' -o -name '*.pkl.gz' | sort)
 echo "$((total - bad)) of $total snapshots exact under fidelity and at the recorded peak in plain replay"
 [ "$bad" -eq 0 ]

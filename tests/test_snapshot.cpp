@@ -829,3 +829,35 @@ TEST_CASE("snapshot import: every command reads a rank's snapshot on its own GPU
   CHECK(gpu.code == 2);
   CHECK(gpu.output.find("tune replays on the simulated device") != std::string::npos);
 }
+
+// torch.cuda.memory.memory_snapshot()'s plain list from a process that used GPU 1 (a public one): read as
+// GPU 1's state where no device is named, an error naming device 1 where device 0 is. It read as an empty
+// state of device 0 before, silently.
+TEST_CASE("snapshot import: a segments-only snapshot of another GPU reads that GPU", "[snapshot]") {
+  const std::string list = temp_file("gpu1_segments.json", R"([{"device": 1, "address": 1048576, "total_size": 2097152,
+    "allocated_size": 512, "active_size": 512, "requested_size": 8, "stream": 0, "segment_type": "small",
+    "segment_pool_id": [0, 0], "is_expandable": false, "frames": [],
+    "blocks": [{"address": 1048576, "size": 512, "requested_size": 8, "state": "active_allocated", "frames": []},
+               {"address": 1049088, "size": 2096640, "requested_size": 0, "state": "inactive", "frames": []}]}])");
+  Trace any = load_trace(list, {kAnyDevice});
+  CHECK(any.meta.device == 1);
+  CHECK(any.meta.segments.size() == 1);
+  CHECK(any.events.size() == 1);  // the live block, as the prologue
+  try {
+    load_trace(list, {0});
+    FAIL("device 0 read as an empty state");
+  } catch (const FormatError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("device 0 has no segments in this snapshot; devices with data: 1"));
+  }
+  // The same as a dict of segments without device_traces.
+  const std::string dict = temp_file("gpu1_segments_dict.json", R"({"segments": [{"device": 1, "address": 1048576,
+    "total_size": 2097152, "allocated_size": 0, "active_size": 0, "requested_size": 0, "stream": 0,
+    "segment_type": "small", "segment_pool_id": [0, 0], "is_expandable": false, "frames": [],
+    "blocks": [{"address": 1048576, "size": 2097152, "requested_size": 0, "state": "inactive", "frames": []}]}]})");
+  CHECK(load_trace(dict, {kAnyDevice}).meta.device == 1);
+  CHECK_THROWS_AS(load_trace(dict, {0}), FormatError);
+  CliResult info = run_cli("info " + list);
+  INFO(info.output);
+  CHECK(info.code == 0);
+  CHECK(info.output.find("1 segments") != std::string::npos);
+}

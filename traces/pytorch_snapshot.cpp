@@ -361,6 +361,7 @@ class Importer final : public pickle::ListSink {
     trace_.meta.device = options_.device;
     if (root.kind() == Kind::List) {  // torch.cuda.memory_snapshot(): the plain list of segments
       read_segments(root);
+      require_segments_of_device(root);
       return false;
     }
     if (root.kind() != Kind::Dict)
@@ -376,6 +377,7 @@ class Importer final : public pickle::ListSink {
       if (const Value* v = doc_->find(root, key); v && v->is_container() && !doc_->empty(*v))
         trace_.meta.unreplayed.emplace_back(key, doc_->size(*v));
     if (segments) read_segments(*segments);
+    if (segments && !traces) require_segments_of_device(*segments);
     bool history = false;
     if (traces) {
       doc_->expect(*traces, Kind::List, "device_traces");
@@ -558,6 +560,19 @@ class Importer final : public pickle::ListSink {
     doc_->fail(traces,
                fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
                            device, available.empty() ? "none" : available));
+  }
+
+  // A snapshot without history whose segments all lie on other devices (the list of a process that used
+  // GPU 1): the one device with segments is read where no device was named, else the error names them.
+  // It read as an empty state before.
+  void require_segments_of_device(Value where) {
+    if (!trace_.meta.segments.empty() || segment_devices_.empty()) return;
+    if (allow_other_device_ && segment_devices_.size() == 1) throw OnlyOtherDevice{segment_devices_[0]};
+    std::string available;
+    for (int d : segment_devices_) available += fmt::format("{}{} (segments only)", available.empty() ? "" : ", ", d);
+    doc_->fail(where, fmt::format("device {} has no segments in this snapshot; devices with data: {} (pick one with "
+                                  "--device)",
+                                  options_.device, available));
   }
 
   // The entries of a device's history that change memory: a `snapshot` or `user_defined` marker alone (a
