@@ -142,7 +142,9 @@ void AppState::adopt(std::shared_ptr<const TraceInfo> info) {
   diffs.clear();
   trace = std::move(info);
   load_error.clear();
-  cursor = 0;
+  // A snapshot without history is one moment, its state: all of it is there at the last event (the
+  // prologue places one live block an event), so the cursor starts there rather than at the first block.
+  cursor = trace->trace.meta.history_absent && trace->events() ? trace->events() - 1 : 0;
   timeline.begin = timeline.end = 0;
   path_field = trace->path;
   place_recorded_lane();
@@ -208,6 +210,8 @@ void AppState::set_cursor(uint64_t event_index) {
 }
 
 void AppState::jump_to_peak() {
+  // Without history the reserved bytes are all there from the first event; the snapshot's moment is the last.
+  if (trace && trace->trace.meta.history_absent) return set_cursor(trace->events());
   if (const RunResult* r = primary_result()) set_cursor(r->replay.reserved.event_index);
 }
 

@@ -142,6 +142,20 @@ TEST_CASE("fraglab-gui --screenshot renders every view on a snapshot", "[gui][gu
     CHECK(run_gui(two + " --device 3 --screenshot " + png) == 2);  // no data there: refused, nothing written
     CHECK_FALSE(fs::exists(png));
   }
+  SECTION("a snapshot without history opens at its state, the last event, and its peak is there too") {
+    const std::string state =
+        std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/gpt2_train.default_nohistory.pickle.gz";
+    const std::string opened = (dir / "state_opened.png").string(), last = (dir / "state_last.png").string(),
+                      peak = (dir / "state_peak.png").string(), first = (dir / "state_first.png").string();
+    const std::string common = " --policy recorded --width 900 --height 700 --screenshot ";
+    REQUIRE(run_gui(state + common + opened) == 0);
+    REQUIRE(run_gui(state + " --at 2" + common + last) == 0);  // its three live blocks: events 0, 1, 2
+    REQUIRE(run_gui(state + " --at peak" + common + peak) == 0);
+    REQUIRE(run_gui(state + " --at 0" + common + first) == 0);
+    CHECK(decode(opened).colors == decode(last).colors);
+    CHECK(decode(peak).colors == decode(last).colors);
+    CHECK(decode(first).colors != decode(last).colors);  // one live block of three: not the snapshot's state
+  }
   SECTION("the recorded lane on a trace without addresses fails like a bad policy") {
     std::string plain = (dir / "plain.jsonl").string();
     fraglab::save_trace(fraglab::test::make_fragmenting_trace(200), plain);
