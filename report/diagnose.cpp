@@ -343,6 +343,12 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
     bool asks = e.kind == EventKind::Alloc || e.kind == EventKind::Oom;
     moments.push_back({o.at.event, asks ? e.size : 0, e.stream, Diagnosis::Source::Event});
   }
+  if (moments.empty() && trace.meta.history_absent) {
+    // A snapshot without history is its state, whole at the last event (the trace places one live block an
+    // event); its reserved bytes are there from the first, where the reserved peak would show one block.
+    moments.push_back({trace.events.size(), 0, 0, Diagnosis::Source::Peak});
+    rep.note = "a snapshot without history: looking at its state.";
+  }
   if (moments.empty())  // the peak: the state right after the event that set it
     moments.push_back(
         {std::min<uint64_t>(whole.reserved.event_index + 1, trace.events.size()), 0, 0, Diagnosis::Source::Peak});

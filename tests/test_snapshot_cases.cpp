@@ -177,6 +177,44 @@ TEST_CASE("pytorch: limit=auto reads a capacity as the GPU's only where the trac
   CHECK_THROWS_AS(make_policy(PolicySpec::parse("pytorch:limit=some"), sim, meta), PolicyConfigError);
 }
 
+// The reserved bytes the recording held just before event `index`: the state at the first entry plus
+// the recorded device calls before it.
+uint64_t recorded_reserved_before(const Trace& trace, uint64_t index) {
+  uint64_t reserved = trace.meta.initial.reserved();
+  for (uint64_t i = 0; i < index; ++i) {
+    const Event& e = trace.events[i];
+    if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved += e.size;
+    if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap) reserved -= e.size;
+  }
+  return reserved;
+}
+
+// diagnose shows the state the recording had: a history begun mid-run starts from the state at its first
+// entry (its stepped replay laid the prologue out anew, so a late OOM showed 8.06 GiB reserved for the
+// recording's 8.35), and a snapshot without history is looked at as its state (it showed the first of its
+// three live blocks).
+TEST_CASE("diagnose: the states shown are the recording's, mid-run and without history", "[snapshot_cases]") {
+  Trace late = load_trace(kCases + "/gpt2_oom_backoff.default_cap0.12_late2.pickle.gz");
+  REQUIRE_FALSE(late.meta.initial.empty());
+  DiagnoseOptions o;
+  o.search = false;
+  DiagnoseReport r = diagnose(late, "late", capacity_for(late, std::nullopt), o);
+  REQUIRE_FALSE(r.ooms.empty());
+  for (const Diagnosis& d : r.ooms) {
+    INFO("OOM at event " << d.event_index);
+    CHECK(d.state.reserved == recorded_reserved_before(late, d.event_index));
+  }
+  Trace state = load_trace(kCases + "/gpt2_train.default_nohistory.pickle.gz");
+  REQUIRE(state.meta.history_absent);
+  DiagnoseReport s = diagnose(state, "state", std::nullopt, o);
+  REQUIRE(s.ooms.size() == 1);
+  CHECK(s.ooms[0].state.reserved == state.meta.initial.reserved());
+  uint64_t live = 0;
+  for (const Event& e : state.events) live += e.kind == EventKind::Alloc ? e.size : 0;
+  CHECK(s.ooms[0].state.requested == live);
+  CHECK(s.note.find("without history") != std::string::npos);
+}
+
 // The recorded OOMs that fail again in the replay are not allocations "the recording served".
 TEST_CASE("diagnose: recorded OOMs failing again are no disagreement", "[snapshot_cases]") {
   for (const char* file :
