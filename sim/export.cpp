@@ -199,7 +199,10 @@ ExportSummary export_snapshot(const Trace& trace, const PolicySpec& spec, const 
   w.begin_list();
   PlacedReplay placed = replay_placed(trace, spec, config, [&](const PlacedEvent& p) {
     const char* action = action_name(p.event.kind);
-    if (!action) return;
+    // A history begun mid-run stays one: the state at its first entry is in the final segments and the
+    // history's frees, as in the recording, not entries PyTorch never wrote (its segments allocated and
+    // its live blocks allocated at time zero).
+    if (!action || p.prologue) return;
     const Event& e = p.event;
     const Event& cause = trace.events[p.event_index];
     w.begin_dict();

@@ -58,10 +58,12 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
   ReplayEngine engine(*policy, device, options);
   log.follow(engine.event_index());
   engine.establish_initial_state(trace.meta.initial);
+  const uint64_t prologue = trace.meta.initial.live_blocks;  // the first events: blocks live at the first entry
 
   std::vector<uint8_t> pending_free;  // by id: free requested, not completed
   std::vector<StackId> stack_of_id;
   size_t calls_seen = 0;
+  bool adopting = true;  // the calls establish_initial_state made, flushed with the first event's
   auto emit_calls = [&](uint64_t index) {
     const auto& calls = log.calls();
     for (; calls_seen < calls.size(); ++calls_seen) {
@@ -74,6 +76,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
       p.requested = engine.requested_live();
       p.allocated = engine.allocated_live();
       p.reserved = device.reserved_bytes();
+      p.prologue = index < prologue || adopting;
       sink(p);
     }
   };
@@ -84,11 +87,14 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
     p.block_size = b.size;
     p.alloc_index = b.alloc_index;
     p.event_index = index;
+    p.prologue = index < prologue;
     p.requested = engine.requested_live();
     p.allocated = engine.allocated_live();
     p.reserved = device.reserved_bytes();
     return p;
   };
+  if (!trace.events.empty()) emit_calls(0);  // the segments of the state adopted, before any event
+  adopting = false;
 
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];

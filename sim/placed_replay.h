@@ -23,6 +23,9 @@ struct PlacedEvent {
   uint64_t event_index = 0;                             // the trace event this belongs to
   uint64_t requested = 0, allocated = 0, reserved = 0;  // live bytes after it
   uint64_t device_free = 0;                             // Oom: capacity left on the device (0 when unlimited)
+  // Part of the state at the trace's first entry (a history begun mid-run, or a snapshot without
+  // history): the segments the policy adopted or made for it and its live blocks (the prologue).
+  bool prologue = false;
 };
 
 struct PlacedReplay {
