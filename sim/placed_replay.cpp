@@ -11,16 +11,18 @@ namespace fraglab {
 namespace {
 
 constexpr uint64_t kSmallSegment = 2ull << 20;  // PyTorch's small-pool segment size (kSmallBuffer)
+constexpr uint64_t kSmallRequest = 1ull << 20;  // PyTorch's largest small-pool request (kSmallSize)
 
 // The blocks of [begin, end): live blocks as active, the gaps between them inactive.
-RecordedSegment tile(Addr begin, uint64_t size, bool expandable, const std::vector<const BlockRecord*>& live,
-                     size_t& cursor, const std::vector<uint8_t>& pending_free, const std::vector<AllocId>& id_of,
+RecordedSegment tile(Addr begin, uint64_t size, bool expandable, bool small_pool,
+                     const std::vector<const BlockRecord*>& live, size_t& cursor,
+                     const std::vector<uint8_t>& pending_free, const std::vector<AllocId>& id_of,
                      const std::vector<StackId>& stack_of_id) {
   RecordedSegment seg;
   seg.address = begin;
   seg.total_size = size;
   seg.is_expandable = expandable;
-  seg.small_pool = !expandable && size <= kSmallSegment;
+  seg.small_pool = small_pool;
   Addr at = begin, end = begin + size;
   bool stream_set = false;
   auto gap = [&](Addr to) {
@@ -170,8 +172,21 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
   const auto& physical = device.physical();
   for (const DeviceRegion& r : device.regions()) {
     if (!r.is_vmm) {
-      out.segments.push_back(tile(r.addr, r.size, false, live, cursor, pending_free, ids, stack_of_id));
+      // A cudaMalloc'd segment of 2 MiB is PyTorch's small pool's (large-pool segments are larger).
+      out.segments.push_back(
+          tile(r.addr, r.size, false, r.size <= kSmallSegment, live, cursor, pending_free, ids, stack_of_id));
       continue;
+    }
+    // An expandable segment is one reserved range per pool: the small pool's when the requests of the
+    // blocks live in it are all small ones (a re-import rebuilds each pool's state from its segment_type).
+    bool small_range = false;
+    for (size_t k = cursor; k < live.size() && live[k]->addr < r.addr + r.size; ++k) {
+      if (live[k]->addr < r.addr) continue;
+      if (live[k]->requested > kSmallRequest) {
+        small_range = false;
+        break;
+      }
+      small_range = true;
     }
     // A reserved range holds memory only where pages are mapped (or mapped again by
     // alias_pages): one segment per contiguous mapped run.
@@ -194,7 +209,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
       Addr b = runs[k].first, e = runs[k].second;
       for (++k; k < runs.size() && runs[k].first <= e; ++k) e = std::max(e, runs[k].second);
       while (cursor < live.size() && live[cursor]->addr < b) ++cursor;
-      out.segments.push_back(tile(b, e - b, true, live, cursor, pending_free, ids, stack_of_id));
+      out.segments.push_back(tile(b, e - b, true, small_range, live, cursor, pending_free, ids, stack_of_id));
     }
   }
   out.result = engine.take_result();

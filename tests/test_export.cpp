@@ -208,8 +208,11 @@ TEST_CASE("export snapshot: every policy's placement re-imports and tiles its se
 // The exported snapshot reconstructs the same state, and the model replays it exactly.
 TEST_CASE("export snapshot: a mid-run history exports as a mid-run history", "[export]") {
   const std::string cases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/";
+  // The expandable ones: each pool's reserved range is written with its segment_type (the small pool's
+  // was written "large", and the re-import rebuilt the small pool's blocks in the large pool).
   for (const char* file : {"gpt2_train.default_late2.pickle.gz", "bert_varlen_train.default_ring60000.pickle.gz",
-                           "gpt2_train.default_nohistory.pickle.gz"}) {
+                           "gpt2_train.default_nohistory.pickle.gz", "gpt2_train.expandable_late2.pickle.gz",
+                           "bert_varlen_train.expandable_ring60000.pickle.gz"}) {
     INFO(file);
     Trace trace = load_trace(cases + file);
     REQUIRE(trace.meta.initial.live_blocks > 0);
@@ -221,6 +224,10 @@ TEST_CASE("export snapshot: a mid-run history exports as a mid-run history", "[e
     CHECK(back.meta.history_absent == trace.meta.history_absent);
     CHECK(count(back, EventKind::Alloc) == count(trace, EventKind::Alloc));
     CHECK(s.records == back.events.size() - back.meta.initial.live_blocks);  // the prologue is not written
+    size_t small_in = 0, small_back = 0;
+    for (const RecordedSegment& seg : trace.meta.segments) small_in += seg.small_pool;
+    for (const RecordedSegment& seg : back.meta.segments) small_back += seg.small_pool;
+    CHECK((small_back > 0) == (small_in > 0));
     if (!back.meta.history_absent) {
       FidelityResult r = check_fidelity(back, {});
       INFO("divergence at event " << r.event_index << ": " << r.what);
