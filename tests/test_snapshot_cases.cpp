@@ -159,6 +159,29 @@ TEST_CASE("snapshot cases: a state-only recording replays from its state", "[sna
   }
 }
 
+// A what-if on a history begun mid-run: max_split_size set where the recording had none, under a capacity.
+// The adopted state holds free blocks of max_split_size or more that are parts of segments (PyTorch never
+// splits one under the setting), and malloc's release_available_cached_blocks tried to cudaFree one: a
+// device misuse, exit 3, on most mid-run snapshots (and `tune` and `diagnose` with them). They stay cached.
+TEST_CASE("pytorch: a what-if max_split_size on a mid-run history keeps split oversize blocks cached",
+          "[snapshot_cases]") {
+  for (const char* file : {"gpt2_train.default_late2.pickle.gz", "bert_varlen_train.default_ring60000.pickle.gz"}) {
+    INFO(file);
+    Trace trace = load_trace(kCases + "/" + file);
+    REQUIRE_FALSE(trace.meta.initial.empty());
+    MemorySource source(trace);
+    ReplayOptions options;
+    options.on_oom = OnOom::Skip;
+    options.check_invariants = true;
+    SimDeviceConfig config;
+    config.capacity = recorded_peak(trace) / 10 * 9;
+    ReplayResult r;
+    REQUIRE_NOTHROW(r = replay_simulated(source, PolicySpec::parse("pytorch:max_split_size_mb:32"), config, options,
+                                         &trace.events));
+    CHECK(r.reserved.bytes <= *config.capacity);
+  }
+}
+
 TEST_CASE("pytorch: limit=auto reads a capacity as the GPU's only where the trace's OOMs were the GPU's",
           "[snapshot_cases]") {
   Event gpu_oom{};

@@ -406,6 +406,15 @@ void PytorchCachingAllocator::release_block(uint32_t b) {
   delete_block(b);
 }
 
+// Whether release_block can cudaFree block b: a whole cudaMalloc'd segment. PyTorch never splits a block of
+// max_split_size or more, so every oversize block it meets here is one; a state adopted from a recording
+// made under other settings (a what-if: max_split_size set on a history begun mid-run) may hold oversize
+// blocks that are parts of segments, which no cudaFree can return: they stay cached, like expandable
+// segments' blocks (PyTorch's cudaFree of an interior pointer would fail).
+bool PytorchCachingAllocator::releasable(uint32_t b) const {
+  return blocks_[b].segment == kNoNode && !blocks_[b].is_split();
+}
+
 bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
   if (config_.max_split_size == UINT64_MAX) return false;
   Pool& pool = *p.pool;
@@ -424,7 +433,7 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
       uint32_t cur = it->node();
       bool is_first = it == pool.blocks.begin();
       if (!is_first) --it;
-      if (blocks_[cur].segment == kNoNode) {
+      if (releasable(cur)) {
         total_released += blocks_[cur].size;
         release_block(cur);
       }
@@ -432,6 +441,7 @@ bool PytorchCachingAllocator::release_available_cached_blocks(const Params& p) {
     }
     if (total_released < key_size) return false;
   } else {
+    if (!releasable(it->node())) return false;
     release_block(it->node());
   }
   return true;

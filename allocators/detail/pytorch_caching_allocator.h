@@ -227,6 +227,7 @@ class PytorchCachingAllocator {
   bool alloc_block(Params& p, bool is_retry);
   void garbage_collect_cached_blocks();
   bool release_available_cached_blocks(const Params& p);
+  bool releasable(uint32_t b) const;
   bool release_cached_blocks();
   void release_private_pools();
   void release_blocks(Pool& pool);
