@@ -275,8 +275,13 @@ class GmLake final : public Policy {
   void release_cache() {
     release_free_sblocks(kNoNode);
     for (uint32_t id = 0; id < pblocks_.size(); ++id) {
+      if (!pblocks_[id].alive || pblocks_[id].in_use) continue;
+      // A cached sBlock can show a free pBlock while another of its parts is in use (release_free_sblocks
+      // keeps it): it goes with the pBlock, or freeing that other part would hand the dead pBlock back to
+      // free_p_ and a later stitch would alias pages no longer mapped. (Not in use itself: then its parts
+      // would all be.)
+      while (!pblocks_[id].sblocks.empty()) release_sblock(pblocks_[id].sblocks.back());
       PBlock& p = pblocks_[id];
-      if (!p.alive || p.in_use) continue;
       free_p_.erase(Candidate{p.size, id});
       device_.unmap_pages(p.addr, p.size);
       p.alive = false;

@@ -13,6 +13,7 @@
 #include "device/tracking_device.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
+#include "traces/trace_io.h"
 
 using namespace fraglab;
 
@@ -504,6 +505,29 @@ TEST_CASE("gmlake: only the uncovered remainder is new memory; empty_cache retur
   CHECK(b.device.counts().segment_allocs == 1);
   b.policy->empty_cache();
   CHECK(b.device.reserved_bytes() == 2 * kMiB);  // only the live small block's segment stays
+}
+
+// release_cache (malloc's retry, empty_cache) kept a cached sBlock whose other part was in use and unmapped
+// its free part: freeing the used part handed the dead pBlock back as free, and a later stitch aliased
+// pages no longer mapped (device misuse, exit 3). Real snapshots under a capacity reach that retry.
+TEST_CASE("gmlake: the pBlocks release_cache returns take their cached sBlocks with them", "[framework]") {
+  const std::string cases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/";
+  // Each at 90% of its recorded peak: malloc's retries release the cache.
+  for (auto [file, capacity] :
+       {std::pair{"resnet50_train.default.pickle.gz", 6141719347ull},
+        std::pair{"side_stream_prefetch.garbage_collection_threshold-0.5_cap0.0375.pickle.gz", 1542035865ull}}) {
+    INFO(file);
+    Trace t = load_trace(cases + file);
+    SimDeviceConfig config;
+    config.capacity = capacity;
+    MemorySource source(t);
+    ReplayOptions options;
+    options.check_invariants = true;
+    options.on_oom = OnOom::Skip;
+    ReplayResult r;
+    REQUIRE_NOTHROW(r = replay_simulated(source, PolicySpec::parse("gmlake"), config, options, &t.events));
+    CHECK(r.reserved.bytes <= *config.capacity);
+  }
 }
 
 TEST_CASE("rmm_arena: per-stream arenas hold their superblocks; large requests go global", "[framework]") {
