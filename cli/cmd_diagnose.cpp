@@ -231,10 +231,7 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
       o.search = !a.no_search;
       std::optional<uint64_t> capacity;
       if (!a.capacity.empty()) capacity = sim_config(a.capacity).capacity;
-      const DeviceArg device = a.device.resolve();
-      if (!device.exec_device.empty() && device.exec_device != "sim")
-        throw std::invalid_argument("--device " + device.exec_device + ": diagnose replays on the simulated device");
-      Trace trace = load_trace(a.path, {device.trace_device});
+      Trace trace = load_trace(a.path, {a.device.simulated_trace_device("diagnose replays on the simulated device")});
       std::string note;
       capacity = capacity_for(trace, capacity, &note);
       if (!note.empty() && !a.json) fmt::print("note      {}\n", note);

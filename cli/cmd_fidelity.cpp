@@ -38,12 +38,9 @@ bool records_device_calls(const Trace& trace) {
 }
 
 int run_fidelity(const FidelityArgs& args) {
-  const DeviceArg device = args.device.resolve();
-  if (!device.exec_device.empty() && device.exec_device != "sim")
-    throw std::invalid_argument("--device " + device.exec_device +
-                                ": fidelity checks the model on the simulated device (replay --device cuda runs "
-                                "it on a GPU)");
-  Trace trace = load_trace(args.path, ReadOptions{device.trace_device});
+  const int device = args.device.simulated_trace_device(
+      "fidelity checks the model on the simulated device (replay --device cuda runs it on a GPU)");
+  Trace trace = load_trace(args.path, ReadOptions{device});
   if (trace.meta.format == "pytorch-snapshot" && trace.events.empty() && trace.meta.segments.empty()) {
     // A snapshot taken before anything was allocated on the device (or in a process that never used it):
     // a PyTorch snapshot all right, with nothing in it.

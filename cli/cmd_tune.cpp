@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/policy_options.h"
-#include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "report/policy_grid.h"
@@ -151,12 +150,7 @@ int run_tune(const TuneArgs& a) {
   o.also = a.also;
   o.jobs = a.jobs;
   o.keep_per_dimension = a.keep;
-  const DeviceArg device = a.device.resolve();
-  if (!device.exec_device.empty() && device.exec_device != "sim")
-    throw std::invalid_argument("--device " + device.exec_device + ": tune replays on the simulated device");
-  if (!find_policy(o.policy))
-    throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
-  TuneReport r = tune(load_trace(a.path, {device.trace_device}), a.path, o);
+  TuneReport r = tune(a.path, o, a.device.simulated_trace_device("tune replays on the simulated device"));
   if (a.json)
     print_json(r);
   else

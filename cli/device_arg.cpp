@@ -26,6 +26,13 @@ DeviceArg DeviceOptions::resolve() const {
   return arg;
 }
 
+int DeviceOptions::simulated_trace_device(const std::string& why) const {
+  const DeviceArg arg = resolve();
+  if (!arg.exec_device.empty() && arg.exec_device != "sim")
+    throw std::invalid_argument("--device " + arg.exec_device + ": " + why);
+  return arg.trace_device;
+}
+
 void add_device_options(CLI::App* cmd, DeviceOptions& options) {
   cmd->add_option("--device", options.device,
                   "A PyTorch snapshot's device index (default 0, or the one device with data when 0 has none: "

@@ -28,6 +28,9 @@ struct DeviceOptions {
   std::vector<std::string> device;  // --device, may be given twice (a snapshot index and cuda:N)
   int trace_device = -1;            // --trace-device
   DeviceArg resolve() const;
+  // For a command that runs on the simulated device only: the snapshot's device; an execution device
+  // other than sim throws std::invalid_argument "--device D: " + `why`.
+  int simulated_trace_device(const std::string& why) const;
 };
 
 void add_device_options(CLI::App* cmd, DeviceOptions& options);

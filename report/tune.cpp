@@ -223,10 +223,10 @@ uint64_t oom_live_excess(const Trace& trace, uint64_t capacity) {
   return excess;
 }
 
-TuneReport tune(const std::string& trace_path, const TuneOptions& o) {
+TuneReport tune(const std::string& trace_path, const TuneOptions& o, int trace_device) {
   if (!find_policy(o.policy))
     throw PolicyConfigError("unknown policy '" + o.policy + "' (fraglab policies lists them)");
-  return tune(load_trace(trace_path, {kAnyDevice}), trace_path, o);  // a rank's snapshot: its own GPU
+  return tune(load_trace(trace_path, {trace_device}), trace_path, o);
 }
 
 TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& options) {

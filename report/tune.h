@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "report/stepped_replay.h"
+#include "traces/trace_io.h"
 
 namespace fraglab {
 
@@ -80,7 +81,8 @@ struct TuneReport {
 std::string policy_string(const std::string& policy, const std::string& conf);
 
 // Loads `trace_path` and searches. Throws FormatError / PolicyConfigError on bad input.
-TuneReport tune(const std::string& trace_path, const TuneOptions& options);
+// `trace_device`: a snapshot's device (default: the one with data, so a DDP rank's snapshot is its own GPU).
+TuneReport tune(const std::string& trace_path, const TuneOptions& options, int trace_device = kAnyDevice);
 // The same on a trace already loaded (`name` labels it in the report).
 TuneReport tune(Trace trace, const std::string& name, const TuneOptions& options);
 

@@ -65,8 +65,8 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
   std::vector<uint8_t> pending_free;  // by id: free requested, not completed
   std::vector<StackId> stack_of_id;
   size_t calls_seen = 0;
-  bool adopting = true;  // the calls establish_initial_state made, flushed with the first event's
-  auto emit_calls = [&](uint64_t index) {
+  // The device calls made since the last flush, tagged with event `index`; `adopted`: establish_initial_state's.
+  auto emit_calls = [&](uint64_t index, bool adopted = false) {
     const auto& calls = log.calls();
     for (; calls_seen < calls.size(); ++calls_seen) {
       PlacedEvent p;
@@ -78,7 +78,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
       p.requested = engine.requested_live();
       p.allocated = engine.allocated_live();
       p.reserved = device.reserved_bytes();
-      p.prologue = index < prologue || adopting;
+      p.prologue = adopted || index < prologue;
       sink(p);
     }
   };
@@ -95,8 +95,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
     p.reserved = device.reserved_bytes();
     return p;
   };
-  if (!trace.events.empty()) emit_calls(0);  // the segments of the state adopted, before any event
-  adopting = false;
+  if (!trace.events.empty()) emit_calls(0, true);  // the segments of the state adopted, before any event
 
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];

@@ -361,7 +361,7 @@ class Importer final : public pickle::ListSink {
     trace_.meta.device = options_.device;
     if (root.kind() == Kind::List) {  // torch.cuda.memory_snapshot(): the plain list of segments
       read_segments(root);
-      require_segments_of_device(root);
+      if (trace_.meta.segments.empty()) refuse_empty_device(nullptr, root);
       return false;
     }
     if (root.kind() != Kind::Dict)
@@ -377,7 +377,7 @@ class Importer final : public pickle::ListSink {
       if (const Value* v = doc_->find(root, key); v && v->is_container() && !doc_->empty(*v))
         trace_.meta.unreplayed.emplace_back(key, doc_->size(*v));
     if (segments) read_segments(*segments);
-    if (segments && !traces) require_segments_of_device(*segments);
+    if (segments && !traces && trace_.meta.segments.empty()) refuse_empty_device(nullptr, *segments);
     bool history = false;
     if (traces) {
       doc_->expect(*traces, Kind::List, "device_traces");
@@ -392,15 +392,7 @@ class Importer final : public pickle::ListSink {
       // The device asked for (0 by default) holds nothing while another does: the snapshot of one rank
       // of a multi-GPU job (DistributedDataParallel's rank 1 records only its own GPU). Saying so beats
       // showing an empty trace.
-      if (!history && trace_.meta.segments.empty()) {
-        std::vector<int> others;
-        const std::string available = devices_with_data(*traces, &others);
-        if (allow_other_device_ && others.size() == 1) throw OnlyOtherDevice{others[0]};
-        if (!available.empty())
-          doc_->fail(*traces, fmt::format("device {} has no history and no segments in this snapshot; devices "
-                                          "with data: {} (pick one with --device)",
-                                          options_.device, available));
-      }
+      if (!history && trace_.meta.segments.empty()) refuse_empty_device(traces, *traces);
     }
     return history;
   }
@@ -556,23 +548,24 @@ class Importer final : public pickle::ListSink {
       return found;
     }
     if (have_segments && !trace_.meta.segments.empty()) return std::nullopt;  // segments, no history
-    const std::string available = devices_with_data(traces);
+    const std::string available = devices_with_data(&traces);
     doc_->fail(traces,
                fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
                            device, available.empty() ? "none" : available));
   }
 
-  // A snapshot without history whose segments all lie on other devices (the list of a process that used
-  // GPU 1): the one device with segments is read where no device was named, else the error names them.
-  // It read as an empty state before.
-  void require_segments_of_device(Value where) {
-    if (!trace_.meta.segments.empty() || segment_devices_.empty()) return;
-    if (allow_other_device_ && segment_devices_.size() == 1) throw OnlyOtherDevice{segment_devices_[0]};
-    std::string available;
-    for (int d : segment_devices_) available += fmt::format("{}{} (segments only)", available.empty() ? "" : ", ", d);
-    doc_->fail(where, fmt::format("device {} has no segments in this snapshot; devices with data: {} (pick one with "
-                                  "--device)",
-                                  options_.device, available));
+  // The device asked for (0 by default) holds nothing while another does: the snapshot of one rank of a
+  // multi-GPU job (DistributedDataParallel's rank 1 records only its own GPU), or a segments-only
+  // snapshot of a process that used GPU 1. Where no device was named the one device with data is read;
+  // else the error names the devices that have some. Saying so beats showing an empty trace.
+  void refuse_empty_device(const Value* traces, Value where) {
+    std::vector<int> others;
+    const std::string available = devices_with_data(traces, &others);
+    if (allow_other_device_ && others.size() == 1) throw OnlyOtherDevice{others[0]};
+    if (!available.empty())
+      doc_->fail(where, fmt::format("device {} has no {}segments in this snapshot; devices with data: {} (pick one "
+                                    "with --device)",
+                                    options_.device, traces ? "history and no " : "", available));
   }
 
   // The entries of a device's history that change memory: a `snapshot` or `user_defined` marker alone (a
@@ -582,27 +575,28 @@ class Importer final : public pickle::ListSink {
     doc_->for_each(list, [&](Value entry) {
       const Value* action = entry.kind() == Kind::Dict ? doc_->find(entry, "action") : nullptr;
       if (!action || !action->is_str()) return ++n, void();
-      const std::string_view a = doc_->as_str(*action, "action");
-      n += a != "snapshot" && a != "user_defined";
+      const Action a = parse_action(doc_->as_str(*action, "action"));
+      n += a != Action::Snapshot && a != Action::UserDefined;
     });
     return n;
   }
 
-  // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history or segments for (of
-  // the first 16 lists); `indices`, when given, receives them.
-  std::string devices_with_data(Value traces, std::vector<int>* indices = nullptr) const {
+  // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history (of the first 16 lists of
+  // `traces`, when there are any) or segments for; `indices`, when given, receives them.
+  std::string devices_with_data(const Value* traces, std::vector<int>* indices = nullptr) const {
     std::string available;
     auto add = [&](size_t device, const std::string& what) {
       available += fmt::format("{}{} ({})", available.empty() ? "" : ", ", device, what);
       if (indices) indices->push_back(static_cast<int>(device));
     };
     size_t i = 0;
-    doc_->for_each(traces, [&](Value v) {
-      if (i >= 16) return ++i, void();  // a hostile list of millions: the first few say enough
-      const size_t entries = v.kind() == Kind::List ? memory_entries(v) : 0;
-      if (entries) add(i, fmt::format("{} entries", entries));
-      ++i;
-    });
+    if (traces)
+      doc_->for_each(*traces, [&](Value v) {
+        if (i >= 16) return ++i, void();  // a hostile list of millions: the first few say enough
+        const size_t entries = v.kind() == Kind::List ? memory_entries(v) : 0;
+        if (entries) add(i, fmt::format("{} entries", entries));
+        ++i;
+      });
     if (i > 16) available += fmt::format(", ... ({} in all)", i);
     for (int d : segment_devices_)
       if (available.find(fmt::format("{} (", d)) == std::string::npos) add(static_cast<size_t>(d), "segments only");
