@@ -58,8 +58,9 @@ struct PoolMisplacement {
 // returns.
 constexpr AllocId kInferredEmptyCache = 1;
 constexpr AllocId kEmptyCacheOrCollector = 2;
-// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one.
-using CollectorRunResolver = std::function<bool(const Trace& emptied, const Trace& collected)>;
+// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one;
+// it may note in the collected reading's meta what its replay learned of the limit (TraceMeta::gpu_limit).
+using CollectorRunResolver = std::function<bool(const Trace& emptied, Trace& collected)>;
 void set_collector_run_resolver(CollectorRunResolver resolver);
 
 // Replays the trace (pools as inferred) and reports the first misplaced block, or nothing.
