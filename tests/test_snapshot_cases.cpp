@@ -752,6 +752,20 @@ TEST_CASE("snapshot cases: CUDA graphs, torch.compile and MemPools replay exactl
   }
 }
 
+// torch.compile(mode="reduce-overhead") training (group `graphtrees`): CUDA graph trees record forward and
+// backward graphs per shape in one private pool, evaluation forwards between steps and a graph output kept
+// across steps start other paths of the tree; from the start, expandable, begun late, a 400-entry ring.
+TEST_CASE("snapshot cases: torch.compile reduce-overhead training replays exactly", "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"compile_graph_trees_train.default.pickle.gz", "compile_graph_trees_train.expandable.pickle.gz",
+        "compile_graph_trees_train.default_late3.pickle.gz", "compile_graph_trees_train.expandable_late4.pickle.gz",
+        "compile_graph_trees_train.default_ring400.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
 TEST_CASE("pool inference: graph captures go to the capture's pool, which is released before the last empty_cache",
           "[snapshot_cases][pools]") {
   Trace t = load_trace(kCases + "/graph_mlp_train.default.pickle.gz");
