@@ -263,6 +263,7 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
     if (spent > kReplayBudget) break;
     FidelityOptions options;
     options.capacity = fraction_limit(f, total);
+    options.policy = "pytorch:limit=fraction";  // whatever the trace says of its limit: this reading is tried
     const FidelityResult r = check_fidelity(trace, options);
     ++best.tried;
     spent += r.replay_events + 1;

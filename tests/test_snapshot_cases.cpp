@@ -165,7 +165,10 @@ TEST_CASE("snapshot cases: OOMs or retries where the GPU itself ran out replay e
     std::filesystem::remove(path);
     CHECK(back.meta.gpu_limit);
     FidelityOptions options;
-    options.capacity = capacity_for(back, std::nullopt);
+    bool back_gpu_limit = false;
+    options.capacity = capacity_for(back, std::nullopt, nullptr, &back_gpu_limit);
+    CHECK(options.capacity == capacity_for(no_oom, std::nullopt));  // fractions are tried as fractions there too
+    CHECK(back_gpu_limit);
     CHECK(check_fidelity(back, options).exact);
   }
   // Read as a fraction, the expandable run's segment check takes the whole request, not the pages mapped.
