@@ -116,6 +116,13 @@ bool collector_reading_is_right(const Trace& emptied, Trace& collected) {
   collected.meta.gpu_limit = gpu_limit;
   if (emptied_exact != collected_exact) return collected_exact;
   if (!emptied_exact) return by_collector > by_emptying;
+  // Both replay the same calls, and the collector's reading needs a GPU limit no OOM shows: runs that free
+  // every cached block are release_cached_blocks either way, and a program's empty_cache() at the end of a
+  // step (reserved bytes at their peak, so the next segment passes it) fits a GPU limit at that peak. Only
+  // runs that release part of the cache (release_available_cached_blocks, with max_split_size) prove the
+  // limit; those make the emptied reading fail. The program's empty_cache() stands, as before such limits
+  // were tried.
+  if (gpu_limit) return false;
   // Both replay the same calls (malloc's last resort, release_cached_blocks, empties the cache as the
   // program would): malloc's reading stands (what the importer read before it marked these runs), so
   // that other policies replayed on the trace are not handed an empty_cache() the program may not have
