@@ -16,6 +16,7 @@
 
 #include "allocators/policy_options.h"
 #include "device/device.h"
+#include "device/limiting_device.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -63,7 +64,17 @@ class Policy {
   // cached free blocks and live blocks where they were) and returns the live blocks in prologue order;
   // the default declines, and the engine allocates the prologue through allocate() like any request.
   virtual std::optional<std::vector<Block>> adopt_initial_state(const InitialState& /*state*/) { return std::nullopt; }
+  // Whether the policy keeps itself within the device's capacity the way the allocator it models does, so
+  // that the device must not refuse first (LimitingDevice::set_enforcing): PyTorch under a memory fraction
+  // checks a new segment's size against the fraction, and an expandable segment then maps whole pages, up
+  // to part of a page past it, which the GPU grants. Most policies leave the limit to the device.
+  virtual bool enforces_capacity() const { return false; }
 };
+
+// A harness's step after making `policy` over a stack holding `limiter`.
+inline void let_policy_enforce(const Policy& policy, LimitingDevice& limiter) {
+  if (policy.enforces_capacity()) limiter.set_enforcing(false);
+}
 
 // What a policy is built from.
 struct PolicyContext {

@@ -20,9 +20,13 @@ class LimitingDevice final : public Device {
       : upstream_(upstream), granularity_(upstream.granularity()), limit_(limit) {}
 
   void set_limit(std::optional<uint64_t> limit) { limit_ = limit; }
+  // Stops refusing at the limit, which stays the capacity reported: for a policy that keeps itself within
+  // it as the allocator it models does (Policy::enforces_capacity: PyTorch under a memory fraction checks
+  // each new segment against the fraction, and an expandable segment then maps whole pages past it).
+  void set_enforcing(bool enforcing) { enforcing_ = enforcing; }
 
  private:
-  bool fits(uint64_t size) const { return !limit_ || upstream_.reserved_bytes() + size <= *limit_; }
+  bool fits(uint64_t size) const { return !enforcing_ || !limit_ || upstream_.reserved_bytes() + size <= *limit_; }
 
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override {
     if (!fits(size)) return std::nullopt;
@@ -46,6 +50,7 @@ class LimitingDevice final : public Device {
   // alignment against it, and asking down the stack each time cost a virtual call per layer.
   uint64_t granularity_;
   std::optional<uint64_t> limit_;
+  bool enforcing_ = true;
 };
 
 }  // namespace fraglab

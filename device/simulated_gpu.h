@@ -14,6 +14,7 @@ class SimulatedGpu {
   SimulatedGpu& operator=(const SimulatedGpu&) = delete;
 
   Device& device() { return limited_; }
+  LimitingDevice& limiter() { return limited_; }
   operator Device&() { return limited_; }
 
   static SimDeviceConfig without_capacity(SimDeviceConfig config) {

@@ -61,6 +61,7 @@ PoolIndex StreamRecordingDevice::pool_at(Addr addr) const {
 SteppedReplay::SteppedReplay(const Trace& trace, const PolicySpec& spec, std::optional<uint64_t> capacity)
     : trace_(trace), sim_(SimDeviceConfig{capacity}), streams_(sim_), tracking_(streams_) {
   policy_ = make_policy(spec, tracking_, trace.meta, &trace.events);
+  let_policy_enforce(*policy_, sim_.limiter());
   ReplayOptions options;
   options.on_oom = OnOom::Skip;  // a failed allocation is counted and the replay goes on
   engine_ = std::make_unique<ReplayEngine>(*policy_, tracking_, options);

@@ -46,6 +46,7 @@ class Checker {
     TrackingDevice device(limited);
     CallLogDevice log(device);  // the policy's calls, compared with the recording's
     auto policy = make_policy(PolicySpec::parse(options_.policy), log, trace_.meta, &trace_.events);
+    let_policy_enforce(*policy, limited);
     ReplayOptions ro;
     ro.on_oom = OnOom::Skip;
     ReplayEngine engine(*policy, device, ro);

@@ -67,6 +67,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
   TrackingDevice device(gpu);
   CallLogDevice log(device);  // the policy's segment events, in order
   auto policy = make_policy(spec, log, trace.meta, &trace.events);
+  let_policy_enforce(*policy, gpu.limiter());
   ReplayOptions options;
   options.on_oom = OnOom::Skip;
   options.recorded_ooms = false;  // the export shows the recording's OOM entries as they were

@@ -23,6 +23,7 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   CallLogDevice device(limited);
   auto policy =
       make_policy(PolicySpec::parse(gpu_limit ? "pytorch:limit=gpu" : "pytorch"), device, trace.meta, &trace.events);
+  let_policy_enforce(*policy, limited);
   std::vector<Block> adopted;
   if (!trace.meta.initial.empty())
     if (auto a = policy->adopt_initial_state(trace.meta.initial)) adopted = std::move(*a);

@@ -15,6 +15,7 @@ ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const
   std::optional<CallLogDevice> log;  // over the engine's stack, so the policy's calls pass it first
   if (calls) log.emplace(device);
   auto policy = make_policy(spec, log ? static_cast<Device&>(*log) : device.device(), source.meta(), events);
+  let_policy_enforce(*policy, gpu.limiter());
   ReplayEngine engine(*policy, device, options);
   if (log) log->follow(engine.event_index());
   engine.run(source);

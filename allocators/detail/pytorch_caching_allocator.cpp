@@ -696,6 +696,10 @@ uint32_t PytorchCachingAllocator::lay_out(const RecordedSegment& seg, Addr base,
 }
 
 std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const InitialState& state) {
+  // A state PyTorch could not have held under this memory fraction (a what-if capacity below it; the
+  // fraction's own overshoot, an expandable segment's last page, is less than a large page) is declined:
+  // the prologue is then served as requests, under the limit.
+  if (set_fraction_ && state.reserved() > allowed_memory_maximum_ + kLargeBuffer) return std::nullopt;
   std::vector<std::pair<Addr, uint32_t>> live;  // recorded address -> block
   // Expandable ranges of one stream, pool kind and private pool belong to one ExpandableSegment
   // (PyTorch makes a second one only when 1 1/8 of the GPU's memory is not enough). Its base is taken

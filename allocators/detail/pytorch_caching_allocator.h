@@ -140,6 +140,9 @@ class PytorchCachingAllocator {
   // false: unmapped address space of an expandable segment
   bool mapped(uint32_t b) const { return flags_[b] & kMapped; }
   const PytorchStats& stats() const { return stats_; }
+  // set_per_process_memory_fraction is in force (PytorchLimit::Fraction with a capacity): the model checks
+  // the limit itself, and the device must not refuse before it (Policy::enforces_capacity).
+  bool under_fraction() const { return set_fraction_; }
   const PytorchAllocatorConfig& config() const { return config_; }
   // Free blocks cached in the pools (mapped ones), for tests.
   size_t cached_blocks() const {

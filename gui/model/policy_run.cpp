@@ -23,7 +23,9 @@ struct Replayer {
   Replayer(const TraceInfo& info, const PolicySpec& spec, const SimDeviceConfig& config, ReplayOptions options)
       : gpu(config),
         policy(make_policy(spec, tracking, info.trace.meta, &info.trace.events)),
-        engine(*policy, tracking, std::move(options)) {}
+        engine(*policy, tracking, std::move(options)) {
+    let_policy_enforce(*policy, gpu.limiter());
+  }
 };
 
 ReplayOptions cursor_options(uint64_t event_index, const std::function<bool()>& cancelled) {
