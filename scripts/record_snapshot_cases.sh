@@ -2,14 +2,14 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction twogpus ranks large)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
 mkdir -p "$out"
 rec() {  # rec "ENV=... ENV=..." WORKLOAD
   echo "== $1 $2"
-  env $1 python3 "$(dirname "$0")/record_torch_traces.py" "$2" "$out" >"$out/$2.$(echo "$1" | tr ' =:,' '_-__').log" 2>&1 \
+  timeout "${REC_TIMEOUT:-0}" env $1 python3 "$(dirname "$0")/record_torch_traces.py" "$2" "$out" >"$out/$2.$(echo "$1" | tr ' =:,' '_-__').log" 2>&1 \
     || { echo "FAILED: $1 $2"; tail -5 "$out/$2.$(echo "$1" | tr ' =:,' '_-__').log"; }
 }
 E=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -139,6 +139,56 @@ for g in $groups; do case $g in
     done
     rec "X=1" compile_dynamic
     rec "RECORD=late:2" compile_dynamic ;;
+  # What users bring that the groups above do not cover (groups probe_*, recorded on an H100 2026-11-26; five
+  # groups that can run at once, each case a fresh process well under 10 GB of the GPU):
+  probe_generate)  # HuggingFace generate() with a growing KV cache; a prefetcher under a fraction near its limit
+    rec "X=1" llama_generate
+    rec "$E" llama_generate
+    rec "MAX_ENTRIES=3000" llama_generate
+    rec "EMPTY_CACHE_EVERY=1 $E" llama_generate
+    rec "FRACTION=0.05" prefetch_pressure
+    rec "FRACTION=0.05 $E" prefetch_pressure ;;
+  probe_compile)  # generate() with a static KV cache: transformers compiles decoding with reduce-overhead (CUDA graphs)
+    rec "X=1" llama_generate_static
+    rec "RECORD=late:1" llama_generate_static
+    rec "$E" llama_generate_static ;;
+  probe_settings)  # settings changed mid-run: _set_allocator_settings and set_per_process_memory_fraction
+    rec "X=1" varlen_transformer_train
+    rec "SET_SETTINGS_AT=3@expandable_segments:True" varlen_transformer_train
+    rec "$E SET_SETTINGS_AT=2@expandable_segments:False|5@expandable_segments:True" varlen_transformer_train
+    rec "SET_SETTINGS_AT=3@roundup_power2_divisions:4" varlen_transformer_train
+    rec "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64 SET_SETTINGS_AT=4@max_split_size_mb:1024" varlen_transformer_train
+    rec "FRACTION=0.1 SET_FRACTION_AT=3:0.06|6:0.1" varlen_transformer_train
+    rec "FRACTION=0.12 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6 SET_FRACTION_AT=4:0.07" varlen_transformer_train ;;
+  probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
+    rec "X=1" amp_accum_prefetch
+    rec "RECORD=late:2 $E" amp_accum_prefetch
+    rec "X=1" ckpt_offload_sdpa
+    rec "$E" ckpt_offload_sdpa
+    rec "MAX_ENTRIES=5000 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128" ckpt_offload_sdpa
+    rec "MAX_ENTRIES=2000" amp_accum_prefetch ;;
+  probe_streams)  # five streams, raw allocations, a second thread; a capture on a side stream with eager work beside
+    rec "X=1" many_streams_raw
+    rec "$E" many_streams_raw
+    rec "FRACTION=0.1 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256" many_streams_raw
+    rec "X=1" graph_side_capture
+    rec "$E" graph_side_capture
+    rec "RECORD=late:1" graph_side_capture
+    rec "FRACTION=0.1" graph_side_capture
+    rec "FRACTION=0.1 $E" graph_side_capture
+    rec "MAX_ENTRIES=200" graph_side_capture
+    rec "RECORD=late:3 $E" many_streams_raw ;;
+  probe_fraction)  # the memory fraction lowered (OOMs after) or raised (OOMs before) mid-run; the collector turned on mid-run
+    rec "FRACTION=0.12 SET_FRACTION_AT=3:0.05" varlen_transformer_train
+    rec "FRACTION=0.05 SET_FRACTION_AT=4:0.12" varlen_transformer_train
+    rec "FRACTION=0.1 SET_SETTINGS_AT=3@garbage_collection_threshold:0.5" varlen_transformer_train ;;
+  probe_expfraction)  # expandable segments near a memory fraction (maps of 20 MiB pages past it); the offloaded KV cache
+    rec "FRACTION=0.1 $E" varlen_transformer_train
+    rec "FRACTION=0.07 $E" varlen_transformer_train
+    rec "FRACTION=0.07 $E" prefetch_pressure
+    rec "FRACTION=0.04 $E" prefetch_pressure
+    rec "X=1" llama_generate_offloaded
+    rec "$E" llama_generate_offloaded ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;

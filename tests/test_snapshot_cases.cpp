@@ -873,3 +873,57 @@ TEST_CASE("diagnose: free memory at the peak is split by private pool", "[snapsh
   CHECK(graph_pool > 0);
   CHECK(graph_pool < all);  // and some in the default pools
 }
+
+// What users bring beyond the groups above (groups probe_* of scripts/record_snapshot_cases.sh, recorded on
+// an H100 2026-11-26): HuggingFace generate() with a growing KV cache (a wrapped ring) and with a static cache
+// that transformers compiles into CUDA graphs; fp16 training with gradient accumulation, a copy stream from
+// pinned memory and a loss stream (record_stream on both); checkpointing with save_on_cpu offloading and
+// causal SDPA on odd lengths; five streams with caching_allocator_alloc/delete, empty_strided and a second
+// thread, and OOMs on every stream under max_split_size; a CUDA graph captured on a side stream while eager
+// work runs on two others (its frees deferred until the capture ends); a prefetcher under a fraction whose
+// OOM recoveries complete record_stream'd frees (synchronize_and_free_events); a transformer with the memory
+// fraction lowered mid-run (its retries read as the program's empty_cache(), which is what they did) or the
+// collector's fraction changed after the collector ran. Each replays call for call under fidelity, and plain
+// replay (the simulated driver's addresses, the capacity inferred) reaches PyTorch's reserved peak.
+TEST_CASE("snapshot cases: generate, mixed precision with streams, offloading, side-stream capture replay exactly",
+          "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file : {"llama_generate.default_ring3000.pickle.gz",
+                           "llama_generate_static.default.pickle.gz",
+                           "llama_generate_static.default_late1.pickle.gz",
+                           "llama_generate_static.expandable.pickle.gz",
+                           "amp_accum_prefetch.default.pickle.gz",
+                           "amp_accum_prefetch.default_ring2000.pickle.gz",
+                           "amp_accum_prefetch.expandable_late2.pickle.gz",
+                           "ckpt_offload_sdpa.default.pickle.gz",
+                           "ckpt_offload_sdpa.expandable.pickle.gz",
+                           "ckpt_offload_sdpa.max_split_size_mb-128_ring5000.pickle.gz",
+                           "many_streams_raw.default.pickle.gz",
+                           "many_streams_raw.expandable.pickle.gz",
+                           "many_streams_raw.expandable_late3.pickle.gz",
+                           "many_streams_raw.max_split_size_mb-256_cap0.1.pickle.gz",
+                           "graph_side_capture.default.pickle.gz",
+                           "graph_side_capture.expandable.pickle.gz",
+                           "graph_side_capture.default_late1.pickle.gz",
+                           "graph_side_capture.default_ring200.pickle.gz",
+                           "prefetch_pressure.default_cap0.05.pickle.gz",
+                           "prefetch_pressure.expandable_cap0.04.pickle.gz",
+                           "varlen_transformer_train.default.pickle.gz",
+                           "varlen_transformer_train.expandable_cap0.1.pickle.gz",
+                           "varlen_transformer_train.expandable_cap0.07.pickle.gz",
+                           "varlen_transformer_train.default_cap0.1_frac3-0.06_frac6-0.1.pickle.gz",
+                           "varlen_transformer_train.default_cap0.12_frac3-0.05.pickle.gz",
+                           "varlen_transformer_train.garbage_collection_threshold-0.6_cap0.12_frac4-0.07.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    SimDeviceConfig config;
+    config.capacity = capacity_for(trace, std::nullopt);
+    MemorySource source(trace);
+    ReplayOptions options;
+    options.oracle_bound = false;
+    ReplayResult r = replay_simulated(source, PolicySpec::parse("pytorch"), config, options, &trace.events);
+    INFO("plain replay of " << file);
+    CHECK(r.reserved.bytes == recorded_peak(trace));
+  }
+}
