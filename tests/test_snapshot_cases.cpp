@@ -927,3 +927,27 @@ TEST_CASE("snapshot cases: generate, mixed precision with streams, offloading, s
     CHECK(r.reserved.bytes == recorded_peak(trace));
   }
 }
+
+// Expandable segments under a memory fraction map past it: alloc_block checks the fraction against the
+// request's allocation size only, and map_block then maps whole 20 MiB pages. PyTorch's reserved bytes end
+// above the limit (4259315712 > 0.05 x 85017493504, 5958008832 > 0.07 x it); the simulated device refused
+// those maps, and the model unmapped or ran out of memory where the recording did not.
+TEST_CASE("snapshot cases: expandable segments map past a memory fraction, as PyTorch does", "[snapshot_cases]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"prefetch_pressure.expandable_cap0.05.pickle.gz", "prefetch_pressure.expandable_cap0.07.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    const uint64_t limit = stats[file]["capacity_bytes"].get<uint64_t>();
+    CHECK(recorded_peak(trace) > limit);
+    SimDeviceConfig config;
+    config.capacity = limit;
+    MemorySource source(trace);
+    ReplayOptions options;
+    options.oracle_bound = false;
+    options.on_oom = OnOom::Skip;
+    ReplayResult r = replay_simulated(source, PolicySpec::parse("pytorch"), config, options, &trace.events);
+    CHECK(r.reserved.bytes == recorded_peak(trace));
+  }
+}
