@@ -27,13 +27,63 @@ std::vector<std::array<int64_t, 2>> pool_ids(const TraceMeta& meta) {
   return ids;
 }
 
+// Where a capture or use_mem_pool was underway while other streams' requests went to the default pools:
+// captures_underway (beginAllocateToPool .. endAllocateToPool) is not in the trace, but a capture routes
+// every request of its stream to its pool, so a run of one stream's requests to one private pool lies
+// inside the capture, which ends before that stream's next request elsewhere. The trace positions strictly
+// between a run's first and last request were inside the capture (a CUDA graph captured on a side stream
+// while eager work runs on others); past its last request the end is unknown, and only a recorded OOM
+// there is read as inside it (detail::CaptureWindows): PyTorch skipped release_cached_blocks for it.
+detail::CaptureWindows capture_windows(const std::vector<Event>& events) {
+  detail::CaptureWindows out;
+  std::vector<std::pair<uint64_t, uint64_t>> windows;
+  struct Run {
+    PoolIndex pool = 0;
+    uint64_t first = 0, last = 0;
+  };
+  std::vector<Run> runs;  // by stream: the private-pool run under way
+  auto close = [&](Run& run, bool for_good) {
+    if (run.pool == 0) return;
+    if (run.last > run.first + 1) windows.emplace_back(run.first, run.last);
+    // Never followed by another request of its stream: the capture may have lasted to the end.
+    if (!for_good) out.open_from = std::min(out.open_from, run.last);
+    run.pool = 0;
+  };
+  for (uint64_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (e.kind == EventKind::PoolRelease)  // the graph or MemPool is gone: its capture ended before
+      for (Run& run : runs)
+        if (run.pool == e.pool) close(run, true);
+    if (e.kind != EventKind::Alloc && e.kind != EventKind::Oom) continue;
+    if (e.stream >= runs.size()) runs.resize(e.stream + 1u);
+    Run& run = runs[e.stream];
+    if (run.pool != 0 && run.pool == e.pool) {
+      run.last = i;
+      continue;
+    }
+    close(run, true);
+    if (e.pool != 0) run = Run{e.pool, i, i};
+  }
+  for (Run& run : runs) close(run, false);
+  std::sort(windows.begin(), windows.end());
+  for (const auto& w : windows)  // disjoint, for one binary search per question
+    if (!out.inside.empty() && w.first < out.inside.back().second)
+      out.inside.back().second = std::max(out.inside.back().second, w.second);
+    else
+      out.inside.push_back(w);
+  return out;
+}
+
 class PytorchPolicy final : public Policy {
  public:
   PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory,
-                detail::PytorchLimit limit)
-      : allocator_(device, config, meta.streams, total_memory, pool_ids(meta), limit) {}
+                detail::PytorchLimit limit, const std::vector<Event>* events)
+      : allocator_(device, config, meta.streams, total_memory, pool_ids(meta), limit) {
+    if (events) allocator_.set_capture_windows(capture_windows(*events));
+  }
 
   std::optional<Block> allocate(const AllocRequest& req) override {
+    allocator_.set_request(req.event_index, req.id == kTransientRequest);
     auto b = allocator_.malloc(req.size, req.stream, req.pool);
     if (!b) return std::nullopt;
     const auto& blk = allocator_.block(*b);
@@ -130,7 +180,8 @@ PolicyInfo policy_info_pytorch() {
                                  ? ctx.options.get(kTotalMemory)
                                  : std::max(kTotalMemory.default_value, ctx.device.capacity().value_or(0));
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
-            return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total, limit_for(ctx));
+            return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total, limit_for(ctx),
+                                                   ctx.events);
           },
           .models_pools = true,  // private pools are PyTorch's own: the model routes requests itself
           .checked_against =

@@ -177,6 +177,8 @@ for g in $groups; do case $g in
     rec "FRACTION=0.1" graph_side_capture
     rec "FRACTION=0.1 $E" graph_side_capture
     rec "MAX_ENTRIES=200" graph_side_capture
+    rec "FRACTION=0.1 KEEP_GRAPH=1" graph_side_capture
+    rec "FRACTION=0.1 KEEP_GRAPH=1 $E" graph_side_capture
     rec "RECORD=late:3 $E" many_streams_raw ;;
   probe_fraction)  # the memory fraction lowered (OOMs after) or raised (OOMs before) mid-run; the collector turned on mid-run
     rec "FRACTION=0.12 SET_FRACTION_AT=3:0.05" varlen_transformer_train

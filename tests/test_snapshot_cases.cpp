@@ -928,6 +928,24 @@ TEST_CASE("snapshot cases: generate, mixed precision with streams, offloading, s
   }
 }
 
+// A CUDA graph captured on a side stream while an eager stream's request needs a new segment past a memory
+// fraction: malloc skips release_cached_blocks while any capture is underway (captures_underway is not
+// empty), so PyTorch ran out of memory though a cached 2 GiB segment on another stream could have made room;
+// the same request after the capture succeeded with one retry. The capture's end is not in the trace: the OOM
+// lies after the capture stream's last request to the graph's pool, read as inside it (the graph, kept to
+// the snapshot, names its pool). The model released the cache and served it.
+TEST_CASE("snapshot cases: a request during another stream's capture skips release_cached_blocks",
+          "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file : {"graph_side_capture.default_cap0.1_keptgraph.pickle.gz",
+                           "graph_side_capture.expandable_cap0.1_keptgraph.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    REQUIRE(stats[file]["in_capture"] == "oom");
+    REQUIRE(stats[file]["after_capture"] == "ok");
+    check_exact(file, stats[file]);
+  }
+}
+
 // Expandable segments under a memory fraction map past it: alloc_block checks the fraction against the
 // request's allocation size only, and map_block then maps whole 20 MiB pages. PyTorch's reserved bytes end
 // above the limit (4259315712 > 0.05 x 85017493504, 5958008832 > 0.07 x it); the simulated device refused

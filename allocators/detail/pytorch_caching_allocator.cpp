@@ -185,15 +185,13 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
   Params p{size, stream, pool == 0 ? &pool_at(size <= kSmallSize ? 1 : 0) : &pool_for(pool, size <= kSmallSize),
            pytorch_allocation_size(size)};
   // captures_underway is not empty while a request goes to a private pool (a capture or use_mem_pool
-  // routes it there), and malloc then skips its last resort, release_cached_blocks.
-  const bool capture_underway = pool != 0;
-
-  // No free-memory callbacks are registered in a plain process, so one search.
-  bool found = get_free_block(p);
+  // routes it there), or while another stream's capture is underway, and malloc then skips its last
+  // resort, release_cached_blocks (C10_LIKELY(captures_underway.empty())).
+  bool found = get_free_block(p);  // no free-memory callbacks are registered in a plain process: one search
   if (!found) {
     if (gc_on_) garbage_collect_cached_blocks();
     found = alloc_block(p, false) || (release_available_cached_blocks(p) && alloc_block(p, false)) ||
-            (!capture_underway && release_cached_blocks() && alloc_block(p, true));
+            (pool == 0 && !another_capture_underway() && release_cached_blocks() && alloc_block(p, true));
   }
   if (!found) {
     ++stats_.num_ooms;
@@ -201,6 +199,13 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
   }
   bool split_remainder = should_split(p.block, size);
   return alloc_found_block(p, split_remainder);
+}
+
+bool PytorchCachingAllocator::another_capture_underway() const {
+  if (request_is_recorded_oom_ && request_index_ > capture_windows_.open_from) return true;
+  const auto& inside = capture_windows_.inside;
+  auto after = std::upper_bound(inside.begin(), inside.end(), std::make_pair(request_index_, UINT64_MAX));
+  return after != inside.begin() && request_index_ < std::prev(after)->second;
 }
 
 [[gnu::always_inline]] inline bool PytorchCachingAllocator::get_free_block(Params& p) {

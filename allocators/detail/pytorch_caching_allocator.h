@@ -57,6 +57,14 @@ constexpr uint64_t kRoundLarge = 2 * kMiB;  // larger segments round to this
 // HBM3): the default GPU memory, which sizes expandable segments' ranges and memory fractions.
 constexpr uint64_t kH100TotalMemory = 85017493504ull;
 
+// Trace positions at which a capture (or use_mem_pool) was underway for another stream: inside one of
+// `inside` (sorted, disjoint, open intervals), or, for a recorded OOM, after `open_from` (a capture whose
+// end the trace does not show).
+struct CaptureWindows {
+  std::vector<std::pair<uint64_t, uint64_t>> inside;
+  uint64_t open_from = UINT64_MAX;
+};
+
 // round_size(): what a request of `size` bytes occupies.
 uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config);
 // roundup_power2_next_division()
@@ -122,6 +130,15 @@ class PytorchCachingAllocator {
     const uint32_t b = malloc_block(orig_size, stream, pool);
     if (b == kNoNode) return std::nullopt;
     return b;
+  }
+  // Where requests were made while a capture or use_mem_pool was underway for another stream or thread
+  // (read from the trace by the pytorch policy): for them too malloc skips release_cached_blocks.
+  void set_capture_windows(CaptureWindows windows) { capture_windows_ = std::move(windows); }
+  // The trace position of the request malloc serves next, and whether it is a recorded OOM tried again
+  // (checked only where malloc's last resort is near).
+  void set_request(uint64_t index, bool recorded_oom) {
+    request_index_ = index;
+    request_is_recorded_oom_ = recorded_oom;
   }
   // free() of a block without pending stream uses (free_block).
   void free(uint32_t block);
@@ -224,6 +241,7 @@ class PytorchCachingAllocator {
 
   // malloc steps
   uint32_t malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool);  // kNoNode: out of memory
+  bool another_capture_underway() const;
   bool get_free_block(Params& p);
   bool should_split(uint32_t b, uint64_t size) const;
   uint32_t alloc_found_block(const Params& p, bool split_remainder);
@@ -268,6 +286,9 @@ class PytorchCachingAllocator {
   std::vector<uint64_t> stream_rank_;  // by StreamIndex: rank of its handle among all handles
   uint64_t total_memory_;
   bool set_fraction_ = false;
+  CaptureWindows capture_windows_;
+  uint64_t request_index_ = 0;
+  bool request_is_recorded_oom_ = false;
   bool gc_on_ = false;  // set_fraction_ and a garbage_collection_threshold: the get_free_block count and GC run
   uint64_t allowed_memory_maximum_ = 0;
   uint64_t total_allocated_memory_ = 0;
