@@ -79,7 +79,8 @@ class PytorchPolicy final : public Policy {
   PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory,
                 detail::PytorchLimit limit, const std::vector<Event>* events)
       : allocator_(device, config, meta.streams, total_memory, pool_ids(meta), limit) {
-    if (events) allocator_.set_capture_windows(capture_windows(*events));
+    // One pass over the trace, only where it has private pools (captures): none to find in any other.
+    if (events && meta.pools.size() > 1) allocator_.set_capture_windows(capture_windows(*events));
   }
 
   std::optional<Block> allocate(const AllocRequest& req) override {

@@ -286,9 +286,6 @@ class PytorchCachingAllocator {
   std::vector<uint64_t> stream_rank_;  // by StreamIndex: rank of its handle among all handles
   uint64_t total_memory_;
   bool set_fraction_ = false;
-  CaptureWindows capture_windows_;
-  uint64_t request_index_ = 0;
-  bool request_is_recorded_oom_ = false;
   bool gc_on_ = false;  // set_fraction_ and a garbage_collection_threshold: the get_free_block count and GC run
   uint64_t allowed_memory_maximum_ = 0;
   uint64_t total_allocated_memory_ = 0;
@@ -305,6 +302,10 @@ class PytorchCachingAllocator {
   FreeSlots unused_;
   std::vector<ExpandableSegment> segments_;
   PytorchStats stats_;
+  // Read only near malloc's last resort; last, so that the members every request touches keep their lines.
+  CaptureWindows capture_windows_;
+  uint64_t request_index_ = 0;
+  bool request_is_recorded_oom_ = false;
 };
 
 }  // namespace fraglab::detail
