@@ -21,17 +21,11 @@
 namespace fraglab {
 namespace {
 
-std::vector<std::array<int64_t, 2>> pool_ids(const TraceMeta& meta) {
-  std::vector<std::array<int64_t, 2>> ids;
-  for (const PoolInfo& p : meta.pools) ids.push_back(p.id);
-  return ids;
-}
-
 class PytorchPolicy final : public Policy {
  public:
   PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory,
                 detail::PytorchLimit limit)
-      : allocator_(device, config, meta.streams, total_memory, pool_ids(meta), limit) {}
+      : allocator_(device, config, meta.streams, total_memory, meta.pools, limit) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     auto b = allocator_.malloc(req.size, req.stream, req.pool);
