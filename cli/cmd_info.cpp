@@ -117,7 +117,8 @@ void add_info(CLI::App& app, CommandFn& run) {
                                   {"allocations", i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0},
                                   {"own_allocator", m.pools[i].own_allocator},
                                   {"use_on_oom", m.pools[i].use_on_oom},
-                                  {"no_split", m.pools[i].no_split}});
+                                  {"no_split", m.pools[i].no_split},
+                                  {"empties_on_release", m.pools[i].empties_on_release}});
                return pools;
              }()},
             {"history", m.history_absent    ? "none"

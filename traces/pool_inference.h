@@ -40,13 +40,16 @@
 namespace fraglab {
 
 // Where a model of the recording allocator first disagreed with the recording about pools: it put a
-// block elsewhere than the recording did, or an empty_cache returned a segment the recording kept
-// (a segment of a pool still owned).
+// block elsewhere than the recording did; it returned a segment the recording kept (a segment of a pool
+// still owned), in an empty_cache or in malloc's own releases (the garbage collector, the release and
+// retry before a new segment, the recovery before an OOM); or it ran out of memory serving a request
+// the recording served (nothing to revise: the reading is wrong somewhere the model cannot point at).
 struct PoolMisplacement {
-  enum class Kind { Block, KeptSegment } kind = Kind::Block;
-  uint64_t ordinal;  // Block: the how-manyth Alloc event (0-based); KeptSegment: the how-manyth
-                     // EmptyCache of the importer's (id 0)
+  enum class Kind { Block, KeptSegment, Unserved } kind = Kind::Block;
+  uint64_t ordinal;  // Block, Unserved: the how-manyth Alloc event (0-based); KeptSegment: the how-manyth
+                     // event of kind `at` (for EmptyCache, of the importer's: id 0)
   Addr model_addr;   // Block: where the model put it; KeptSegment: the segment the model released
+  EventKind at = EventKind::EmptyCache;  // KeptSegment: EmptyCache, Alloc or Oom
 };
 // An EmptyCache event's id says where it came from: 0, the importer's (a run of segment releases that
 // only torch.cuda.empty_cache() explains); kInferredEmptyCache, rule 6's (torch.cuda.graph() before a
@@ -58,6 +61,10 @@ struct PoolMisplacement {
 // returns.
 constexpr AllocId kInferredEmptyCache = 1;
 constexpr AllocId kEmptyCacheOrCollector = 2;
+// While the pools are inferred, a PoolRelease of pool 0 with this id stands for an importer's EmptyCache
+// that rule 6b read as none: the run it stood before was MemPools' destructors alone (each emptying its
+// own pool). The checker counts it among the importer's EmptyCaches; infer_pools() removes it.
+constexpr AllocId kDroppedEmptyCache = 3;
 // Given the trace read both ways (pools inferred for each), whether the collector's reading is the one.
 using CollectorRunResolver = std::function<bool(const Trace& emptied, const Trace& collected)>;
 void set_collector_run_resolver(CollectorRunResolver resolver);
@@ -66,6 +73,18 @@ void set_collector_run_resolver(CollectorRunResolver resolver);
 using PoolChecker = std::function<std::optional<PoolMisplacement>(const Trace&)>;
 // Installs the checker infer_pools() uses (the traces layer has no allocator model of its own).
 void set_pool_checker(PoolChecker checker);
+
+// A request that try_mempool_fallback served (a default-pool request at the limit, given a cached block
+// of a MemPool(use_on_oom=True)) reads like a request to that pool: it landed in the pool's segment.
+// The installed reader (the sim layer's: it knows the limit and replays the model) says which requests
+// of a trace, pools inferred, were such fallbacks: their Alloc ordinals, read then as default-pool
+// requests, and the pools that opted in.
+struct FallbackReading {
+  std::vector<uint64_t> allocs;
+  std::vector<PoolIndex> pools;
+};
+using FallbackReader = std::function<std::optional<FallbackReading>(const Trace&)>;
+void set_fallback_reader(FallbackReader reader);
 
 // Sets TraceMeta::pools, every Alloc and Oom event's pool, and inserts PoolRelease events (and the
 // EmptyCache events rule 6's torch.cuda.graph() case needs). The trace's Alloc events carry recorded

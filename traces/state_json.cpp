@@ -97,8 +97,8 @@ InitialState initial_from_json(const json& j, size_t stream_count, size_t stack_
   return st;
 }
 
-// A pool is [a, b], or [a, b, ["allocator", "use_on_oom", "no_split"]] with the MemPool arguments inferred
-// for it (PoolInfo).
+// A pool is [a, b], or [a, b, ["allocator", "use_on_oom", "no_split", "empties_on_release"]] with what was
+// inferred of its MemPool (PoolInfo).
 nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools) {
   nlohmann::json out = nlohmann::json::array();
   for (const PoolInfo& p : pools) {
@@ -107,6 +107,7 @@ nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools) {
     if (p.own_allocator) traits.push_back("allocator");
     if (p.use_on_oom) traits.push_back("use_on_oom");
     if (p.no_split) traits.push_back("no_split");
+    if (p.empties_on_release) traits.push_back("empties_on_release");
     if (!traits.empty()) entry.push_back(traits);
     out.push_back(entry);
   }
@@ -131,8 +132,10 @@ std::vector<PoolInfo> pools_from_json(const nlohmann::json& j) {
           info.use_on_oom = true;
         else if (name == "no_split")
           info.no_split = true;
+        else if (name == "empties_on_release")
+          info.empties_on_release = true;
         else
-          throw std::out_of_range("a pool's trait must be allocator, use_on_oom or no_split");
+          throw std::out_of_range("a pool's trait must be allocator, use_on_oom, no_split or empties_on_release");
       }
     }
     pools.push_back(info);

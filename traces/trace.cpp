@@ -36,8 +36,9 @@ std::string pool_name(const PoolInfo& pool) {
 
 std::string pool_traits(const PoolInfo& pool) {
   std::string out;
-  for (auto [on, name] : {std::pair{pool.own_allocator, "allocator"}, std::pair{pool.use_on_oom, "use_on_oom"},
-                          std::pair{pool.no_split, "no_split"}})
+  for (auto [on, name] :
+       {std::pair{pool.own_allocator, "allocator"}, std::pair{pool.use_on_oom, "use_on_oom"},
+        std::pair{pool.no_split, "no_split"}, std::pair{pool.empties_on_release, "emptied when deleted"}})
     if (on) out += (out.empty() ? "" : ", ") + std::string(name);
   return out;
 }

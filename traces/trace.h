@@ -139,8 +139,11 @@ struct PoolInfo {
   //    come from the allocator's raw_alloc, never as expandable segments;
   //  - use_on_oom: MemPool(use_on_oom=True): malloc serves a default-pool request from its cached blocks when
   //    no segment can be had (try_mempool_fallback);
-  //  - no_split: MemPool(no_split=True): its blocks are never split (setNoSplit, should_split).
-  bool own_allocator = false, use_on_oom = false, no_split = false;
+  //  - no_split: MemPool(no_split=True): its blocks are never split (setNoSplit, should_split);
+  //  - empties_on_release: a MemPool, whose destructor empties the pool's cache right after releasePool
+  //    (~MemPool: emptyCache(id), which returns that pool's cached segments alone), where a CUDA graph's
+  //    reset only releases its pool (the next empty_cache returns it).
+  bool own_allocator = false, use_on_oom = false, no_split = false, empties_on_release = false;
   bool is_default() const { return id[0] == 0 && id[1] == 0; }
   bool inferred() const { return id[0] == -1; }
   bool operator==(const PoolInfo&) const = default;

@@ -403,16 +403,22 @@ bool PytorchCachingAllocator::release_cached_blocks() {
 void PytorchCachingAllocator::release_pool(PoolIndex pool) {
   if (pool == 0 || pool >= private_.size() || !private_[pool].live) return;
   private_[pool].freeable = true;
+  // ~MemPool: releasePool, then emptyCache(id): release_cached_blocks with the pool's MempoolId returns
+  // that pool's cached segments alone (the default pools and other freeable pools stay).
+  if (pool < pool_infos_.size() && pool_infos_[pool].empties_on_release) release_private_pool(pool);
 }
 
-// The graph_pools_freeable loop: small blocks, then large; a pool holding nothing more is erased.
+// The graph_pools_freeable loop: each freeable pool in turn.
 void PytorchCachingAllocator::release_private_pools() {
-  for (size_t k = 1; k < private_.size(); ++k) {
-    if (!private_[k].freeable) continue;
-    release_blocks(pool_at(2 * k + 1));
-    release_blocks(pool_at(2 * k));
-    if (private_[k].device_allocs == 0) private_[k] = PrivatePool{};
-  }
+  for (size_t k = 1; k < private_.size(); ++k)
+    if (private_[k].freeable) release_private_pool(k);
+}
+
+// A freeable pool's small blocks, then large; a pool holding nothing more is erased from graph_pools.
+void PytorchCachingAllocator::release_private_pool(size_t k) {
+  release_blocks(pool_at(2 * k + 1));
+  release_blocks(pool_at(2 * k));
+  if (private_[k].device_allocs == 0) private_[k] = PrivatePool{};
 }
 
 void PytorchCachingAllocator::release_blocks(Pool& pool) {

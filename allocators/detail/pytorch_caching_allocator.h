@@ -128,7 +128,8 @@ class PytorchCachingAllocator {
   void free(uint32_t block);
   // emptyCache(): release_cached_blocks with the default MempoolId.
   void empty_cache();
-  // releasePool(): the pool's use count reached 0, its cached segments become releasable.
+  // releasePool(): the pool's use count reached 0, its cached segments become releasable. A MemPool's
+  // (PoolInfo::empties_on_release) are released at once: ~MemPool calls emptyCache(id) right after.
   void release_pool(PoolIndex pool);
   // Recreates the recording allocator's state at a trace's first event: its segments and expandable
   // ranges through the device, the live blocks where they were, the space between them as cached free
@@ -238,6 +239,7 @@ class PytorchCachingAllocator {
   bool releasable(uint32_t b) const;
   bool release_cached_blocks();
   void release_private_pools();
+  void release_private_pool(size_t k);
   void release_blocks(Pool& pool);
   void release_block(uint32_t b);
   size_t try_merge_blocks(uint32_t dst, uint32_t src);
