@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -78,6 +79,11 @@ std::vector<PoolIndex> pools_by_stream(TraceMeta& m) {
   for (const RecordedSegment& s : m.segments) note(s);
   for (PoolIndex& p : by_stream)
     if (p == kMixed) p = 0;
+  // The default stream (handle 0) is never a capture stream (capturing on it is an error): a pool that
+  // owns its final segments is a MemPool used there beside the default pools, whose requests are the
+  // default pools' unless the model says otherwise.
+  for (size_t s = 0; s < by_stream.size() && s < m.streams.size(); ++s)
+    if (m.streams[s] == 0) by_stream[s] = 0;
   return by_stream;
 }
 
@@ -151,6 +157,7 @@ struct Instance {
   bool certain;          // rule 1: the snapshot names its pool
   uint64_t created_at;   // its segment event's index
   bool initial = false;  // in the state at the first entry (its pool the reconstruction's guess unless certain)
+  bool mapped = false;   // a mapped range of an expandable segment, which a MemPool with an allocator never has
 };
 using Overrides = std::map<InstanceKey, PoolIndex>;
 
@@ -286,7 +293,9 @@ class PoolInference {
         case EventKind::SegmentAlloc:
         case EventKind::SegmentMap: {
           auto [pool, certain] = new_segment_pool(e, i);
-          live_.insert(e.addr, e.size, add_instance(e.addr, pool, certain, i), e.stream);
+          const uint32_t k = add_instance(e.addr, pool, certain, i);
+          instances_[k].mapped = e.kind == EventKind::SegmentMap;
+          live_.insert(e.addr, e.size, k, e.stream);
           break;
         }
         case EventKind::SegmentFree:
@@ -338,6 +347,7 @@ class PoolInference {
     }
     uint32_t k = add_instance(s.address, pool, certain, 0);
     instances_[k].initial = true;
+    instances_[k].mapped = s.is_expandable;
     return k;
   }
   bool named_at_end(const RecordedSegment& s) const {
@@ -553,6 +563,11 @@ enum class Order { RequestFirst, ReusedFirst };
 
 Fix move_to(const Instance& i, PoolIndex pool) { return Fix{std::pair{i.key, pool}, 0}; }
 
+// Whether `pool` can hold the segment: a MemPool with an allocator of its own has no expandable ranges.
+bool can_hold(const TraceMeta& m, const Instance& i, PoolIndex pool) {
+  return !(i.mapped && m.pools[pool].own_allocator);
+}
+
 // A kept segment: the model returned a guessed default segment the recording kept, so a pool still owned
 // holds it. Malloc's own releases (the collector, release_cached_blocks before a retry or an OOM) name the
 // pool the stream used last where there is one (a MemPool filled inside use_mem_pool, then cached);
@@ -561,7 +576,8 @@ std::optional<Fix> kept_revision(Trace& trace, Trace& probe, const Overrides& ov
                                  const PoolMisplacement& m) {
   auto k = PoolInference(probe, overrides).segment_at(m.at, m.ordinal, m.model_addr);
   if (!k.segment || k.segment->certain || k.segment->pool != 0) return std::nullopt;
-  if (m.at != EventKind::EmptyCache && k.last_private && !tried.count({k.segment->key, k.last_private}))
+  if (m.at != EventKind::EmptyCache && k.last_private && !tried.count({k.segment->key, k.last_private}) &&
+      can_hold(trace.meta, *k.segment, k.last_private))
     return move_to(*k.segment, k.last_private);
   return move_to(*k.segment, new_inferred_pool(trace.meta));
 }
@@ -590,7 +606,9 @@ std::optional<Fix> revision(Trace& trace, const Overrides& overrides, const Trie
   if (m.kind == PoolMisplacement::Kind::Unserved) return std::nullopt;  // nothing points at a guess
   if (m.kind == PoolMisplacement::Kind::KeptSegment) return kept_revision(trace, probe, overrides, tried, m);
   auto s = PoolInference(probe, overrides).locate(m.ordinal, m.model_addr);
-  auto untried = [&](const Instance& i, PoolIndex p) { return p != i.pool && !tried.count({i.key, p}); };
+  auto untried = [&](const Instance& i, PoolIndex p) {
+    return p != i.pool && !tried.count({i.key, p}) && can_hold(trace.meta, i, p);
+  };
   // A segment of the state at the first entry, guessed to be the default pools', that the model reused:
   // its guess is the weakest (the range below it lent it), so it leaves for a pool of its own before the
   // request's own segment is moved.
@@ -671,17 +689,18 @@ bool revise(Trace& trace, Overrides& overrides, Order order) {
   return false;
 }
 
-// The installed reader's fallbacks (FallbackReading), read as default-pool requests.
-void read_fallbacks(Trace& trace) {
+// The installed reader's fallbacks (FallbackReading), read as default-pool requests; false where it
+// found none.
+bool read_fallbacks(Trace& trace) {
   const FallbackReader& reader = installed_fallback_reader();
-  if (!reader || trace.meta.pools.size() == 1) return;
+  if (!reader || trace.meta.pools.size() == 1) return false;
   std::optional<FallbackReading> r;
   try {
     r = reader(trace);
   } catch (const std::exception&) {
-    return;  // the model could not replay this history: the requests stay the pools'
+    return false;  // the model could not replay this history: the requests stay the pools'
   }
-  if (!r || r->allocs.empty()) return;
+  if (!r || r->allocs.empty()) return false;
   for (PoolIndex p : r->pools) trace.meta.pools[p].use_on_oom = true;
   uint64_t allocs = 0;
   size_t next = 0;
@@ -693,6 +712,60 @@ void read_fallbacks(Trace& trace) {
     }
     ++allocs;
   }
+  return true;
+}
+
+// A limit the history may show (a recorded OOM, or the collector's releases): only under one can
+// malloc have fallen back on a use_on_oom pool that the fallback reader would find.
+bool may_show_a_limit(const Trace& trace) {
+  auto gc = trace.meta.allocator_settings.find("garbage_collection_threshold");
+  if (gc == trace.meta.allocator_settings.end() || std::strtod(gc->second.c_str(), nullptr) != 0.0) return true;
+  return std::any_of(trace.events.begin(), trace.events.end(), [](const Event& e) { return e.kind == EventKind::Oom; });
+}
+
+// What revising in an order leaves: the reading, its overrides, whether the model agrees.
+struct Reading {
+  std::vector<PoolInfo> pools;
+  InitialState initial;
+  Overrides overrides;
+  bool agrees = false;
+};
+
+Reading revised(Trace& trace, const std::vector<PoolInfo>& pools, const InitialState& initial, Order order) {
+  Reading r{pools, initial, {}, false};
+  trace.meta.pools = pools;
+  trace.meta.initial = initial;
+  infer_once(trace, r.overrides);
+  r.agrees = revise(trace, r.overrides, order);
+  r.pools = trace.meta.pools;
+  r.initial = trace.meta.initial;
+  return r;
+}
+
+void adopt(Trace& trace, const Reading& r) {
+  trace.meta.pools = r.pools;
+  trace.meta.initial = r.initial;
+  infer_once(trace, r.overrides);
+}
+
+// Rule 7 in the usual order (a misplaced request's own new segment revised first: a capture's pool);
+// where it ends without agreement, or where a limit may show and the other order (the segment the model
+// reused revised first: a MemPool's cached segment handed to a default request) reads requests as
+// fallbacks on a use_on_oom pool, the other order's reading is taken. The first stands where neither
+// agrees.
+void revise_both_ways(Trace& trace) {
+  const std::vector<PoolInfo> pools = trace.meta.pools;
+  const InitialState initial = trace.meta.initial;
+  Reading first{pools, initial, {}, false};
+  first.agrees = revise(trace, first.overrides, Order::RequestFirst);
+  first.pools = trace.meta.pools;
+  first.initial = trace.meta.initial;
+  if (first.agrees && !(installed_fallback_reader() && trace.meta.pools.size() > 1 && may_show_a_limit(trace))) return;
+  if (first.agrees && read_fallbacks(trace)) return;
+  Reading other = revised(trace, pools, initial, Order::ReusedFirst);
+  if (other.agrees && read_fallbacks(trace)) return;
+  if (other.agrees && !first.agrees) return;
+  adopt(trace, first);
 }
 
 void infer_pools_once(Trace& trace, PoolCheck when) {
@@ -708,29 +781,7 @@ void infer_pools_once(Trace& trace, PoolCheck when) {
   // No private pool: no inferred EmptyCache carries a pass mark, so the trace as it stands is
   // what the check's first round reads (pools_confirmed()).
   const bool defer = when == PoolCheck::Deferrable && trace.meta.pools.size() == 1;
-  if (installed_checker() && !defer) {
-    // The revisions may add pools and change the state's segments' pools: what the other order starts from.
-    const std::vector<PoolInfo> pools = trace.meta.pools;
-    const InitialState initial = trace.meta.initial;
-    if (!revise(trace, overrides, Order::RequestFirst)) {
-      const std::vector<PoolInfo> first_pools = trace.meta.pools;
-      const InitialState first_initial = trace.meta.initial;
-      Overrides first = std::move(overrides);
-      trace.meta.pools = pools;
-      trace.meta.initial = initial;
-      overrides.clear();
-      infer_once(trace, overrides);
-      if (revise(trace, overrides, Order::ReusedFirst)) {
-        read_fallbacks(trace);
-      } else {  // neither agrees throughout: the first reading stands, as before
-        trace.meta.pools = first_pools;
-        trace.meta.initial = first_initial;
-        infer_once(trace, first);
-      }
-    } else {
-      read_fallbacks(trace);
-    }
-  }
+  if (installed_checker() && !defer) revise_both_ways(trace);
   for (Event& e : trace.events)  // the marks go: an EmptyCache is an EmptyCache
     if (e.kind == EventKind::EmptyCache) e.id = 0;
   std::erase_if(trace.events, [](const Event& e) { return e.kind == EventKind::PoolRelease && e.pool == 0; });
