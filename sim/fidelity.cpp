@@ -73,7 +73,7 @@ class Checker {
                              recorded_reserved));
     std::vector<uint64_t> pending;  // recorded device events since the last step
     const auto& events = trace_.events;
-    uint64_t consumed_until = 0;         // device events already taken by an empty_cache step
+    uint64_t consumed_until = 0;     // device events already taken by an empty_cache step
     size_t merged_calls = SIZE_MAX;  // where the calls of a release group's earlier steps begin (SIZE_MAX: none)
     for (uint64_t i = 0; i < events.size() && !diverged_; ++i) {
       const Event& e = events[i];

@@ -536,3 +536,47 @@ TEST_CASE("pytorch: a use_on_oom MemPool serves default requests that get no seg
     }
   }
 }
+
+TEST_CASE("pytorch: a MemPool's release empties that pool alone; a graph's waits for empty_cache",
+          "[pytorch][pools][mempool]") {
+  // ~MemPool: releasePool, then emptyCache(id), which releases that pool's cached segments and leaves the
+  // default pools' (release_cached_blocks with a private MempoolId); CUDAGraph::reset only releasePool.
+  std::vector<PoolInfo> pools{PoolInfo{}, PoolInfo{{0, 1}}, PoolInfo{{1, 0}}};
+  pools[1].empties_on_release = true;
+  Rig r("", std::nullopt, pools);
+  uint32_t d = r.malloc(30 * MiB);
+  auto m = r.model.malloc(40 * MiB, 0, 1), g = r.model.malloc(50 * MiB, 0, 2);
+  REQUIRE((m && g));
+  r.model.free(d);
+  r.model.free(*m);
+  r.model.free(*g);
+  r.model.release_pool(2);  // the graph: nothing yet
+  CHECK(r.calls() == Calls{"alloc 30", "alloc 40", "alloc 50"});
+  r.model.release_pool(1);  // the MemPool: its 40 MiB at once, not the default 30 nor the graph's 50
+  CHECK(r.calls() == Calls{"alloc 30", "alloc 40", "alloc 50", "free 40"});
+  CHECK_FALSE(r.model.has_private_pool(1));
+  r.model.empty_cache();
+  CHECK(r.calls() == Calls{"alloc 30", "alloc 40", "alloc 50", "free 40", "free 30", "free 50"});
+}
+
+TEST_CASE("pools: a MemPool's release empties its instance under other policies too", "[pools][mempool]") {
+  SimDevice sim;
+  TrackingDevice device(sim);
+  TraceMeta meta;
+  meta.pools = {PoolInfo{}, PoolInfo{{0, 1}}, PoolInfo{{1, 0}}};
+  meta.pools[1].empties_on_release = true;
+  auto policy = make_policy(PolicySpec::parse("bestfit"), device, meta);
+  auto a = policy->allocate(AllocRequest{0, 8 * MiB, 0, 0, 1});
+  auto b = policy->allocate(AllocRequest{1, 8 * MiB, 0, 1, 2});
+  REQUIRE((a && b));
+  policy->deallocate(*a);
+  policy->deallocate(*b);
+  const uint64_t reserved = device.reserved_bytes();
+  policy->release_pool(2);  // a graph's pool: kept until empty_cache
+  CHECK(device.reserved_bytes() == reserved);
+  policy->release_pool(1);  // a MemPool: emptied at once
+  CHECK(device.reserved_bytes() < reserved);
+  const uint64_t after_mempool = device.reserved_bytes();
+  policy->empty_cache();
+  CHECK(device.reserved_bytes() < after_mempool);
+}

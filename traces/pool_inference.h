@@ -16,15 +16,30 @@
 //     a recorded OOM to its stream's pool by rule 2;
 //  6. a private pool whose segments an empty_cache returns was released before it (its graph was
 //     destroyed or its MemPool deleted: releasePool, then emptyCache): a PoolRelease event goes before
-//     that EmptyCache.
+//     that EmptyCache. 6b: a run of releases that begins with the segments of private pools not yet
+//     released is each MemPool's destructor (~MemPool: releasePool, then emptyCache of that pool alone):
+//     a PoolRelease before each such chunk, the pool marked empties_on_release, the importer's EmptyCache
+//     after the chunks (or none, where the chunks are the whole run and malloc cannot have made it);
+//  MemPool's arguments (PoolInfo): under expandable segments a cudaMalloc-style segment is a pool's with
+//     an allocator of its own (own_allocator); the default stream (handle 0) is never a capture stream, so
+//     rule 2 skips it;
 //  7. rules 2 to 4 are guesses, which a model of the allocator checks when one is installed
 //     (set_pool_checker; the sim layer installs PyTorch's): where the model places a block elsewhere
 //     than the recording did because a guessed segment sat in the wrong pool, the guess is revised
 //     (the new segment the request made goes to a pool of its own, or to the private pool the
 //     stream's previous request used; failing that, the segment the model wrongly reused leaves its
 //     pool); where an empty_cache of the model returns a guessed segment the recording kept, that
-//     segment goes to a pool still owned (a MemPool alive across empty_cache); and the pools are
-//     inferred again, until the model agrees or no guess is left to revise.
+//     segment goes to a pool still owned (a MemPool alive across empty_cache), as does one that malloc's
+//     own releases (the collector, the release and retry, the recovery before an OOM) returned in the
+//     model only (to the stream's last private pool); where the model cut a request from another segment
+//     of its own private pool and no two of that pool's allocations ever shared a segment, the pool is
+//     no_split (R1); a request the recording put in a guessed segment it had before takes that segment to
+//     the stream's last private pool (R2); and the pools are inferred again, until the model agrees or no
+//     guess is left to revise. Where that order (a request's new segment revised first) ends without
+//     agreement, or a limit may show, the other order (the segment the model reused first) is tried.
+//  8. requests that try_mempool_fallback served (a MemPool(use_on_oom=True) at the limit) land in the
+//     pool's cached blocks; the installed fallback reader (set_fallback_reader) reads them as default-pool
+//     requests where the model agrees, and marks the pool use_on_oom.
 // Limits (docs/pytorch-model.md): pools that no rule or model disagreement tells apart stay one pool
 // (replaying them as one changes nothing the recording shows); a MemPool whose segments are all gone
 // by the end may be named as an inferred pool (id (-1, k)) while the default pools' segments beside it

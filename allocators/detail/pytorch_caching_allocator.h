@@ -20,7 +20,16 @@
 // resort (release_cached_blocks) is skipped for a private pool's request, as PyTorch skips it while a
 // capture or use_mem_pool is underway.
 //
-// Not modelled: IPC sharing, MemPools with their own allocator or no_split / use_on_oom, free-memory
+// MemPool's arguments (PyTorch 2.11's MemPool(allocator, use_on_oom, no_split); the trace's PoolInfo):
+// a pool with an allocator of its own never gets expandable segments (malloc's
+// is_expandable_segments_active is off for an active user pool; alloc_block's allocPrimitive is a device
+// segment call like cudaMalloc, and should_split / get_free_block use the cudaMalloc rules for it);
+// no_split_pools: should_split is false for the pool's blocks; use_on_oom_pools: try_mempool_fallback,
+// after the first alloc_block fails, serves a default request from an opted-in pool's cached block by
+// get_free_block with expandable segments off. A MemPool's release (~MemPool: releasePool, then
+// emptyCache of its id) returns that pool's cached segments at once.
+//
+// Not modelled: IPC sharing, the order among several use_on_oom pools (the source's hash set), free-memory
 // callbacks (none are registered in a plain process), and the cross-stream events themselves: the
 // trace's free_completed tells when a block with record_stream uses becomes reusable, so
 // the caller hands the free in at that point. A consequence: frees that PyTorch completes
