@@ -537,7 +537,7 @@ class PoolInference {
   std::vector<uint32_t> run_instances_;  // the segments it released
   std::vector<PoolIndex> run_pools_;     // by release in the run: the pool of the segment it released
   std::vector<uint32_t> live_instance_;  // by allocation id: the instance it lies in (UINT32_MAX: none)
-  std::vector<uint16_t> live_in_;        // by instance: live allocations in it
+  std::vector<uint32_t> live_in_;        // by instance: live allocations in it
   std::vector<bool> shared_;             // by pool: two live allocations once shared a segment
 };
 
