@@ -73,7 +73,8 @@ constexpr SizeOption kTotalMemory{"total_memory", detail::kH100TotalMemory,
 // segments refused only the pages they map).
 constexpr TextOption kLimit{"limit", "auto",
                             "what a capacity is: fraction (set_per_process_memory_fraction), gpu (the GPU's "
-                            "memory), or auto (gpu where the trace's OOMs were the GPU's, else fraction)"};
+                            "memory), or auto (gpu where the trace's OOMs or retries were the GPU's, else "
+                            "fraction)"};
 
 detail::PytorchLimit limit_for(const PolicyContext& ctx) {
   const std::string limit = ctx.options.get_string(std::string(kLimit.key), "auto");
@@ -81,7 +82,9 @@ detail::PytorchLimit limit_for(const PolicyContext& ctx) {
   if (limit == "gpu") return detail::PytorchLimit::Gpu;
   if (limit != "auto") throw PolicyConfigError("pytorch: limit must be auto, fraction or gpu, not '" + limit + "'");
   // Only a capacity makes the difference: without one the trace is not read.
-  if (ctx.events && ctx.device.capacity())
+  if (!ctx.device.capacity()) return detail::PytorchLimit::Fraction;
+  if (ctx.meta.gpu_limit) return detail::PytorchLimit::Gpu;  // the retries showed it (sim/capacity.h)
+  if (ctx.events)
     for (const Event& e : *ctx.events)
       if (detail::pytorch_oom_was_gpus(e)) return detail::PytorchLimit::Gpu;
   return detail::PytorchLimit::Fraction;

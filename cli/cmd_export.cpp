@@ -6,6 +6,7 @@
 #include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "sim/capacity.h"
 #include "sim/export.h"
 #include "traces/trace_io.h"
 
@@ -34,6 +35,10 @@ int run_export(const ExportArgs& a) {
   Trace trace = load_trace(a.trace, {a.device.resolve().trace_device});
   PolicySpec spec = PolicySpec::parse(a.policy);
   SimDeviceConfig config = sim_config(a.capacity);
+  // As replay: a recording that ran under a limit is exported under it (its OOMs, its retries).
+  std::string note;
+  config.capacity = capacity_for(trace, config.capacity, &note);
+  if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
   ExportSummary s =
       format == "snapshot" ? export_snapshot(trace, spec, config, a.out) : export_perfetto(trace, spec, config, a.out);
   fmt::print("wrote {} ({} {}) : {} under {}, peak reserved {}, peak allocated {}{}\n", a.out, s.records,
@@ -54,7 +59,8 @@ void add_export(CLI::App& app, CommandFn& run) {
   cmd->add_option("-p,--policy", a.policy, "Policy with options, e.g. bestfit (default)");
   cmd->add_option("--to", a.to, "snapshot or perfetto (default: from the output's extension)")
       ->check(CLI::IsMember({"snapshot", "perfetto"}));
-  cmd->add_option("--capacity", a.capacity, "Device capacity, e.g. 80GiB (default unlimited)");
+  cmd->add_option("--capacity", a.capacity,
+                  "Device capacity, e.g. 80GiB (default: the limit a recording ran under, inferred; else unlimited)");
   add_device_options(cmd, a.device);
   cmd->callback([&run] { run = [] { return run_export(a); }; });
 }

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large)
+# process. Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -60,6 +60,12 @@ for g in $groups; do case $g in
     rec "CUDNN_BENCHMARK=1 DEVICE_LEFT=7 $E" resnet50_train
     rec "CUDNN_BENCHMARK=1 FRACTION=0.085" resnet50_train
     rec "CUDNN_BENCHMARK=1 DEVICE_LEFT=7 RECORD=late:2" resnet50_train ;;
+  graphtrees)  # torch.compile reduce-overhead training: CUDA graph trees' paths, the pool checkpointed between them
+    rec "X=1" compile_graph_trees_train
+    rec "$E" compile_graph_trees_train
+    rec "RECORD=late:3" compile_graph_trees_train
+    rec "RECORD=late:4 $E" compile_graph_trees_train
+    rec "MAX_ENTRIES=400" compile_graph_trees_train ;;
   observer)  # the snapshot an out-of-memory observer takes inside malloc (the _atoom file), as PyTorch's docs suggest
     rec "DEVICE_LEFT=6" observer_oom_mlp
     rec "DEVICE_LEFT=6 $E" observer_oom_mlp

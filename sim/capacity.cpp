@@ -84,6 +84,9 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
     if (!release && in_releases && !emptied && (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)) {
       if (uint64_t segment = next_request_segment(events, i, config)) {
         uint64_t below = reserved_before_releases + segment - 1;
+        // Had the GPU refused, it refused what the retry then obtained (the same cudaMalloc, or the
+        // pages of the same map).
+        out.gpu_high = std::min(out.gpu_high, reserved_before_releases + e.size - 1);
         if (gc > 0) {
           below = std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
           ++out.gc_runs;
@@ -132,17 +135,26 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
     out.bytes = device_bound;
     return out;
   }
+  // Without a recorded OOM, only a limit that fits the bounds is evidence enough: a memory fraction, or,
+  // with the collector configured (it never runs without a fraction), the GPU's own limit, which
+  // capacity_for replays before taking it.
+  const bool gpu_reading = out.ooms == 0 && out.gc_runs > 0 && out.low <= out.gpu_high;
   // Contradicting bounds: a release run was not malloc's recovery after all (an empty_cache() right
-  // before an allocation, a private pool released): no limit can be told.
-  if (out.high < out.low) return std::nullopt;
-  out.fraction = simplest_fraction(out.low, out.high, total_memory);
-  // Without a recorded OOM, only a memory fraction that fits the bounds is evidence enough.
-  if (out.ooms == 0 && !out.fraction) return std::nullopt;
+  // before an allocation, a private pool released): no fraction can be told.
+  if (out.high < out.low && !gpu_reading) return std::nullopt;
+  if (out.high >= out.low) out.fraction = simplest_fraction(out.low, out.high, total_memory);
+  if (out.ooms == 0 && !out.fraction && !gpu_reading) return std::nullopt;
   out.bytes = out.fraction ? fraction_limit(*out.fraction, total_memory) : (out.high >= out.low ? out.high : out.low);
   return out;
 }
 
 std::string InferredCapacity::describe(uint64_t total_memory) const {
+  if (device_limit && ooms == 0)
+    return fmt::format(
+        "capacity {} bytes inferred from the allocator's retries: the GPU's own limit, no memory fraction "
+        "(the recording bounds it to [{}, {}]; with garbage_collection_threshold set, only a limit where the "
+        "collector never runs reproduces the retries; --capacity overrides)",
+        bytes, low, gpu_high);
   if (device_limit)
     return fmt::format(
         "capacity {} bytes inferred from {} recorded OOM(s): the GPU ran out (reserved + free device "
@@ -216,13 +228,27 @@ struct Choice {
   bool exact;
   size_t tried;       // fractions replayed
   size_t candidates;  // fractions in the bounds
+  bool gpu = false;   // no fraction reproduces the recording, the GPU's own limit (inferred.low) does
 };
 
-// `always`: verify even a single candidate (when only the collector's releases say there is a limit).
+// The GPU's own limit: the pytorch model with limit=gpu (no collector, expandable segments refused only
+// the pages they map) at the least limit the recording allows (it held that much).
+bool gpu_limit_reproduces(const Trace& trace, const InferredCapacity& inferred) {
+  if (inferred.low > inferred.gpu_high) return false;
+  FidelityOptions options;
+  options.capacity = inferred.low;
+  options.policy = "pytorch:limit=gpu";
+  return check_fidelity(trace, options).exact;
+}
+
+// `always`: verify even a single candidate (when only the collector's releases say there is a limit),
+// and when no fraction reproduces the recording, try the GPU's own limit.
 std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacity& inferred, uint64_t total,
                                        bool always) {
-  std::vector<double> candidates = fractions_within(inferred.low, inferred.high, total);
-  if (candidates.empty() || (candidates.size() < 2 && !always)) return std::nullopt;
+  std::vector<double> candidates =
+      inferred.high >= inferred.low ? fractions_within(inferred.low, inferred.high, total) : std::vector<double>{};
+  if (!always && candidates.size() < 2) return std::nullopt;
+  if (candidates.empty() && inferred.low > inferred.gpu_high) return std::nullopt;
   static std::mutex mutex;
   static std::vector<std::pair<uint64_t, Choice>> remembered;
   const uint64_t key = recording_key(trace);
@@ -231,12 +257,13 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
     for (const auto& [k, choice] : remembered)
       if (k == key) return choice;
   }
-  Choice best{candidates.front(), false, 0, candidates.size()};
+  Choice best{candidates.empty() ? 0.0 : candidates.front(), false, 0, candidates.size()};
   uint64_t best_reach = 0, spent = 0;
   for (double f : candidates) {
     if (spent > kReplayBudget) break;
     FidelityOptions options;
     options.capacity = fraction_limit(f, total);
+    options.policy = "pytorch:limit=fraction";  // whatever the trace says of its limit: this reading is tried
     const FidelityResult r = check_fidelity(trace, options);
     ++best.tried;
     spent += r.replay_events + 1;
@@ -247,6 +274,7 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
     }
     if (r.event_index > best_reach) best_reach = r.event_index, best.fraction = f;
   }
+  if (!best.exact && always && gpu_limit_reproduces(trace, inferred)) best.exact = best.gpu = true;
   if (best.exact) {  // a verdict that holds whatever the pools: remembered (a few recordings at most)
     std::lock_guard lock(mutex);
     if (remembered.size() == 8) remembered.erase(remembered.begin());
@@ -257,12 +285,14 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
 
 }  // namespace
 
-std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note) {
+std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note,
+                                     bool* gpu_limit) {
+  if (gpu_limit) *gpu_limit = false;
   if (given) return given;
   auto inferred = infer_capacity(trace);
   if (!inferred) return std::nullopt;
   std::string verified;
-  if (inferred->gc_runs > 0 && inferred->fraction && !inferred->device_limit) {
+  if (inferred->gc_runs > 0 && !inferred->device_limit) {
     const uint64_t total = detail::kH100TotalMemory;
     // Without an OOM, the releases are the only sign of a limit, and a torch.cuda.empty_cache() right
     // before an allocation that needed a new segment looks the same: a limit is taken only where one
@@ -274,12 +304,17 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
         *note = fmt::format(
             "no capacity inferred: segments released before new ones look like garbage collection under a "
             "memory fraction, but none of the {} fractions in the bounds [{}, {}] the model replayed "
-            "reproduces the recording (an empty_cache() before those allocations would explain it; "
-            "--capacity sets one)",
+            "reproduces the recording, nor does the GPU's own limit (an empty_cache() before those "
+            "allocations would explain it; --capacity sets one)",
             choice ? choice->tried : 0, inferred->low, inferred->high);
       return std::nullopt;
     }
-    if (choice) {
+    if (choice && choice->gpu) {
+      inferred->device_limit = true;
+      inferred->fraction.reset();
+      inferred->bytes = inferred->low;
+      if (gpu_limit) *gpu_limit = true;
+    } else if (choice) {
       inferred->fraction = choice->fraction;
       inferred->bytes = fraction_limit(choice->fraction, total);
       verified = fmt::format(

@@ -14,7 +14,10 @@
 // Garbage collection (garbage_collection_threshold, active only under a memory fraction) shows a limit
 // without any OOM: its releases before a new segment bound it from above, loosely, and which blocks it
 // frees depends on the exact limit, so capacity_for replays the model under each fraction in the bounds
-// and takes the one that reproduces the recorded device calls.
+// and takes the one that reproduces the recorded device calls. Where none does and the retries fit a
+// limit of the GPU's own (no fraction: the collector never runs, and an expandable segment is refused
+// only the pages it maps), that reading is replayed too: a job near the GPU's memory whose cudaMalloc
+// failed and whose retries all succeeded shows no OOM to say so.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +30,14 @@
 namespace fraglab {
 
 struct InferredCapacity {
-  uint64_t bytes = 0;              // the capacity to replay with
-  uint64_t low = 0, high = 0;      // every capacity in [low, high] is consistent with the recording
+  uint64_t bytes = 0;          // the capacity to replay with
+  uint64_t low = 0, high = 0;  // every capacity in [low, high] is consistent with the recording
+  // The upper bound if no collector ran (the GPU's own limit): below the reserved bytes before each
+  // release-and-retry run plus what its retry then obtained.
+  uint64_t gpu_high = UINT64_MAX;
   std::optional<double> fraction;  // F, when the limit is set_per_process_memory_fraction(F) of total_memory
-  bool device_limit = false;       // the GPU itself ran out (reserved + device_free)
+  bool device_limit = false;       // the GPU itself ran out (reserved + device_free), or only its limit
+                                   // reproduces the retries (capacity_for)
   size_t ooms = 0;
   size_t gc_runs = 0;  // release runs before a new segment with garbage collection on
   std::string describe(uint64_t total_memory = detail::kH100TotalMemory) const;
@@ -41,6 +48,9 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
 
 // The capacity to replay a recording with: `given` (--capacity) when set; else, for a recording that ran
 // under a limit (OOMs, retries, garbage collection), the one inferred, described in `note`; else none.
-std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note = nullptr);
+// `gpu_limit` (when given) is set to whether the capacity inferred is the GPU's own memory where no OOM
+// says so (the pytorch policy must then replay it with limit=gpu: TraceMeta::gpu_limit carries it).
+std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note = nullptr,
+                                     bool* gpu_limit = nullptr);
 
 }  // namespace fraglab

@@ -149,8 +149,8 @@ void write_segments(PickleWriter& w, FramesWriter& frames, const std::vector<Rec
     w.interned(s.small_pool ? "small" : "large");
     w.interned("segment_pool_id");
     w.begin_tuple();
-    w.integer(0);
-    w.integer(0);
+    w.integer(s.pool_id[0]);
+    w.integer(s.pool_id[1]);
     w.end();
     w.interned("is_expandable");
     w.boolean(s.is_expandable);

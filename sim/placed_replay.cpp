@@ -1,6 +1,7 @@
 #include "sim/placed_replay.h"
 
 #include <algorithm>
+#include <map>
 
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
@@ -46,6 +47,18 @@ RecordedSegment tile(Addr begin, uint64_t size, bool expandable, bool small_pool
   return seg;
 }
 
+// The pool of the newest allocation placed in a segment (the default pools where none was: a segment of
+// the state adopted, say).
+std::array<int64_t, 2> pool_of_range(const std::map<Addr, std::pair<uint64_t, PoolIndex>>& placed_at,
+                                     const RecordedSegment& seg, const std::vector<PoolInfo>& pools) {
+  std::pair<uint64_t, PoolIndex> newest{0, 0};
+  bool any = false;
+  for (auto it = placed_at.lower_bound(seg.address); it != placed_at.end() && it->first < seg.address + seg.total_size;
+       ++it)
+    if (!any || it->second.first > newest.first) newest = it->second, any = true;
+  return any && newest.second < pools.size() ? pools[newest.second].id : std::array<int64_t, 2>{0, 0};
+}
+
 }  // namespace
 
 PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const SimDeviceConfig& config,
@@ -63,6 +76,9 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
   const uint64_t prologue = trace.meta.initial.live_blocks;  // the first events: blocks live at the first entry
 
   std::vector<uint8_t> pending_free;  // by id: free requested, not completed
+  // The pool of the newest allocation placed at each address: a segment's segment_pool_id at the end (a
+  // re-import infers pools from the final segments first, traces/pool_inference.h).
+  std::map<Addr, std::pair<uint64_t, PoolIndex>> pool_placed_at;
   std::vector<StackId> stack_of_id;
   size_t calls_seen = 0;
   // The device calls made since the last flush, tagged with event `index`; `adopted`: establish_initial_state's.
@@ -120,6 +136,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
           sink(p);
           break;
         }
+        pool_placed_at[engine.blocks()[e.id].addr] = {i, e.pool};
         sink(placed(e, i, engine.blocks()[e.id]));
         break;
       }
@@ -211,6 +228,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
       out.segments.push_back(tile(b, e - b, true, small_range, live, cursor, pending_free, ids, stack_of_id));
     }
   }
+  for (RecordedSegment& seg : out.segments) seg.pool_id = pool_of_range(pool_placed_at, seg, trace.meta.pools);
   out.result = engine.take_result();
   out.result.policy = spec.text;
   return out;

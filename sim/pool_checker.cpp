@@ -20,9 +20,11 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   if (trace.meta.format != "pytorch-snapshot" || trace.meta.history_absent) return std::nullopt;
   SimDevice upstream(hinted_upstream_config({}));
   HintedDevice hinted(upstream, trace.events, &trace.meta.initial);
-  LimitingDevice limited(hinted, capacity_for(trace, std::nullopt));
+  bool gpu_limit = false;
+  LimitingDevice limited(hinted, capacity_for(trace, std::nullopt, nullptr, &gpu_limit));
   CallLogDevice device(limited);
-  auto policy = make_policy(PolicySpec::parse("pytorch"), device, trace.meta, &trace.events);
+  auto policy =
+      make_policy(PolicySpec::parse(gpu_limit ? "pytorch:limit=gpu" : "pytorch"), device, trace.meta, &trace.events);
   std::vector<Block> adopted;
   if (!trace.meta.initial.empty())
     if (auto a = policy->adopt_initial_state(trace.meta.initial)) adopted = std::move(*a);
@@ -111,9 +113,10 @@ namespace {
 
 // How far the model follows the recording read one way: the requests it replays before the first
 // disagreement, all of them when it agrees throughout (the capacity inferred as `fidelity` infers it).
-uint64_t agreement(const Trace& trace, bool* exact) {
+uint64_t agreement(const Trace& trace, bool* exact, bool* gpu_limit) {
   FidelityOptions options;
-  options.capacity = capacity_for(trace, std::nullopt);
+  options.capacity = capacity_for(trace, std::nullopt, nullptr, gpu_limit);
+  if (*gpu_limit) options.policy = "pytorch:limit=gpu";
   const FidelityResult r = check_fidelity(trace, options);
   *exact = r.exact;
   return r.replay_events;
@@ -134,12 +137,22 @@ size_t pools_told_apart(const Trace& trace) {
 // needed fewer pools told apart by the model (rule 7 can absorb a wrong reading into invented pools),
 // malloc's on a tie; where neither is reproduced, the one that agrees longer. All of a trace's marks are
 // read the same way: a history where both happened is read as the one that explains more of it.
-bool collector_reading_is_right(const Trace& emptied, const Trace& collected) {
-  bool emptied_exact = false, collected_exact = false;
-  const uint64_t by_emptying = agreement(emptied, &emptied_exact);
-  const uint64_t by_collector = agreement(collected, &collected_exact);
+bool collector_reading_is_right(const Trace& emptied, Trace& collected) {
+  bool emptied_exact = false, collected_exact = false, gpu_limit = false;
+  const uint64_t by_emptying = agreement(emptied, &emptied_exact, &gpu_limit);
+  const uint64_t by_collector = agreement(collected, &collected_exact, &gpu_limit);
+  // Read this way, the runs may be malloc's retries under the GPU's own limit (no fraction: capacity_for):
+  // the trace says so for the replays to come, should this reading be taken.
+  collected.meta.gpu_limit = gpu_limit;
   if (emptied_exact != collected_exact) return collected_exact;
   if (!emptied_exact) return by_collector > by_emptying;
+  // Both replay the same calls, and the collector's reading needs a GPU limit no OOM shows: runs that free
+  // every cached block are release_cached_blocks either way, and a program's empty_cache() at the end of a
+  // step (reserved bytes at their peak, so the next segment passes it) fits a GPU limit at that peak. Only
+  // runs that release part of the cache (release_available_cached_blocks, with max_split_size) prove the
+  // limit; those make the emptied reading fail. The program's empty_cache() stands, as before such limits
+  // were tried.
+  if (gpu_limit) return false;
   // Both replay the same calls (malloc's last resort, release_cached_blocks, empties the cache as the
   // program would): malloc's reading stands (what the importer read before it marked these runs), so
   // that other policies replayed on the trace are not handed an empty_cache() the program may not have

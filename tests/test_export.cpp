@@ -235,3 +235,23 @@ TEST_CASE("export snapshot: a mid-run history exports as a mid-run history", "[e
     }
   }
 }
+
+// A segment's segment_pool_id is the pool of the newest allocation placed in it: re-imported, the private
+// pools of CUDA graphs, torch.compile and MemPools are inferred again from the final segments, and the model
+// replays the export exactly (every segment was written in pool (0, 0), and these diverged).
+TEST_CASE("export snapshot: private pools are written with their segments", "[export]") {
+  const std::string cases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/";
+  for (const char* file : {"graph_mlp_train.default.pickle.gz", "mempool_side.default.pickle.gz",
+                           "mempool_kept.expandable.pickle.gz", "compile_graph_trees_train.default.pickle.gz"}) {
+    INFO(file);
+    Trace trace = load_trace(cases + file);
+    REQUIRE(trace.meta.pools.size() > 1);
+    std::string path = out_path(std::string("pools_") + file + ".pickle");
+    export_snapshot(trace, PolicySpec::parse("pytorch"), {}, path);
+    Trace back = load_trace(path);
+    CHECK(back.meta.pools.size() > 1);
+    FidelityResult r = check_fidelity(back, {});
+    INFO("divergence at event " << r.event_index << ": " << r.what);
+    CHECK(r.exact);
+  }
+}

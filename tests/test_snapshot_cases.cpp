@@ -114,7 +114,7 @@ TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly wit
 // is the device's: PyTorch checks no fraction, so an expandable segment is refused only the pages it maps
 // (under a fraction, alloc_block refuses the whole get_allocation_size() first). The model read the limit
 // as a fraction and the expandable run diverged at its first map after an OOM.
-TEST_CASE("snapshot cases: OOMs where the GPU itself ran out replay exactly under the GPU's limit",
+TEST_CASE("snapshot cases: OOMs or retries where the GPU itself ran out replay exactly under the GPU's limit",
           "[snapshot_cases]") {
   auto stats = case_stats();
   for (const char* file :
@@ -140,6 +140,39 @@ TEST_CASE("snapshot cases: OOMs where the GPU itself ran out replay exactly unde
       CHECK_FALSE(inferred->fraction);
     }
     check_exact(file, stats[file]);
+  }
+  // No OOM says the limit is the GPU's: the collector's threshold is set, and read as a fraction the collector
+  // would have run. Only the GPU's own limit reproduces the retries, at the peak the recording held.
+  const std::string retried =
+      "bert_varlen_oom.max_split_size_mb-128_garbage_collection_threshold-0.6_left12.8.pickle.gz";
+  REQUIRE(stats.count(retried) == 1);
+  REQUIRE(stats[retried]["trace_ooms"] == 0);
+  Trace no_oom = load_trace(kCases + "/" + retried);
+  CHECK(no_oom.meta.gpu_limit);
+  CHECK(std::none_of(no_oom.events.begin(), no_oom.events.end(),
+                     [](const Event& e) { return e.kind == EventKind::EmptyCache; }));
+  bool gpu_limit = false;
+  CHECK(capacity_for(no_oom, std::nullopt, nullptr, &gpu_limit) ==
+        std::optional<uint64_t>(stats[retried]["stats"]["reserved_bytes.all.peak"].get<uint64_t>()));
+  CHECK(gpu_limit);
+  check_exact(retried, stats[retried]);
+  FidelityOptions fraction_reading;
+  fraction_reading.policy = "pytorch:limit=fraction";
+  fraction_reading.capacity = capacity_for(no_oom, std::nullopt);
+  CHECK_FALSE(check_fidelity(no_oom, fraction_reading).exact);
+  for (const char* ext : {".fltrace", ".jsonl"}) {  // converted, the trace keeps what its limit was
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("fraglab_gpu_limit_" + std::to_string(::getpid()) + ext)).string();
+    save_trace(no_oom, path);
+    Trace back = load_trace(path);
+    std::filesystem::remove(path);
+    CHECK(back.meta.gpu_limit);
+    FidelityOptions options;
+    bool back_gpu_limit = false;
+    options.capacity = capacity_for(back, std::nullopt, nullptr, &back_gpu_limit);
+    CHECK(options.capacity == capacity_for(no_oom, std::nullopt));  // fractions are tried as fractions there too
+    CHECK(back_gpu_limit);
+    CHECK(check_fidelity(back, options).exact);
   }
   // Read as a fraction, the expandable run's segment check takes the whole request, not the pages mapped.
   Trace expandable = load_trace(kCases + "/gpt2_oom_backoff.expandable_left9.6.pickle.gz");
@@ -720,6 +753,20 @@ TEST_CASE("snapshot cases: CUDA graphs, torch.compile and MemPools replay exactl
                            "graphs_two_pools.expandable.pickle.gz", "graphed_callables_train.default.pickle.gz",
                            "graphed_callables_train.expandable.pickle.gz", "mempool_kept.default.pickle.gz",
                            "mempool_kept.expandable.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
+// torch.compile(mode="reduce-overhead") training (group `graphtrees`): CUDA graph trees record forward and
+// backward graphs per shape in one private pool, evaluation forwards between steps and a graph output kept
+// across steps start other paths of the tree; from the start, expandable, begun late, a 400-entry ring.
+TEST_CASE("snapshot cases: torch.compile reduce-overhead training replays exactly", "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"compile_graph_trees_train.default.pickle.gz", "compile_graph_trees_train.expandable.pickle.gz",
+        "compile_graph_trees_train.default_late3.pickle.gz", "compile_graph_trees_train.expandable_late4.pickle.gz",
+        "compile_graph_trees_train.default_ring400.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
   }

@@ -114,6 +114,7 @@ struct JsonlParser {
     m.dropped_unknown_frees = get_u64(h, "dropped_unknown_frees", 0);
     if (auto t = h.find("has_times"); t != h.end() && t->is_boolean()) m.has_times = t->get<bool>();
     if (auto t = h.find("history_absent"); t != h.end() && t->is_boolean()) m.history_absent = t->get<bool>();
+    if (auto t = h.find("gpu_limit"); t != h.end() && t->is_boolean()) m.gpu_limit = t->get<bool>();
     if (auto t = h.find("unreplayed"); t != h.end() && t->is_object())
       for (const auto& [k, v] : t->items())
         if (v.is_number_unsigned()) m.unreplayed.emplace_back(k, v.get<uint64_t>());
@@ -214,6 +215,7 @@ class JsonlWriter final : public TraceWriter {
     if (meta.dropped_unknown_frees) h["dropped_unknown_frees"] = meta.dropped_unknown_frees;
     if (!meta.has_times) h["has_times"] = false;
     if (meta.history_absent) h["history_absent"] = true;
+    if (meta.gpu_limit) h["gpu_limit"] = true;
     for (const auto& [key, count] : meta.unreplayed) h["unreplayed"][key] = count;
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
     if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);

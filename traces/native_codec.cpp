@@ -271,19 +271,21 @@ json meta_to_json(const TraceMeta& m) {
     for (const auto& f : s) frames.push_back(json::array({f.name, f.filename, f.line}));
     stacks.push_back(std::move(frames));
   }
-  return {{"source", m.source},
-          {"format", m.format},
-          {"device", m.device},
-          {"streams", m.streams},
-          {"allocator_settings", m.allocator_settings},
-          {"stacks", std::move(stacks)},
-          {"dropped_unknown_frees", m.dropped_unknown_frees},
-          {"has_times", m.has_times},
-          {"history_absent", m.history_absent},
-          {"unreplayed", unreplayed_json(m)},
-          {"initial", initial_to_json(m.initial)},
-          {"segments", segments_to_json(m.segments)},
-          {"pools", pools_to_json(m.pools)}};
+  json out = {{"source", m.source},
+              {"format", m.format},
+              {"device", m.device},
+              {"streams", m.streams},
+              {"allocator_settings", m.allocator_settings},
+              {"stacks", std::move(stacks)},
+              {"dropped_unknown_frees", m.dropped_unknown_frees},
+              {"has_times", m.has_times},
+              {"history_absent", m.history_absent},
+              {"unreplayed", unreplayed_json(m)},
+              {"initial", initial_to_json(m.initial)},
+              {"segments", segments_to_json(m.segments)},
+              {"pools", pools_to_json(m.pools)}};
+  if (m.gpu_limit) out["gpu_limit"] = true;  // only when set: files without it read as before
+  return out;
 }
 
 // Checked conversions: nlohmann's get<integer>() on a float value is a cast whose overflow is
@@ -325,6 +327,7 @@ TraceMeta meta_from_json(const json& j) {
   // Keys added later (absent from older files, which read as before).
   if (auto it = j.find("has_times"); it != j.end()) m.has_times = it->get<bool>();
   if (auto it = j.find("history_absent"); it != j.end()) m.history_absent = it->get<bool>();
+  if (auto it = j.find("gpu_limit"); it != j.end()) m.gpu_limit = it->get<bool>();
   if (auto it = j.find("unreplayed"); it != j.end())
     for (const auto& [k, v] : it->items()) m.unreplayed.emplace_back(k, meta_u64(v, "an unreplayed item count"));
   if (auto it = j.find("initial"); it != j.end()) m.initial = initial_from_json(*it, m.streams.size(), m.stacks.size());

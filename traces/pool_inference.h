@@ -80,8 +80,9 @@ constexpr AllocId kEmptyCacheOrCollector = 2;
 // that rule 6b read as none: the run it stood before was MemPools' destructors alone (each emptying its
 // own pool). The checker counts it among the importer's EmptyCaches; infer_pools() removes it.
 constexpr AllocId kDroppedEmptyCache = 3;
-// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one.
-using CollectorRunResolver = std::function<bool(const Trace& emptied, const Trace& collected)>;
+// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one;
+// it may note in the collected reading's meta what its replay learned of the limit (TraceMeta::gpu_limit).
+using CollectorRunResolver = std::function<bool(const Trace& emptied, Trace& collected)>;
 void set_collector_run_resolver(CollectorRunResolver resolver);
 
 // Replays the trace (pools as inferred) and reports the first misplaced block, or nothing.

@@ -184,6 +184,10 @@ struct TraceMeta {
   // The pools events name (Event::pool); pools[0] is the default pools. A trace without private
   // pools has just that one.
   std::vector<PoolInfo> pools{PoolInfo{}};
+  // The recording's limit was the GPU's own memory, not a memory fraction, where no OOM entry says so:
+  // inferred at import when only that reading reproduces the allocator's retries (sim/capacity.h). The
+  // pytorch policy's limit=auto reads it, as it reads OOM entries.
+  bool gpu_limit = false;
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   // intern_stream scans the table (a trace has a few streams); a reader that meets many keeps a
