@@ -9,7 +9,8 @@ namespace {
 // slot that remembers the block's pool and its instance's own handle.
 class SeparatePoolsPolicy final : public Policy {
  public:
-  explicit SeparatePoolsPolicy(std::function<std::unique_ptr<Policy>()> make) : make_(std::move(make)) {}
+  SeparatePoolsPolicy(std::function<std::unique_ptr<Policy>()> make, std::vector<bool> emptied_on_release)
+      : make_(std::move(make)), emptied_on_release_(std::move(emptied_on_release)) {}
 
   std::optional<Block> allocate(const AllocRequest& req) override {
     auto b = instance(req.pool).allocate(req);
@@ -30,7 +31,11 @@ class SeparatePoolsPolicy final : public Policy {
       if (i.policy && (&i == &instances_[0] || i.released)) i.policy->empty_cache();
   }
   void release_pool(PoolIndex pool) override {
-    if (pool < instances_.size()) instances_[pool].released = true;
+    if (pool >= instances_.size()) return;
+    instances_[pool].released = true;
+    // A MemPool's destructor empties its cache right after releasing it (~MemPool's emptyCache(id)).
+    if (instances_[pool].policy && pool < emptied_on_release_.size() && emptied_on_release_[pool])
+      instances_[pool].policy->empty_cache();
   }
 
  private:
@@ -66,6 +71,7 @@ class SeparatePoolsPolicy final : public Policy {
   }
 
   std::function<std::unique_ptr<Policy>()> make_;
+  std::vector<bool> emptied_on_release_;
   std::vector<Instance> instances_;
   std::vector<Slot> slots_;
   std::vector<uint64_t> free_;
@@ -92,8 +98,9 @@ class MergedPoolsPolicy final : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> make_separate_pools_policy(std::function<std::unique_ptr<Policy>()> make_instance) {
-  return std::make_unique<SeparatePoolsPolicy>(std::move(make_instance));
+std::unique_ptr<Policy> make_separate_pools_policy(std::function<std::unique_ptr<Policy>()> make_instance,
+                                                   std::vector<bool> emptied_on_release) {
+  return std::make_unique<SeparatePoolsPolicy>(std::move(make_instance), std::move(emptied_on_release));
 }
 
 std::unique_ptr<Policy> make_merged_pools_policy(std::unique_ptr<Policy> inner) {

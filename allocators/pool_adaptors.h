@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "allocators/policy.h"
 
@@ -21,7 +22,9 @@ namespace fraglab {
 enum class PoolMode { Separate, Merge };
 
 // Requests keep their pool; pool 0 is served by the first instance, each private pool by its own.
-std::unique_ptr<Policy> make_separate_pools_policy(std::function<std::unique_ptr<Policy>()> make_instance);
+// `emptied_on_release`, by pool: a MemPool, whose release (its destructor) empties its cache at once.
+std::unique_ptr<Policy> make_separate_pools_policy(std::function<std::unique_ptr<Policy>()> make_instance,
+                                                   std::vector<bool> emptied_on_release = {});
 // Requests lose their pool: one allocator for all, releases of pools ignored.
 std::unique_ptr<Policy> make_merged_pools_policy(std::unique_ptr<Policy> inner);
 

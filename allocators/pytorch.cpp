@@ -21,12 +21,6 @@
 namespace fraglab {
 namespace {
 
-std::vector<std::array<int64_t, 2>> pool_ids(const TraceMeta& meta) {
-  std::vector<std::array<int64_t, 2>> ids;
-  for (const PoolInfo& p : meta.pools) ids.push_back(p.id);
-  return ids;
-}
-
 // Where a capture or use_mem_pool was underway while other streams' requests went to the default pools:
 // captures_underway (beginAllocateToPool .. endAllocateToPool) is not in the trace, but a capture routes
 // every request of its stream to its pool, so a run of one stream's requests to one private pool lies
@@ -78,7 +72,7 @@ class PytorchPolicy final : public Policy {
  public:
   PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory,
                 detail::PytorchLimit limit, const std::vector<Event>* events)
-      : allocator_(device, config, meta.streams, total_memory, pool_ids(meta), limit) {
+      : allocator_(device, config, meta.streams, total_memory, meta.pools, limit) {
     // One pass over the trace, only where it has private pools (captures): none to find in any other.
     if (events && meta.pools.size() > 1) allocator_.set_capture_windows(capture_windows(*events));
   }

@@ -126,7 +126,9 @@ std::unique_ptr<Policy> make_policy(const PolicySpec& spec, Device& device, cons
   if (meta.pools.size() <= 1) return make();
   if (spec.options.get_string("pools", "separate") == "merge") return make_merged_pools_policy(make());
   if (info->models_pools || info->needs_whole_trace) return make();
-  return make_separate_pools_policy(make);
+  std::vector<bool> emptied_on_release;
+  for (const PoolInfo& p : meta.pools) emptied_on_release.push_back(p.empties_on_release);
+  return make_separate_pools_policy(make, std::move(emptied_on_release));
 }
 
 }  // namespace fraglab

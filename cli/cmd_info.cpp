@@ -65,9 +65,11 @@ std::string pools_line(const TraceMeta& m, const TraceStats& s) {
   std::string out;
   for (size_t i = 0; i < m.pools.size(); ++i) {
     uint64_t n = i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0;
-    const char* origin = pool_origin(m.pools[i]);
+    std::string about = pool_origin(m.pools[i]);
+    if (std::string traits = pool_traits(m.pools[i]); !traits.empty())
+      about += (about.empty() ? "MemPool: " : "; MemPool: ") + traits;
     out += fmt::format("{}{} {} allocations{}", out.empty() ? "" : ", ", pool_name(m.pools[i]), n,
-                       *origin ? fmt::format(" ({})", origin) : "");
+                       about.empty() ? "" : fmt::format(" ({})", about));
   }
   return out;
 }
@@ -111,8 +113,12 @@ void add_info(CLI::App& app, CommandFn& run) {
              [&] {
                nlohmann::json pools = nlohmann::json::array();
                for (size_t i = 0; i < m.pools.size(); ++i)
-                 pools.push_back(
-                     {{"id", m.pools[i].id}, {"allocations", i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0}});
+                 pools.push_back({{"id", m.pools[i].id},
+                                  {"allocations", i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0},
+                                  {"own_allocator", m.pools[i].own_allocator},
+                                  {"use_on_oom", m.pools[i].use_on_oom},
+                                  {"no_split", m.pools[i].no_split},
+                                  {"empties_on_release", m.pools[i].empties_on_release}});
                return pools;
              }()},
             {"history", m.history_absent    ? "none"

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -124,6 +124,26 @@ for g in $groups; do case $g in
     rec "EMPTY_CACHE_EVERY=1 RECORD=late:2 $E" gpt2_train
     rec "EMPTY_CACHE_EVERY=1 MAX_ENTRIES=5000 $E" side_stream_prefetch
     rec "EMPTY_CACHE_EVERY=2 FRACTION=0.2 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" llama_train_ckpt ;;
+  mempoolvariants)  # MemPool(allocator=...), MemPool(use_on_oom=True) at the limit, MemPool(no_split=True)
+    rec "X=1" mempool_allocator
+    rec "$E" mempool_allocator
+    rec "RECORD=late:1 $E" mempool_allocator
+    rec "X=1" mempool_no_split
+    rec "$E" mempool_no_split
+    rec "RECORD=late:1" mempool_no_split
+    rec "FRACTION=0.02" mempool_oom_fallback
+    rec "FRACTION=0.02 $E" mempool_oom_fallback
+    rec "FRACTION=0.02 OOM_POOL_ALLOCATOR=1 $E" mempool_oom_fallback
+    rec "FRACTION=0.02 RECORD=late:1" mempool_oom_fallback
+    rec "FRACTION=0.02 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" mempool_oom_fallback
+    rec "DEVICE_LEFT=1.6" mempool_oom_fallback
+    rec "KEEP_POOLS=1 $E" mempool_allocator
+    rec "KEEP_POOLS=1" mempool_no_split
+    rec "KEEP_POOLS=1 $E" mempool_no_split
+    rec "KEEP_POOLS=1 FRACTION=0.02 OOM_POOL_ALLOCATOR=1" mempool_oom_fallback
+    rec "KEEP_POOLS=1 MAX_ENTRIES=60 FRACTION=0.02 $E OOM_POOL_ALLOCATOR=1" mempool_oom_fallback
+    rec "X=1" mempool_nccl  # NCCL's allocator: PyTorch 2.11.0+cu130's NCCL refused it (not recorded)
+    rec "$E" mempool_nccl ;;
   twogpus)  # needs two GPUs
     rec "X=1" two_devices
     rec "$E" two_devices

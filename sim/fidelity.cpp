@@ -18,6 +18,21 @@ namespace {
 bool is_step(EventKind k) { return is_replay_event(k) || k == EventKind::Oom; }
 bool is_release(EventKind k) { return k == EventKind::SegmentFree || k == EventKind::SegmentUnmap; }
 
+// A MemPool's destructor (releasePool, then emptyCache of that pool alone: PoolInfo::empties_on_release).
+bool mempool_deleted(const Event& e, const TraceMeta& meta) {
+  return e.kind == EventKind::PoolRelease && e.pool < meta.pools.size() && meta.pools[e.pool].empties_on_release;
+}
+
+// An empty_cache, or a MemPool's destructor: the releases that follow it are its own.
+bool empties(const Event& e, const TraceMeta& meta) {
+  return e.kind == EventKind::EmptyCache || mempool_deleted(e, meta);
+}
+
+// Pool releases and empty_caches with only releases between them are one group: MemPools' destructors
+// (each emptying its pool) and the program's empty_cache, whose releases are compared together, as a set.
+// Where the pools were inferred, which release was whose is a reading; the state after them is the same.
+bool in_release_group(EventKind k) { return k == EventKind::PoolRelease || k == EventKind::EmptyCache; }
+
 std::string describe(const Event& e, uint64_t index) {
   std::string s = fmt::format("#{} {}", index, event_kind_name(e.kind));
   if (e.kind == EventKind::Alloc || e.kind == EventKind::Free || e.kind == EventKind::FreeRequested)
@@ -59,11 +74,12 @@ class Checker {
                              recorded_reserved));
     std::vector<uint64_t> pending;  // recorded device events since the last step
     const auto& events = trace_.events;
-    uint64_t consumed_until = 0;  // device events already taken by an empty_cache step
+    uint64_t consumed_until = 0;     // device events already taken by an empty_cache step
+    size_t merged_calls = SIZE_MAX;  // where the calls of a release group's earlier steps begin (SIZE_MAX: none)
     for (uint64_t i = 0; i < events.size() && !diverged_; ++i) {
       const Event& e = events[i];
       if (i < consumed_until) continue;
-      if (e.kind == EventKind::EmptyCache) {
+      if (empties(e, trace_.meta)) {
         // The releases that follow an empty_cache are its own (the reader puts the event
         // before them); calls before it belong to it too if the reader put it after them.
         uint64_t j = i + 1;
@@ -81,7 +97,8 @@ class Checker {
         continue;
       }
       if (!is_step(e.kind)) continue;
-      size_t calls_before = log.calls().size();
+      size_t calls_before = merged_calls != SIZE_MAX ? merged_calls : log.calls().size();
+      merged_calls = SIZE_MAX;
       size_t ooms_before = engine.result().ooms.size();
       log.set_event_index(i);
       if (e.kind == EventKind::Oom) {
@@ -96,6 +113,11 @@ class Checker {
         ++result_.replay_events;
         if (engine.result().ooms.size() != ooms_before)
           diverge(i, fmt::format("the model ran out of memory serving {}; the recording did not", describe(e, i)));
+        const uint64_t next = std::max(i + 1, consumed_until);
+        if (in_release_group(e.kind) && next < events.size() && in_release_group(events[next].kind)) {
+          merged_calls = calls_before;  // compared with the group's last step
+          continue;
+        }
       }
       if (!diverged_) compare_calls(log.calls(), calls_before, pending, i);
       if (!diverged_) {
@@ -119,7 +141,7 @@ class Checker {
     // One empty_cache may stand for several calls (a MemPool's destructor empties its pool, then the
     // program empty_cache()): the releases are compared as a set, in the model's order. The state after
     // them is the same in any order.
-    if (trace_.events[step].kind == EventKind::EmptyCache) match_order(log, from, recorded);
+    if (in_release_group(trace_.events[step].kind)) match_order(log, from, recorded);
     for (size_t k = 0; k < std::max(simulated, recorded.size()); ++k) {
       if (k >= recorded.size()) {
         diverge(step, fmt::format("the model made a device call the recording did not: {}", describe(log[from + k])));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "allocators/detail/pytorch_caching_allocator.h"
+#include "allocators/detail/pytorch_config.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/hinted_device.h"
@@ -28,14 +30,34 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   if (!trace.meta.initial.empty())
     if (auto a = policy->adopt_initial_state(trace.meta.initial)) adopted = std::move(*a);
   std::vector<std::optional<Block>> live;
-  uint64_t allocs = 0, empty_caches = 0;
+  uint64_t allocs = 0, empty_caches = 0, ooms = 0;
+  uint64_t last_step = 0;  // the recorded releases since it are malloc's for the next request
+  // A segment the model released while serving event i that the recording did not release before it.
+  auto kept = [&](size_t calls_before, uint64_t i) -> std::optional<Addr> {
+    const auto& log = device.calls();
+    for (size_t c = calls_before; c < log.size(); ++c) {
+      if (log[c].kind != EventKind::SegmentFree && log[c].kind != EventKind::SegmentUnmap) continue;
+      bool recorded = false;
+      for (uint64_t j = last_step; j < i && !recorded; ++j)
+        recorded =
+            (trace.events[j].kind == EventKind::SegmentFree || trace.events[j].kind == EventKind::SegmentUnmap) &&
+            trace.events[j].addr == log[c].addr;
+      if (!recorded) return log[c].addr;
+    }
+    return std::nullopt;
+  };
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];
     switch (e.kind) {
       case EventKind::Alloc: {
+        const size_t calls_before = device.calls().size();
         std::optional<Block> b = i < adopted.size() ? std::optional<Block>(adopted[i])
                                                     : policy->allocate(AllocRequest{e.id, e.size, e.stream, i, e.pool});
-        if (!b) return std::nullopt;  // out of memory: the state says no more about pools
+        // Out of memory where the recording served: the reading is wrong where the model cannot say.
+        if (!b) return PoolMisplacement{PoolMisplacement::Kind::Unserved, allocs, 0};
+        // The collector's or malloc's release-and-retry returned a segment the recording kept.
+        if (auto addr = kept(calls_before, i))
+          return PoolMisplacement{PoolMisplacement::Kind::KeptSegment, allocs, *addr, EventKind::Alloc};
         if (i >= trace.meta.initial.live_blocks && b->addr != e.addr)
           return PoolMisplacement{PoolMisplacement::Kind::Block, allocs, b->addr};
         if (e.id >= live.size()) live.resize(e.id + 1u);
@@ -46,12 +68,19 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
       case EventKind::Free:
         if (e.id < live.size() && live[e.id]) policy->deallocate(*live[e.id]), live[e.id].reset();
         break;
-      case EventKind::Oom:  // tried where the recording failed it, given back if served
+      case EventKind::Oom: {  // tried where the recording failed it, given back if served
+        const size_t calls_before = device.calls().size();
         if (auto b = policy->allocate(AllocRequest{kTransientRequest, e.size, e.stream, i, e.pool}))
           policy->deallocate(*b);
+        // malloc's recovery before the OOM returned a segment the recording kept
+        if (auto addr = kept(calls_before, i))
+          return PoolMisplacement{PoolMisplacement::Kind::KeptSegment, ooms, *addr, EventKind::Oom};
+        ++ooms;
         break;
+      }
       case EventKind::PoolRelease:
         policy->release_pool(e.pool);
+        if (e.pool == 0 && e.id == kDroppedEmptyCache) ++empty_caches;  // the importer's, read as none
         break;
       case EventKind::EmptyCache: {
         const size_t calls_before = device.calls().size();
@@ -76,6 +105,7 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
       default:
         break;
     }
+    if (is_replay_event(e.kind) || e.kind == EventKind::Oom) last_step = i + 1;
   }
   return std::nullopt;
 }
@@ -131,9 +161,54 @@ bool collector_reading_is_right(const Trace& emptied, Trace& collected) {
   return pools_told_apart(collected) <= pools_told_apart(emptied);
 }
 
+// Requests try_mempool_fallback served: a request that the rules gave to a private pool (it landed in the
+// pool's segment) and that made no segment, at a moment when the recorded reserved bytes and the segment
+// a default-pool request of its size needs (get_allocation_size of round_size) pass the limit, so that
+// alloc_block failed. Read as default-pool requests with their pools opted in (use_on_oom), the trace
+// must replay exactly: else they stay the pools' own (a use_mem_pool request at the limit reads the same).
+// Without a limit nothing can have fallen back.
+std::optional<FallbackReading> find_fallbacks(const Trace& trace) {
+  if (trace.meta.format != "pytorch-snapshot" || trace.meta.history_absent) return std::nullopt;
+  const std::optional<uint64_t> limit = capacity_for(trace, std::nullopt);
+  if (!limit) return std::nullopt;
+  detail::PytorchAllocatorConfig config;
+  config.apply_recorded(trace.meta.allocator_settings);
+  FallbackReading reading;
+  uint64_t reserved = trace.meta.initial.reserved(), allocs = 0;
+  bool grew = false;  // a segment (or mapping) since the last request
+  for (const Event& e : trace.events) {
+    if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved += e.size, grew = true;
+    if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap) reserved -= e.size;
+    if (e.kind != EventKind::Alloc) continue;
+    const uint64_t segment = detail::pytorch_allocation_size(detail::pytorch_round_size(e.size, config));
+    if (e.pool != 0 && !grew && allocs >= trace.meta.initial.live_blocks && reserved + segment > *limit) {
+      reading.allocs.push_back(allocs);
+      if (std::find(reading.pools.begin(), reading.pools.end(), e.pool) == reading.pools.end())
+        reading.pools.push_back(e.pool);
+    }
+    grew = false;
+    ++allocs;
+  }
+  if (reading.allocs.empty()) return std::nullopt;
+  Trace fallen = trace;
+  for (PoolIndex p : reading.pools) fallen.meta.pools[p].use_on_oom = true;
+  uint64_t ordinal = 0;
+  size_t next = 0;
+  for (Event& e : fallen.events)
+    if (e.kind == EventKind::Alloc) {
+      if (next < reading.allocs.size() && reading.allocs[next] == ordinal) e.pool = 0, ++next;
+      ++ordinal;
+    }
+  FidelityOptions options;
+  options.capacity = limit;
+  if (!check_fidelity(fallen, options).exact) return std::nullopt;
+  return reading;
+}
+
 void install_pool_checker() {
   set_pool_checker(find_pool_misplacement);
   set_collector_run_resolver(collector_reading_is_right);
+  set_fallback_reader(find_fallbacks);
 }
 
 }  // namespace fraglab

@@ -17,7 +17,10 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace);
 // the cache, or malloc's garbage collector released) the model reproduces (pool_checker.cpp). Sets
 // collected.meta.gpu_limit where that reading's retries show the GPU's own limit.
 bool collector_reading_is_right(const Trace& emptied, Trace& collected);
-// set_pool_checker(find_pool_misplacement), set_collector_run_resolver(collector_reading_is_right)
+// The requests a MemPool(use_on_oom=True) served for the default pools at the limit (pool_checker.cpp).
+std::optional<FallbackReading> find_fallbacks(const Trace& trace);
+// set_pool_checker(find_pool_misplacement), set_collector_run_resolver(collector_reading_is_right),
+// set_fallback_reader(find_fallbacks)
 void install_pool_checker();
 
 }  // namespace fraglab

@@ -21,11 +21,12 @@ constexpr uint64_t MiB = 1024 * 1024;
 
 // A model on a simulated device that logs every device call.
 struct Rig {
-  explicit Rig(const std::string& conf, std::optional<uint64_t> capacity = std::nullopt)
+  explicit Rig(const std::string& conf, std::optional<uint64_t> capacity = std::nullopt,
+               std::vector<PoolInfo> pools = {})
       : sim(SimDeviceConfig{capacity}),
         tracking(sim),
         dev(tracking),
-        model(dev, PytorchAllocatorConfig::parse(conf), {0}, 80ull << 30) {}
+        model(dev, PytorchAllocatorConfig::parse(conf), {0}, 80ull << 30, std::move(pools)) {}
   uint32_t malloc(uint64_t size) {
     auto b = model.malloc(size, 0);
     REQUIRE(b);
@@ -407,4 +408,175 @@ TEST_CASE("pytorch: expandable segments in a private pool are that pool's own ra
   r.model.release_pool(1);
   r.model.empty_cache();
   CHECK(r.calls() == Calls{"map 40", "map 40", "unmap 40"});
+}
+
+// ---- MemPool(allocator=..., use_on_oom=..., no_split=...) (PyTorch 2.11's MemPool arguments) ----
+
+namespace {
+
+// The default pools and private pool 1 made with the given MemPool arguments.
+std::vector<PoolInfo> pool_one(bool own_allocator, bool use_on_oom, bool no_split) {
+  PoolInfo p{{0, 1}};
+  p.own_allocator = own_allocator;
+  p.use_on_oom = use_on_oom;
+  p.no_split = no_split;
+  return {PoolInfo{}, p};
+}
+
+}  // namespace
+
+TEST_CASE("pytorch: a MemPool with its own allocator gets cudaMalloc-style segments under expandable segments",
+          "[pytorch][pools][mempool]") {
+  // malloc: is_expandable_segments_active = expandable_segments && !active_user_pool; alloc_block then
+  // calls the allocator's raw_alloc (allocPrimitive) for get_allocation_size(), and should_split uses
+  // the cudaMalloc rules (a large block keeps a remainder of 1 MiB or less).
+  Rig r("expandable_segments:True", std::nullopt, pool_one(true, false, false));
+  auto a = r.model.malloc(13 * MiB + MiB / 2, 0, 1);  // a 14 MiB segment, not split: 0.5 MiB left
+  auto b = r.model.malloc(5'000'000, 0, 1);           // a 20 MiB segment, split
+  uint32_t d = r.malloc(5'000'000);                   // the default pools: still expandable
+  REQUIRE((a && b));
+  CHECK(r.calls() == Calls{"alloc 14", "alloc 20", "map 20"});
+  CHECK(r.size(*a) == 14 * MiB);
+  CHECK(r.size(*b) == 5'000'192);  // 512-rounded: the remainder went back to the pool
+  CHECK(r.model.block(*a).segment == kNoNode);
+  CHECK(r.model.block(d).segment != kNoNode);
+  r.model.free(*a);
+  r.model.free(*b);
+  r.model.release_pool(1);
+  r.model.empty_cache();  // raw_delete of the pool's segments (release_block), as cudaFree
+  CHECK(r.calls() == Calls{"alloc 14", "alloc 20", "map 20", "free 14", "free 20"});
+}
+
+TEST_CASE("pytorch: a no_split MemPool's requests take whole blocks", "[pytorch][pools][mempool]") {
+  SECTION("cudaMalloc segments: each block is a whole segment") {
+    Rig r("", std::nullopt, pool_one(false, false, true));
+    auto a = r.model.malloc(5'000'000, 0, 1);  // a whole 20 MiB segment
+    auto b = r.model.malloc(3'000'000, 0, 1);  // nothing split off a: another segment
+    auto c = r.model.malloc(300'000, 0, 1);    // a whole 2 MiB small segment
+    auto d = r.model.malloc(200'000, 0, 1);
+    REQUIRE((a && b && c && d));
+    CHECK(r.calls() == Calls{"alloc 20", "alloc 20", "alloc 2", "alloc 2"});
+    CHECK(r.size(*a) == 20 * MiB);
+    CHECK(r.size(*c) == 2 * MiB);
+    r.model.free(*a);
+    auto f = r.model.malloc(1'500'000, 0, 1);  // a's whole block again
+    REQUIRE(f);
+    CHECK(r.addr(*f) == r.addr(*a));
+    CHECK(r.size(*f) == 20 * MiB);
+    uint32_t x = r.malloc(5'000'000), y = r.malloc(3'000'000);  // the default pools split as ever
+    CHECK(r.addr(y) == r.addr(x) + r.size(x));
+    CHECK(r.calls().size() == 5);
+  }
+  SECTION("expandable segments: the mapped pages, whole") {
+    Rig r("expandable_segments:True", std::nullopt, pool_one(false, false, true));
+    auto e = r.model.malloc(30 * MiB, 0, 1);  // maps 40 MiB and takes all of it
+    auto g = r.model.malloc(4 * MiB, 0, 1);   // another page
+    REQUIRE((e && g));
+    CHECK(r.calls() == Calls{"map 40", "map 20"});
+    CHECK(r.size(*e) == 40 * MiB);
+    CHECK(r.size(*g) == 20 * MiB);
+  }
+}
+
+TEST_CASE("pytorch: a use_on_oom MemPool serves default requests that get no segment", "[pytorch][pools][mempool]") {
+  SECTION("before malloc frees the default pools' cache, split by the cudaMalloc rules") {
+    Rig r("", 80 * MiB, pool_one(false, true, false));
+    auto reserve = r.model.malloc(60 * MiB, 0, 1);  // the overflow reserve, cached in the pool
+    REQUIRE(reserve);
+    const Addr reserve_addr = r.addr(*reserve);
+    r.model.free(*reserve);
+    uint32_t d = r.malloc(10 * MiB);
+    r.model.free(d);                       // the default pools cache a 10 MiB segment
+    auto x = r.model.malloc(34 * MiB, 0);  // no fit; 60 + 10 + 34 > 80: try_mempool_fallback
+    REQUIRE(x);
+    CHECK(r.calls() == Calls{"alloc 60", "alloc 10"});  // release_cached_blocks never ran
+    CHECK(r.addr(*x) == reserve_addr);
+    CHECK(r.size(*x) == 34 * MiB);         // split: 26 MiB back in the pool
+    auto y = r.model.malloc(20 * MiB, 0);  // the remainder, again by fallback
+    REQUIRE(y);
+    CHECK(r.addr(*y) == reserve_addr + 34 * MiB);
+    CHECK(r.calls().size() == 2);
+    CHECK(r.model.stats().num_alloc_retries == 0);
+  }
+  SECTION("a pool that did not opt in, a private request, or a deleted MemPool: no fallback") {
+    for (int which = 0; which < 3; ++which) {
+      Rig r("", 100 * MiB, pool_one(false, which != 0, false));
+      auto reserve = r.model.malloc(60 * MiB, 0, 1);
+      REQUIRE(reserve);
+      r.model.free(*reserve);
+      if (which == 2) r.model.release_pool(1);    // ~MemPool: setUseOnOOM(false), releasePool
+      const PoolIndex pool = which == 1 ? 2 : 0;  // which 1: a request bound for another private pool
+      auto x = r.model.malloc(50 * MiB, 0, pool);
+      if (which == 2) {
+        REQUIRE(x);  // release_cached_blocks returned the released pool's cache, then the retry
+        CHECK(r.calls() == Calls{"alloc 60", "free 60", "alloc 50"});
+      } else {
+        CHECK_FALSE(x);  // an owned pool keeps its cache through malloc's release: out of memory
+        CHECK(r.calls() == Calls{"alloc 60"});
+      }
+    }
+  }
+  SECTION("expandable segments: a plain pool's blocks are expandable and skipped; an allocator pool's serve") {
+    for (bool own_allocator : {false, true}) {
+      Rig r("expandable_segments:True", 100 * MiB, pool_one(own_allocator, true, false));
+      auto reserve = r.model.malloc(60 * MiB, 0, 1);
+      REQUIRE(reserve);
+      r.model.free(*reserve);
+      auto x = r.model.malloc(50 * MiB, 0);  // 60 + 50 > 100: no segment for the default pools
+      if (own_allocator) {
+        REQUIRE(x);  // the pool's cudaMalloc'd block, by fallback, split by the cudaMalloc rules
+        CHECK(r.calls() == Calls{"alloc 60"});
+        CHECK(r.size(*x) == 50 * MiB);
+      } else {
+        // get_free_block with expandable segments off skips the pool's mapped block, and malloc's
+        // release_cached_blocks leaves an owned pool's pages: out of memory.
+        CHECK_FALSE(x);
+        CHECK(r.calls() == Calls{"map 60"});
+      }
+    }
+  }
+}
+
+TEST_CASE("pytorch: a MemPool's release empties that pool alone; a graph's waits for empty_cache",
+          "[pytorch][pools][mempool]") {
+  // ~MemPool: releasePool, then emptyCache(id), which releases that pool's cached segments and leaves the
+  // default pools' (release_cached_blocks with a private MempoolId); CUDAGraph::reset only releasePool.
+  std::vector<PoolInfo> pools{PoolInfo{}, PoolInfo{{0, 1}}, PoolInfo{{1, 0}}};
+  pools[1].empties_on_release = true;
+  Rig r("", std::nullopt, pools);
+  uint32_t d = r.malloc(30 * MiB);
+  auto m = r.model.malloc(40 * MiB, 0, 1), g = r.model.malloc(50 * MiB, 0, 2);
+  REQUIRE((m && g));
+  r.model.free(d);
+  r.model.free(*m);
+  r.model.free(*g);
+  r.model.release_pool(2);  // the graph: nothing yet
+  CHECK(r.calls() == Calls{"alloc 30", "alloc 40", "alloc 50"});
+  r.model.release_pool(1);  // the MemPool: its 40 MiB at once, not the default 30 nor the graph's 50
+  CHECK(r.calls() == Calls{"alloc 30", "alloc 40", "alloc 50", "free 40"});
+  CHECK_FALSE(r.model.has_private_pool(1));
+  r.model.empty_cache();
+  CHECK(r.calls() == Calls{"alloc 30", "alloc 40", "alloc 50", "free 40", "free 30", "free 50"});
+}
+
+TEST_CASE("pools: a MemPool's release empties its instance under other policies too", "[pools][mempool]") {
+  SimDevice sim;
+  TrackingDevice device(sim);
+  TraceMeta meta;
+  meta.pools = {PoolInfo{}, PoolInfo{{0, 1}}, PoolInfo{{1, 0}}};
+  meta.pools[1].empties_on_release = true;
+  auto policy = make_policy(PolicySpec::parse("bestfit"), device, meta);
+  auto a = policy->allocate(AllocRequest{0, 8 * MiB, 0, 0, 1});
+  auto b = policy->allocate(AllocRequest{1, 8 * MiB, 0, 1, 2});
+  REQUIRE((a && b));
+  policy->deallocate(*a);
+  policy->deallocate(*b);
+  const uint64_t reserved = device.reserved_bytes();
+  policy->release_pool(2);  // a graph's pool: kept until empty_cache
+  CHECK(device.reserved_bytes() == reserved);
+  policy->release_pool(1);  // a MemPool: emptied at once
+  CHECK(device.reserved_bytes() < reserved);
+  const uint64_t after_mempool = device.reserved_bytes();
+  policy->empty_cache();
+  CHECK(device.reserved_bytes() < after_mempool);
 }

@@ -77,7 +77,10 @@ void check_exact(const std::string& file, const nlohmann::json& stats) {
   if (stats["at_record_start"].is_object() && stats["record"] != "start" && stats["record"] != "state") {
     // Recording began late: the state at the first entry is what PyTorch held then.
     CHECK(trace.meta.initial.reserved() == stats["at_record_start"]["reserved_bytes.all.current"].get<uint64_t>());
-    CHECK(trace.meta.initial.live_blocks > 0);
+    // Blocks were live then exactly when PyTorch had bytes allocated (mempool_oom_fallback's late start
+    // comes after the reserve was freed: its segments are all cached).
+    CHECK((trace.meta.initial.live_blocks > 0) ==
+          (stats["at_record_start"]["allocated_bytes.all.current"].get<uint64_t>() > 0));
   }
 }
 
@@ -806,6 +809,121 @@ TEST_CASE("pool inference: a MemPool on the default stream is told apart by the 
                     [](const Event& e) { return e.kind == EventKind::Alloc && e.pool; }));
 }
 
+// ---- MemPool(allocator=...), MemPool(use_on_oom=True), MemPool(no_split=True) (group mempoolvariants) ----
+
+namespace {
+
+const char* const kMempoolVariants[] = {
+    "mempool_allocator.default.pickle.gz",
+    "mempool_allocator.expandable.pickle.gz",
+    "mempool_allocator.expandable_late1.pickle.gz",
+    "mempool_allocator.expandable_keptpools.pickle.gz",
+    "mempool_no_split.default.pickle.gz",
+    "mempool_no_split.expandable.pickle.gz",
+    "mempool_no_split.default_late1.pickle.gz",
+    "mempool_no_split.default_keptpools.pickle.gz",
+    "mempool_no_split.expandable_keptpools.pickle.gz",
+    "mempool_oom_fallback.default_cap0.02.pickle.gz",
+    "mempool_oom_fallback.expandable_cap0.02.pickle.gz",
+    "mempool_oom_fallback.expandable_cap0.02_poolalloc.pickle.gz",
+    "mempool_oom_fallback.default_cap0.02_late1.pickle.gz",
+    "mempool_oom_fallback.garbage_collection_threshold-0.6_cap0.02.pickle.gz",
+    "mempool_oom_fallback.default_left1.6.pickle.gz",
+    "mempool_oom_fallback.default_cap0.02_poolalloc_keptpools.pickle.gz",
+    "mempool_oom_fallback.expandable_cap0.02_poolalloc_keptpools_ring60.pickle.gz",
+};
+
+// The pools whose MemPool the history shows made with `trait`.
+size_t pools_with(const Trace& t, bool PoolInfo::*trait) {
+  return static_cast<size_t>(
+      std::count_if(t.meta.pools.begin(), t.meta.pools.end(), [&](const PoolInfo& p) { return p.*trait; }));
+}
+
+}  // namespace
+
+TEST_CASE("snapshot cases: MemPools with an allocator, use_on_oom or no_split replay exactly",
+          "[snapshot_cases][pools][mempool]") {
+  auto stats = case_stats();
+  for (const char* file : kMempoolVariants) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    // Plain replay (the model's own addresses, the capacity inferred) reaches the same peak.
+    Trace t = load_trace(kCases + "/" + file);
+    MemorySource src(t);
+    SimDeviceConfig config;
+    config.capacity = stats[file]["capacity_bytes"].is_number()
+                          ? std::optional<uint64_t>(stats[file]["capacity_bytes"].get<uint64_t>())
+                          : capacity_for(t, std::nullopt);
+    ReplayResult r = replay_simulated(src, PolicySpec::parse("pytorch"), config, ReplayOptions{}, &t.events);
+    INFO("trace " << file);
+    CHECK(r.reserved.bytes == recorded_peak(t));
+  }
+}
+
+TEST_CASE("pool inference: a MemPool with its own allocator under expandable segments",
+          "[snapshot_cases][pools][mempool]") {
+  // Its segments are cudaMalloc-style (segment_alloc) while the default pools map pages.
+  Trace gone = load_trace(kCases + "/mempool_allocator.expandable.pickle.gz");
+  CHECK(pools_with(gone, &PoolInfo::own_allocator) == 1);  // both MemPools' segments are gone: one inferred pool
+  Trace kept = load_trace(kCases + "/mempool_allocator.expandable_keptpools.pickle.gz");
+  CHECK(pools_with(kept, &PoolInfo::own_allocator) == 2);  // (0, 1) and (0, 2), named by the final segments
+  CHECK(has_pool(kept, {0, 1}));
+  CHECK(has_pool(kept, {0, 2}));
+  // Without expandable segments nothing tells a MemPool's allocator from cudaMalloc.
+  Trace plain = load_trace(kCases + "/mempool_allocator.default.pickle.gz");
+  CHECK(pools_with(plain, &PoolInfo::own_allocator) == 0);
+}
+
+TEST_CASE("pool inference: a no_split MemPool", "[snapshot_cases][pools][mempool]") {
+  for (const char* file : {"mempool_no_split.default.pickle.gz", "mempool_no_split.expandable.pickle.gz",
+                           "mempool_no_split.default_late1.pickle.gz", "mempool_no_split.default_keptpools.pickle.gz",
+                           "mempool_no_split.expandable_keptpools.pickle.gz"}) {
+    INFO("trace " << file);
+    Trace t = load_trace(kCases + "/" + file);
+    CHECK(pools_with(t, &PoolInfo::no_split) == 1);
+  }
+  Trace kept = load_trace(kCases + "/mempool_no_split.default_keptpools.pickle.gz");
+  CHECK(kept.meta.pools[1].id == std::array<int64_t, 2>{0, 1});
+  CHECK(kept.meta.pools[1].no_split);
+}
+
+TEST_CASE("pool inference: requests a use_on_oom MemPool served at the limit are the default pools'",
+          "[snapshot_cases][pools][mempool]") {
+  // 17 requests of 64 MiB got segments up to the memory fraction; the next 7 took the overflow pool's
+  // cached blocks (try_mempool_fallback) and the 8th ran out. The pool's own requests are the 3 made
+  // inside use_mem_pool.
+  for (const char* file : {"mempool_oom_fallback.default_cap0.02.pickle.gz",
+                           "mempool_oom_fallback.garbage_collection_threshold-0.6_cap0.02.pickle.gz",
+                           "mempool_oom_fallback.expandable_cap0.02_poolalloc.pickle.gz",
+                           "mempool_oom_fallback.default_cap0.02_poolalloc_keptpools.pickle.gz"}) {
+    INFO("trace " << file);
+    Trace t = load_trace(kCases + "/" + file);
+    REQUIRE(pools_with(t, &PoolInfo::use_on_oom) == 1);
+    size_t in_pool = 0;
+    for (const Event& e : t.events) in_pool += e.kind == EventKind::Alloc && e.pool != 0;
+    CHECK(in_pool == 3);
+  }
+  // Under expandable segments a plain MemPool's blocks are expandable, which the fallback skips: nothing
+  // fell back, so nothing says the pool opted in.
+  Trace expandable = load_trace(kCases + "/mempool_oom_fallback.expandable_cap0.02.pickle.gz");
+  CHECK(pools_with(expandable, &PoolInfo::use_on_oom) == 0);
+}
+
+TEST_CASE("pool inference: a deleted MemPool empties its own pool, not the default pools",
+          "[snapshot_cases][pools][mempool]") {
+  // `del pool` with no empty_cache() after it: ~MemPool's emptyCache(id) released the pool's segments
+  // alone while the default pools kept their cached 40 MiB.
+  Trace t = load_trace(kCases + "/mempool_allocator.expandable.pickle.gz");
+  CHECK(pools_with(t, &PoolInfo::empties_on_release) >= 1);
+  size_t first_release = 0;
+  while (first_release < t.events.size() && t.events[first_release].kind != EventKind::SegmentFree) ++first_release;
+  REQUIRE(first_release < t.events.size());
+  REQUIRE(first_release > 0);
+  const Event& before = t.events[first_release - 1];
+  CHECK(before.kind == EventKind::PoolRelease);
+  CHECK(t.meta.pools[before.pool].empties_on_release);
+}
+
 TEST_CASE("pools: other policies keep pools apart unless asked to merge them", "[snapshot_cases][pools]") {
   Trace t = load_trace(kCases + "/graph_mlp_train.default.pickle.gz");
   auto run = [&](const std::string& policy) {
@@ -827,22 +945,24 @@ TEST_CASE("pools: other policies keep pools apart unless asked to merge them", "
 }
 
 TEST_CASE("pools: the native and JSON Lines formats keep every event's pool", "[snapshot_cases][pools]") {
-  Trace t = load_trace(kCases + "/mempool_side.expandable.pickle.gz");
-  REQUIRE(t.meta.pools.size() > 1);
-  for (const char* ext : {".fltrace", ".jsonl"}) {
-    std::string path =
-        (std::filesystem::temp_directory_path() / ("fraglab_pools_" + std::to_string(::getpid()) + ext)).string();
-    save_trace(t, path);
-    Trace back = load_trace(path);
-    CHECK(back.meta.pools == t.meta.pools);
-    REQUIRE(back.events.size() == t.events.size());
-    for (size_t i = 0; i < t.events.size(); ++i) {
-      INFO(ext << " event " << i);
-      CHECK(back.events[i].pool == t.events[i].pool);
-      CHECK(back.events[i].kind == t.events[i].kind);
+  for (const char* file :
+       {"mempool_side.expandable.pickle.gz", "mempool_oom_fallback.expandable_cap0.02_poolalloc.pickle.gz"})
+    for (const char* ext : {".fltrace", ".jsonl"}) {
+      Trace t = load_trace(kCases + "/" + file);
+      REQUIRE(t.meta.pools.size() > 1);
+      std::string path =
+          (std::filesystem::temp_directory_path() / ("fraglab_pools_" + std::to_string(::getpid()) + ext)).string();
+      save_trace(t, path);
+      Trace back = load_trace(path);
+      CHECK(back.meta.pools == t.meta.pools);
+      REQUIRE(back.events.size() == t.events.size());
+      for (size_t i = 0; i < t.events.size(); ++i) {
+        INFO(ext << " event " << i);
+        CHECK(back.events[i].pool == t.events[i].pool);
+        CHECK(back.events[i].kind == t.events[i].kind);
+      }
+      std::filesystem::remove(path);
     }
-    std::filesystem::remove(path);
-  }
 }
 
 TEST_CASE("pool inference: more private pools than an event can name is an error, not a wrap",

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -28,6 +29,11 @@ CollectorRunResolver& installed_resolver() {
   return resolver;
 }
 
+FallbackReader& installed_fallback_reader() {
+  static FallbackReader reader;
+  return reader;
+}
+
 // The pool table: the default pools, then every private pool id the snapshot's segments name.
 // (Linear: real snapshots name a handful of pools; infer_pools refuses more than a PoolIndex holds.)
 PoolIndex intern_pool(TraceMeta& m, const std::array<int64_t, 2>& id) {
@@ -43,6 +49,17 @@ PoolIndex new_inferred_pool(TraceMeta& m) {
   int64_t k = 0;
   for (const PoolInfo& p : m.pools) k += p.inferred();
   return intern_pool(m, {-1, k});
+}
+
+// Whether the recorded settings turn expandable segments on (the value the allocator reported, else
+// the settings text): then every cudaMalloc-style segment is a MemPool's with its own allocator.
+bool expandable_trace(const TraceMeta& m) {
+  if (auto it = m.allocator_settings.find("expandable_segments"); it != m.allocator_settings.end())
+    return it->second == "True" || it->second == "true" || it->second == "1";
+  for (const char* key : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
+    if (auto it = m.allocator_settings.find(key); it != m.allocator_settings.end())
+      return it->second.find("expandable_segments:True") != std::string::npos;
+  return false;
 }
 
 // Rule 2: the private pool that owns every segment seen on a stream, or 0.
@@ -62,6 +79,11 @@ std::vector<PoolIndex> pools_by_stream(TraceMeta& m) {
   for (const RecordedSegment& s : m.segments) note(s);
   for (PoolIndex& p : by_stream)
     if (p == kMixed) p = 0;
+  // The default stream (handle 0) is never a capture stream (capturing on it is an error): a pool that
+  // owns its final segments is a MemPool used there beside the default pools, whose requests are the
+  // default pools' unless the model says otherwise.
+  for (size_t s = 0; s < by_stream.size() && s < m.streams.size(); ++s)
+    if (m.streams[s] == 0) by_stream[s] = 0;
   return by_stream;
 }
 
@@ -95,12 +117,31 @@ std::vector<bool> initial_segments_released(const std::vector<RecordedSegment>& 
   return released;
 }
 
-// Takes out what an earlier pass added, so that a pass starts from the importer's events.
+// Takes out what an earlier pass added, so that a pass starts from the importer's events: the inserted
+// events go, and an importer's EmptyCache that rule 6b moved after the releases of deleted MemPools goes
+// back before the run (the importer never puts one right after a release).
 void strip_inferred(std::vector<Event>& events) {
+  for (Event& e : events)
+    if (e.kind == EventKind::PoolRelease && e.pool == 0 && e.id == kDroppedEmptyCache)
+      e.kind = EventKind::EmptyCache, e.id = static_cast<AllocId>(e.addr), e.addr = 0;  // its mark kept in addr
   std::erase_if(events, [](const Event& e) {
     return e.kind == EventKind::PoolRelease || (e.kind == EventKind::EmptyCache && e.id == kInferredEmptyCache);
   });
-  for (Event& e : events) e.pool = 0;
+  auto is_release = [](const Event& e) {
+    return e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
+  };
+  size_t run = SIZE_MAX;  // where the current run of releases began
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].pool = 0;
+    if (is_release(events[i])) {
+      if (run == SIZE_MAX) run = i;
+      continue;
+    }
+    if (events[i].kind == EventKind::EmptyCache && run != SIZE_MAX)
+      std::rotate(events.begin() + static_cast<std::ptrdiff_t>(run), events.begin() + static_cast<std::ptrdiff_t>(i),
+                  events.begin() + static_cast<std::ptrdiff_t>(i + 1));
+    run = SIZE_MAX;
+  }
 }
 
 // A segment (cudaMalloc) or mapped range, named across passes by where it began and how many
@@ -116,6 +157,7 @@ struct Instance {
   bool certain;          // rule 1: the snapshot names its pool
   uint64_t created_at;   // its segment event's index
   bool initial = false;  // in the state at the first entry (its pool the reconstruction's guess unless certain)
+  bool mapped = false;   // a mapped range of an expandable segment, which a MemPool with an allocator never has
 };
 using Overrides = std::map<InstanceKey, PoolIndex>;
 
@@ -185,7 +227,7 @@ class PoolInference {
   // The whole pass: sets pools and inserts PoolRelease / EmptyCache events.
   void run() {
     out_.reserve(trace_.events.size() + 4);
-    walk(UINT64_MAX, UINT64_MAX);
+    walk(Stop{});
     if (run_start_ != SIZE_MAX) end_release_run(Event{}, trace_.events.size());
     trace_.events = std::move(out_);
   }
@@ -199,7 +241,7 @@ class PoolInference {
   };
   Situation locate(uint64_t alloc_ordinal, Addr model_addr) {
     Situation s;
-    uint64_t at = walk(alloc_ordinal, UINT64_MAX);
+    uint64_t at = walk(Stop{EventKind::Alloc, alloc_ordinal});
     if (at >= trace_.events.size()) return s;
     const Event& e = trace_.events[at];
     if (const SegmentMap::Range* r = live_.containing(e.addr)) {
@@ -210,39 +252,64 @@ class PoolInference {
     s.last_private = e.stream < last_private_.size() ? last_private_[e.stream] : 0;
     return s;
   }
-  // The segment at `addr` when the importer's EmptyCache `empty_cache_ordinal` happens.
-  std::optional<Instance> segment_at_empty_cache(uint64_t empty_cache_ordinal, Addr addr) {
-    if (walk(UINT64_MAX, empty_cache_ordinal) >= trace_.events.size()) return std::nullopt;
-    const SegmentMap::Range* r = live_.containing(addr);
-    return r ? std::optional<Instance>(instances_[r->instance]) : std::nullopt;
+  // The segment at `addr` when the `ordinal`-th event of kind `at` (EmptyCache: the importer's; Alloc;
+  // Oom) happens, and the private pool its stream last used.
+  struct Kept {
+    std::optional<Instance> segment;
+    PoolIndex last_private = 0;
+  };
+  Kept segment_at(EventKind at, uint64_t ordinal, Addr addr) {
+    Kept k;
+    uint64_t i = walk(Stop{at, ordinal});
+    if (i >= trace_.events.size()) return k;
+    if (const SegmentMap::Range* r = live_.containing(addr)) k.segment = instances_[r->instance];
+    const StreamIndex stream = trace_.events[i].stream;
+    k.last_private = stream < last_private_.size() ? last_private_[stream] : 0;
+    return k;
+  }
+
+  // Whether two live allocations of `pool` ever shared a segment (a mapped range), which a no_split
+  // pool never lets happen: each request takes a whole block.
+  bool allocations_share_segments(PoolIndex pool) {
+    walk(Stop{});
+    return pool < shared_.size() && shared_[pool];
   }
 
  private:
-  // Applies events until the Alloc numbered `stop_alloc` or the EmptyCache numbered `stop_empty_cache`
-  // (not applied); returns its index (or the end).
-  uint64_t walk(uint64_t stop_alloc, uint64_t stop_empty_cache) {
-    uint64_t allocs = 0, empty_caches = 0;
+  struct Stop {
+    EventKind kind = EventKind::Alloc;
+    uint64_t ordinal = UINT64_MAX;  // none: to the end
+  };
+  // Applies events until the `stop.ordinal`-th event of kind `stop.kind` (not applied); returns its index
+  // (or the end).
+  uint64_t walk(Stop stop) {
+    uint64_t seen = 0;
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       Event e = trace_.events[i];
-      if (e.kind == EventKind::Alloc && allocs++ == stop_alloc) return i;
-      if (e.kind == EventKind::EmptyCache && empty_caches++ == stop_empty_cache) return i;
+      if (e.kind == stop.kind && seen++ == stop.ordinal) return i;
       const bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
       if (!release && run_start_ != SIZE_MAX) end_release_run(e, i);
       switch (e.kind) {
         case EventKind::SegmentAlloc:
         case EventKind::SegmentMap: {
           auto [pool, certain] = new_segment_pool(e, i);
-          live_.insert(e.addr, e.size, add_instance(e.addr, pool, certain, i), e.stream);
+          const uint32_t k = add_instance(e.addr, pool, certain, i);
+          instances_[k].mapped = e.kind == EventKind::SegmentMap;
+          live_.insert(e.addr, e.size, k, e.stream);
           break;
         }
         case EventKind::SegmentFree:
-        case EventKind::SegmentUnmap:
+        case EventKind::SegmentUnmap: {
           if (run_start_ == SIZE_MAX) run_start_ = out_.size();
+          const size_t touched = run_instances_.size();
           live_.erase(e.addr, e.size, run_instances_);
+          run_pools_.push_back(run_instances_.size() > touched ? instances_[run_instances_[touched]].pool : 0);
           break;
+        }
         case EventKind::Alloc: {
           const SegmentMap::Range* r = live_.containing(e.addr);
           e.pool = r ? instances_[r->instance].pool : stream_pool(e.stream);
+          note_live(e, r ? r->instance : UINT32_MAX);
           if (e.pool) released_.erase(e.pool);  // a new owner uses it
           if (e.stream < last_private_.size() && e.pool) last_private_[e.stream] = e.pool;
           last_request_at_ = i;
@@ -250,6 +317,9 @@ class PoolInference {
         }
         case EventKind::Oom:
           e.pool = stream_pool(e.stream);
+          break;
+        case EventKind::Free:
+          note_freed(e.id);
           break;
         default:
           break;
@@ -271,8 +341,13 @@ class PoolInference {
         pool = it->second;
         s.pool_id = m_.pools[pool].id;
       }
+    if (expandable_ && !s.is_expandable && !(certain && pool == 0)) {
+      pool = own_allocator_pool(pool, s.stream);
+      s.pool_id = m_.pools[pool].id;
+    }
     uint32_t k = add_instance(s.address, pool, certain, 0);
     instances_[k].initial = true;
+    instances_[k].mapped = s.is_expandable;
     return k;
   }
   bool named_at_end(const RecordedSegment& s) const {
@@ -287,6 +362,42 @@ class PoolInference {
   }
 
   PoolIndex stream_pool(StreamIndex s) const { return s < by_stream_.size() ? by_stream_[s] : 0; }
+
+  // Live allocations by segment instance, for allocations_share_segments().
+  void note_live(const Event& e, uint32_t instance) {
+    if (e.id >= live_instance_.size()) live_instance_.resize(e.id + 1u, UINT32_MAX);
+    live_instance_[e.id] = instance;
+    if (instance == UINT32_MAX) return;
+    if (instance >= live_in_.size()) live_in_.resize(instance + 1u, 0);
+    if (++live_in_[instance] > 1) {
+      const PoolIndex pool = instances_[instance].pool;
+      if (pool >= shared_.size()) shared_.resize(pool + 1u, false);
+      shared_[pool] = true;
+    }
+  }
+  void note_freed(AllocId id) {
+    if (id >= live_instance_.size() || live_instance_[id] == UINT32_MAX) return;
+    --live_in_[live_instance_[id]];
+    live_instance_[id] = UINT32_MAX;
+  }
+
+  // Under expandable segments a cudaMalloc-style segment (segment_alloc) is a MemPool's whose allocator
+  // is its own (malloc turns expandable segments off for it): where the rules guessed the default pools,
+  // it goes to the stream's last such pool, or to one inferred for it. The pool is marked either way.
+  PoolIndex own_allocator_pool(PoolIndex guess, StreamIndex stream) {
+    if (guess == 0) {
+      const PoolIndex last = stream < last_private_.size() ? last_private_[stream] : 0;
+      if (last && m_.pools[last].own_allocator) {
+        guess = last;
+      } else {
+        auto it = std::find_if(m_.pools.begin(), m_.pools.end(),
+                               [](const PoolInfo& p) { return p.inferred() && p.own_allocator; });
+        guess = it != m_.pools.end() ? static_cast<PoolIndex>(it - m_.pools.begin()) : new_inferred_pool(m_);
+      }
+    }
+    m_.pools[guess].own_allocator = true;
+    return guess;
+  }
 
   // Rules 1 to 4 for a new segment or mapping; true when rule 1 (the snapshot) says so.
   std::pair<PoolIndex, bool> segment_pool(const Event& e, size_t index) {
@@ -310,6 +421,8 @@ class PoolInference {
     if (!guess.second)
       if (auto it = overrides_.find(InstanceKey{e.addr, occurrences_[e.addr]}); it != overrides_.end())
         guess.first = it->second;
+    if (expandable_ && e.kind == EventKind::SegmentAlloc && !(guess.second && guess.first == 0))
+      guess.first = own_allocator_pool(guess.first, e.stream);
     return guess;
   }
 
@@ -336,10 +449,61 @@ class PoolInference {
         after_empty_cache = true;
       }
     }
-    if (after_empty_cache)
+    if (after_empty_cache) {
+      if (out_[at - 1].id != kInferredEmptyCache) at = mempools_deleted(at, next, index);
       for (uint32_t k : run_instances_) release_before(instances_[k].pool, at - 1);
+    }
     run_start_ = SIZE_MAX;
     run_instances_.clear();
+    run_pools_.clear();
+  }
+
+  // Rule 6b: a run after the importer's EmptyCache (out_[at - 1]) that begins with the segments of private
+  // pools not yet released: each such leading chunk is a MemPool's destructor (releasePool, then
+  // emptyCache of that pool alone: its small segments, then its large), before the program's empty_cache
+  // (if any) returned the rest. A PoolRelease goes before each chunk, the pool is marked, and the
+  // EmptyCache moves after the chunks. Where the chunks are the whole run, the program emptied nothing
+  // (kDroppedEmptyCache: a default pool's cached segment would have gone too), unless malloc could have
+  // made the run: an OOM follows (malloc's recovery), or a new segment for a request in one of those
+  // pools under max_split_size (release_available_cached_blocks frees the request's own pool's oversize
+  // blocks; a private pool's request never reaches release_cached_blocks, and a default one's frees only
+  // pools already released). Returns where the EmptyCache is now.
+  size_t mempools_deleted(size_t at, const Event& next, size_t next_index) {
+    size_t k = 0;
+    std::vector<std::pair<size_t, PoolIndex>> chunks;  // (offset in the run, pool)
+    while (k < run_pools_.size() && run_pools_[k] != 0 && !released_.count(run_pools_[k])) {
+      const PoolIndex pool = run_pools_[k];
+      if (std::any_of(chunks.begin(), chunks.end(), [&](const auto& c) { return c.second == pool; })) break;
+      chunks.emplace_back(k, pool);
+      while (k < run_pools_.size() && run_pools_[k] == pool) ++k;
+    }
+    if (chunks.empty()) return at;
+    Event empty_cache = out_[at - 1];
+    out_.erase(out_.begin() + static_cast<std::ptrdiff_t>(at - 1));
+    const size_t first = at - 1;  // the run's first release now
+    for (size_t c = chunks.size(); c-- > 0;) {
+      Event r;
+      r.kind = EventKind::PoolRelease;
+      r.pool = chunks[c].second;
+      r.time_us = out_[first + chunks[c].first].time_us;
+      out_.insert(out_.begin() + static_cast<std::ptrdiff_t>(first + chunks[c].first), r);
+      m_.pools[r.pool].empties_on_release = true;
+      released_.insert(r.pool);
+    }
+    const size_t after = first + k + chunks.size();
+    bool mallocs = next.kind == EventKind::Oom;
+    if ((next.kind == EventKind::SegmentAlloc || next.kind == EventKind::SegmentMap) && max_split_size_set_) {
+      const PoolIndex pool = new_segment_pool(next, next_index).first;
+      mallocs = std::any_of(chunks.begin(), chunks.end(), [&](const auto& c) { return c.second == pool; });
+    }
+    if (k == run_pools_.size() && !mallocs) {
+      empty_cache.kind = EventKind::PoolRelease;
+      empty_cache.addr = empty_cache.id;
+      empty_cache.pool = 0;
+      empty_cache.id = kDroppedEmptyCache;
+    }
+    out_.insert(out_.begin() + static_cast<std::ptrdiff_t>(after), empty_cache);
+    return after + 1;
   }
 
   // Rule 6: PoolRelease before the EmptyCache at `at`, once per release of the pool.
@@ -355,6 +519,11 @@ class PoolInference {
   Trace& trace_;
   TraceMeta& m_;
   const Overrides& overrides_;
+  const bool expandable_ = expandable_trace(m_);
+  const bool max_split_size_set_ = [this] {
+    auto it = m_.allocator_settings.find("max_split_size");
+    return it == m_.allocator_settings.end() || (it->second != "-1" && it->second != std::to_string(SIZE_MAX));
+  }();
   std::vector<PoolIndex> by_stream_;
   std::vector<bool> survives_;
   std::vector<PoolIndex> last_private_;  // by stream: the private pool its latest request went to
@@ -366,47 +535,117 @@ class PoolInference {
   std::vector<Event> out_;
   size_t run_start_ = SIZE_MAX;          // where the current run of segment releases begins in out_
   std::vector<uint32_t> run_instances_;  // the segments it released
+  std::vector<PoolIndex> run_pools_;     // by release in the run: the pool of the segment it released
+  std::vector<uint32_t> live_instance_;  // by allocation id: the instance it lies in (UINT32_MAX: none)
+  std::vector<uint32_t> live_in_;        // by instance: live allocations in it
+  std::vector<bool> shared_;             // by pool: two live allocations once shared a segment
 };
 
 // The pool table only grows across passes (recorded ids are interned in the same order each time,
 // inferred pools after them), so an override's pool index keeps its meaning.
 void infer_once(Trace& trace, const Overrides& overrides) {
   strip_inferred(trace.events);
+  for (PoolInfo& p : trace.meta.pools) p.empties_on_release = false;  // rule 6b sets it again
   PoolInference(trace, overrides).run();
 }
 
-// Rule 7: the revision a misplacement calls for, or nothing when no guess explains it.
-std::optional<std::pair<InstanceKey, PoolIndex>> revision(Trace& trace, const Overrides& overrides,
-                                                          std::set<std::pair<InstanceKey, PoolIndex>>& tried,
-                                                          const PoolMisplacement& m) {
+// Rule 7's revisions: a guessed segment moves to another pool, or a private pool is read as a
+// MemPool(no_split=True).
+struct Fix {
+  std::optional<std::pair<InstanceKey, PoolIndex>> move;
+  PoolIndex no_split = 0;
+};
+using Tried = std::set<std::pair<InstanceKey, PoolIndex>>;
+// Which guess a misplaced request revises first: its own new segment (a capture's request made a
+// segment the model would not: a graph's pool), or the segment the model reused (a MemPool's cached
+// segment the model handed to a default request).
+enum class Order { RequestFirst, ReusedFirst };
+
+Fix move_to(const Instance& i, PoolIndex pool) { return Fix{std::pair{i.key, pool}, 0}; }
+
+// Whether `pool` can hold the segment: a MemPool with an allocator of its own has no expandable ranges.
+bool can_hold(const TraceMeta& m, const Instance& i, PoolIndex pool) {
+  return !(i.mapped && m.pools[pool].own_allocator);
+}
+
+// A kept segment: the model returned a guessed default segment the recording kept, so a pool still owned
+// holds it. Malloc's own releases (the collector, release_cached_blocks before a retry or an OOM) name the
+// pool the stream used last where there is one (a MemPool filled inside use_mem_pool, then cached);
+// an empty_cache's a pool of its own, as before.
+std::optional<Fix> kept_revision(Trace& trace, Trace& probe, const Overrides& overrides, const Tried& tried,
+                                 const PoolMisplacement& m) {
+  auto k = PoolInference(probe, overrides).segment_at(m.at, m.ordinal, m.model_addr);
+  if (!k.segment || k.segment->certain || k.segment->pool != 0) return std::nullopt;
+  if (m.at != EventKind::EmptyCache && k.last_private && !tried.count({k.segment->key, k.last_private}) &&
+      can_hold(trace.meta, *k.segment, k.last_private))
+    return move_to(*k.segment, k.last_private);
+  return move_to(*k.segment, new_inferred_pool(trace.meta));
+}
+
+// R1: the model cut the request from another segment of the request's own private pool where the
+// recording did not, and no two of the pool's allocations ever shared a segment: the pool never splits.
+std::optional<Fix> no_split_revision(const Trace& trace, const Overrides& overrides,
+                                     const PoolInference::Situation& s) {
+  if (!s.recorded || !s.model || s.recorded->pool == 0 || s.model->pool != s.recorded->pool ||
+      s.model->key == s.recorded->key)
+    return std::nullopt;
+  const PoolIndex pool = s.recorded->pool;
+  // A graph capture's own pool ((N, 0)) is no MemPool.
+  if (trace.meta.pools[pool].no_split || trace.meta.pools[pool].id[0] > 0) return std::nullopt;
   Trace probe{trace.meta, trace.events};
   strip_inferred(probe.events);
-  if (m.kind == PoolMisplacement::Kind::KeptSegment) {
-    // The recording kept a segment the model returned: its pool was still owned.
-    auto k = PoolInference(probe, overrides).segment_at_empty_cache(m.ordinal, m.model_addr);
-    if (k && !k->certain && k->pool == 0) return std::pair{k->key, new_inferred_pool(trace.meta)};
-    return std::nullopt;
-  }
+  if (PoolInference(probe, overrides).allocations_share_segments(pool)) return std::nullopt;
+  return Fix{std::nullopt, pool};
+}
+
+// Rule 7: the revision a misplacement calls for, or nothing when no guess explains it.
+std::optional<Fix> revision(Trace& trace, const Overrides& overrides, const Tried& tried, const PoolMisplacement& m,
+                            Order order) {
+  Trace probe{trace.meta, trace.events};
+  strip_inferred(probe.events);
+  if (m.kind == PoolMisplacement::Kind::Unserved) return std::nullopt;  // nothing points at a guess
+  if (m.kind == PoolMisplacement::Kind::KeptSegment) return kept_revision(trace, probe, overrides, tried, m);
   auto s = PoolInference(probe, overrides).locate(m.ordinal, m.model_addr);
-  auto untried = [&](const Instance& i, PoolIndex p) { return p != i.pool && !tried.count({i.key, p}); };
+  auto untried = [&](const Instance& i, PoolIndex p) {
+    return p != i.pool && !tried.count({i.key, p}) && can_hold(trace.meta, i, p);
+  };
   // A segment of the state at the first entry, guessed to be the default pools', that the model reused:
   // its guess is the weakest (the range below it lent it), so it leaves for a pool of its own before the
   // request's own segment is moved.
   if (s.model && s.model->initial && !s.model->certain && s.model->pool == 0 &&
       (!s.recorded || s.model->key != s.recorded->key) && !tried.count({s.model->key, PoolIndex{0}}))
-    return std::pair{s.model->key, new_inferred_pool(trace.meta)};
+    return move_to(*s.model, new_inferred_pool(trace.meta));
+  if (auto fix = no_split_revision(trace, overrides, s)) return fix;
   // The request's new segment goes to the stream's last private pool, or to a pool of its own.
-  if (s.recorded && !s.recorded->certain && s.recorded_is_new) {
+  auto request_segment = [&]() -> std::optional<Fix> {
+    if (!s.recorded || s.recorded->certain || !s.recorded_is_new) return std::nullopt;
     const Instance& r = *s.recorded;
-    if (s.last_private && untried(r, s.last_private)) return std::pair{r.key, s.last_private};
-    if (r.pool != 0 && untried(r, 0)) return std::pair{r.key, PoolIndex{0}};
-    if (r.pool == 0) return std::pair{r.key, new_inferred_pool(trace.meta)};
-  }
-  // The segment the model reused leaves the request's pool.
-  if (s.model && !s.model->certain && (!s.recorded || s.model->key != s.recorded->key)) {
+    if (s.last_private && untried(r, s.last_private)) return move_to(r, s.last_private);
+    if (r.pool != 0 && untried(r, 0)) return move_to(r, 0);
+    if (r.pool == 0) return move_to(r, new_inferred_pool(trace.meta));
+    return std::nullopt;
+  };
+  // The segment the model reused leaves the request's pool (read the other way first: for the stream's
+  // last private pool, where the model gave a default request a MemPool's cached segment).
+  auto reused_segment = [&]() -> std::optional<Fix> {
+    if (!s.model || s.model->certain || (s.recorded && s.model->key == s.recorded->key)) return std::nullopt;
     const Instance& t = *s.model;
-    if (t.pool != 0 && untried(t, 0)) return std::pair{t.key, PoolIndex{0}};
-    if (t.pool == 0) return std::pair{t.key, new_inferred_pool(trace.meta)};
+    if (t.pool != 0 && untried(t, 0)) return move_to(t, 0);
+    if (t.pool == 0 && order == Order::ReusedFirst && s.last_private && untried(t, s.last_private))
+      return move_to(t, s.last_private);
+    if (t.pool == 0) return move_to(t, new_inferred_pool(trace.meta));
+    return std::nullopt;
+  };
+  auto first = order == Order::RequestFirst ? request_segment() : reused_segment();
+  if (first) return first;
+  if (auto second = order == Order::RequestFirst ? reused_segment() : request_segment()) return second;
+  // R2: the recording put the request in a guessed segment it had before, the model elsewhere: that
+  // segment is another pool's (the stream's last private pool, or one of its own): a no_split MemPool's
+  // whole cached block, say, which the model passed over for a default remainder.
+  if (s.recorded && !s.recorded->certain && !s.recorded_is_new) {
+    const Instance& r = *s.recorded;
+    if (s.last_private && untried(r, s.last_private)) return move_to(r, s.last_private);
+    if (r.pool == 0 && !s.last_private) return move_to(r, new_inferred_pool(trace.meta));
   }
   return std::nullopt;
 }
@@ -414,9 +653,120 @@ std::optional<std::pair<InstanceKey, PoolIndex>> revision(Trace& trace, const Ov
 }  // namespace
 
 void set_pool_checker(PoolChecker checker) { installed_checker() = std::move(checker); }
+void set_fallback_reader(FallbackReader reader) { installed_fallback_reader() = std::move(reader); }
 void set_collector_run_resolver(CollectorRunResolver resolver) { installed_resolver() = std::move(resolver); }
 
 namespace {
+
+// Rule 7's rounds from the rules' reading, revising guesses in the given order; true when the model agrees
+// at the end (or cannot replay the history, where the rules' answer stands).
+bool revise(Trace& trace, Overrides& overrides, Order order) {
+  const PoolChecker& check = installed_checker();
+  Tried tried;
+  for (int round = 0; round <= kMaxRevisions; ++round) {
+    std::optional<PoolMisplacement> misplaced;
+    try {
+      misplaced = check(trace);
+    } catch (const std::exception&) {
+      return true;  // the model could not replay this history (inconsistent input): the rules' answer stands
+    }
+    if (!misplaced) return true;
+    if (round == kMaxRevisions) return false;
+    std::optional<Fix> fix;
+    try {
+      fix = revision(trace, overrides, tried, *misplaced, order);
+    } catch (const std::length_error&) {
+      return false;  // no room for another inferred pool
+    }
+    if (!fix) return false;
+    if (fix->move) {
+      tried.insert(*fix->move);
+      overrides[fix->move->first] = fix->move->second;
+    }
+    if (fix->no_split) trace.meta.pools[fix->no_split].no_split = true;
+    infer_once(trace, overrides);
+  }
+  return false;
+}
+
+// The installed reader's fallbacks (FallbackReading), read as default-pool requests; false where it
+// found none.
+bool read_fallbacks(Trace& trace) {
+  const FallbackReader& reader = installed_fallback_reader();
+  if (!reader || trace.meta.pools.size() == 1) return false;
+  std::optional<FallbackReading> r;
+  try {
+    r = reader(trace);
+  } catch (const std::exception&) {
+    return false;  // the model could not replay this history: the requests stay the pools'
+  }
+  if (!r || r->allocs.empty()) return false;
+  for (PoolIndex p : r->pools) trace.meta.pools[p].use_on_oom = true;
+  uint64_t allocs = 0;
+  size_t next = 0;
+  for (Event& e : trace.events) {
+    if (e.kind != EventKind::Alloc) continue;
+    if (next < r->allocs.size() && r->allocs[next] == allocs) {
+      e.pool = 0;
+      ++next;
+    }
+    ++allocs;
+  }
+  return true;
+}
+
+// A limit the history may show (a recorded OOM, or the collector's releases): only under one can
+// malloc have fallen back on a use_on_oom pool that the fallback reader would find.
+bool may_show_a_limit(const Trace& trace) {
+  auto gc = trace.meta.allocator_settings.find("garbage_collection_threshold");
+  if (gc == trace.meta.allocator_settings.end() || std::strtod(gc->second.c_str(), nullptr) != 0.0) return true;
+  return std::any_of(trace.events.begin(), trace.events.end(), [](const Event& e) { return e.kind == EventKind::Oom; });
+}
+
+// What revising in an order leaves: the reading, its overrides, whether the model agrees.
+struct Reading {
+  std::vector<PoolInfo> pools;
+  InitialState initial;
+  Overrides overrides;
+  bool agrees = false;
+};
+
+Reading revised(Trace& trace, const std::vector<PoolInfo>& pools, const InitialState& initial, Order order) {
+  Reading r{pools, initial, {}, false};
+  trace.meta.pools = pools;
+  trace.meta.initial = initial;
+  infer_once(trace, r.overrides);
+  r.agrees = revise(trace, r.overrides, order);
+  r.pools = trace.meta.pools;
+  r.initial = trace.meta.initial;
+  return r;
+}
+
+void adopt(Trace& trace, const Reading& r) {
+  trace.meta.pools = r.pools;
+  trace.meta.initial = r.initial;
+  infer_once(trace, r.overrides);
+}
+
+// Rule 7 in the usual order (a misplaced request's own new segment revised first: a capture's pool);
+// where it ends without agreement, or where a limit may show and the other order (the segment the model
+// reused revised first: a MemPool's cached segment handed to a default request) reads requests as
+// fallbacks on a use_on_oom pool, the other order's reading is taken. The first stands where neither
+// agrees.
+void revise_both_ways(Trace& trace) {
+  const std::vector<PoolInfo> pools = trace.meta.pools;
+  const InitialState initial = trace.meta.initial;
+  Reading first{pools, initial, {}, false};
+  first.agrees = revise(trace, first.overrides, Order::RequestFirst);
+  first.pools = trace.meta.pools;
+  first.initial = trace.meta.initial;
+  if (first.agrees && !(installed_fallback_reader() && trace.meta.pools.size() > 1 && may_show_a_limit(trace))) return;
+  if (first.agrees && read_fallbacks(trace)) return;
+  Reading other = revised(trace, pools, initial, Order::ReusedFirst);
+  if (other.agrees && read_fallbacks(trace)) return;
+  if (other.agrees && !first.agrees) return;
+  adopt(trace, first);
+}
 
 void infer_pools_once(Trace& trace, PoolCheck when) {
   std::set<std::array<int64_t, 2>> ids;
@@ -431,30 +781,10 @@ void infer_pools_once(Trace& trace, PoolCheck when) {
   // No private pool: no inferred EmptyCache carries a pass mark, so the trace as it stands is
   // what the check's first round reads (pools_confirmed()).
   const bool defer = when == PoolCheck::Deferrable && trace.meta.pools.size() == 1;
-  if (const PoolChecker& check = installed_checker(); check && !defer) {
-    std::set<std::pair<InstanceKey, PoolIndex>> tried;
-    for (int round = 0; round < kMaxRevisions; ++round) {
-      std::optional<PoolMisplacement> misplaced;
-      try {
-        misplaced = check(trace);
-      } catch (const std::exception&) {
-        break;  // the model could not replay this history (inconsistent input): the rules' answer stands
-      }
-      if (!misplaced) break;
-      std::optional<std::pair<InstanceKey, PoolIndex>> fix;
-      try {
-        fix = revision(trace, overrides, tried, *misplaced);
-      } catch (const std::length_error&) {
-        break;  // no room for another inferred pool
-      }
-      if (!fix) break;
-      tried.insert(*fix);
-      overrides[fix->first] = fix->second;
-      infer_once(trace, overrides);
-    }
-  }
+  if (installed_checker() && !defer) revise_both_ways(trace);
   for (Event& e : trace.events)  // the marks go: an EmptyCache is an EmptyCache
     if (e.kind == EventKind::EmptyCache) e.id = 0;
+  std::erase_if(trace.events, [](const Event& e) { return e.kind == EventKind::PoolRelease && e.pool == 0; });
 }
 
 bool is_collector_mark(const Event& e) { return e.kind == EventKind::EmptyCache && e.id == kEmptyCacheOrCollector; }

@@ -16,15 +16,30 @@
 //     a recorded OOM to its stream's pool by rule 2;
 //  6. a private pool whose segments an empty_cache returns was released before it (its graph was
 //     destroyed or its MemPool deleted: releasePool, then emptyCache): a PoolRelease event goes before
-//     that EmptyCache.
+//     that EmptyCache. 6b: a run of releases that begins with the segments of private pools not yet
+//     released is each MemPool's destructor (~MemPool: releasePool, then emptyCache of that pool alone):
+//     a PoolRelease before each such chunk, the pool marked empties_on_release, the importer's EmptyCache
+//     after the chunks (or none, where the chunks are the whole run and malloc cannot have made it);
+//  MemPool's arguments (PoolInfo): under expandable segments a cudaMalloc-style segment is a pool's with
+//     an allocator of its own (own_allocator); the default stream (handle 0) is never a capture stream, so
+//     rule 2 skips it;
 //  7. rules 2 to 4 are guesses, which a model of the allocator checks when one is installed
 //     (set_pool_checker; the sim layer installs PyTorch's): where the model places a block elsewhere
 //     than the recording did because a guessed segment sat in the wrong pool, the guess is revised
 //     (the new segment the request made goes to a pool of its own, or to the private pool the
 //     stream's previous request used; failing that, the segment the model wrongly reused leaves its
 //     pool); where an empty_cache of the model returns a guessed segment the recording kept, that
-//     segment goes to a pool still owned (a MemPool alive across empty_cache); and the pools are
-//     inferred again, until the model agrees or no guess is left to revise.
+//     segment goes to a pool still owned (a MemPool alive across empty_cache), as does one that malloc's
+//     own releases (the collector, the release and retry, the recovery before an OOM) returned in the
+//     model only (to the stream's last private pool); where the model cut a request from another segment
+//     of its own private pool and no two of that pool's allocations ever shared a segment, the pool is
+//     no_split (R1); a request the recording put in a guessed segment it had before takes that segment to
+//     the stream's last private pool (R2); and the pools are inferred again, until the model agrees or no
+//     guess is left to revise. Where that order (a request's new segment revised first) ends without
+//     agreement, or a limit may show, the other order (the segment the model reused first) is tried.
+//  8. requests that try_mempool_fallback served (a MemPool(use_on_oom=True) at the limit) land in the
+//     pool's cached blocks; the installed fallback reader (set_fallback_reader) reads them as default-pool
+//     requests where the model agrees, and marks the pool use_on_oom.
 // Limits (docs/pytorch-model.md): pools that no rule or model disagreement tells apart stay one pool
 // (replaying them as one changes nothing the recording shows); a MemPool whose segments are all gone
 // by the end may be named as an inferred pool (id (-1, k)) while the default pools' segments beside it
@@ -40,13 +55,16 @@
 namespace fraglab {
 
 // Where a model of the recording allocator first disagreed with the recording about pools: it put a
-// block elsewhere than the recording did, or an empty_cache returned a segment the recording kept
-// (a segment of a pool still owned).
+// block elsewhere than the recording did; it returned a segment the recording kept (a segment of a pool
+// still owned), in an empty_cache or in malloc's own releases (the garbage collector, the release and
+// retry before a new segment, the recovery before an OOM); or it ran out of memory serving a request
+// the recording served (nothing to revise: the reading is wrong somewhere the model cannot point at).
 struct PoolMisplacement {
-  enum class Kind { Block, KeptSegment } kind = Kind::Block;
-  uint64_t ordinal;  // Block: the how-manyth Alloc event (0-based); KeptSegment: the how-manyth
-                     // EmptyCache of the importer's (id 0)
+  enum class Kind { Block, KeptSegment, Unserved } kind = Kind::Block;
+  uint64_t ordinal;  // Block, Unserved: the how-manyth Alloc event (0-based); KeptSegment: the how-manyth
+                     // event of kind `at` (for EmptyCache, of the importer's: id 0)
   Addr model_addr;   // Block: where the model put it; KeptSegment: the segment the model released
+  EventKind at = EventKind::EmptyCache;  // KeptSegment: EmptyCache, Alloc or Oom
 };
 // An EmptyCache event's id says where it came from: 0, the importer's (a run of segment releases that
 // only torch.cuda.empty_cache() explains); kInferredEmptyCache, rule 6's (torch.cuda.graph() before a
@@ -58,6 +76,10 @@ struct PoolMisplacement {
 // returns.
 constexpr AllocId kInferredEmptyCache = 1;
 constexpr AllocId kEmptyCacheOrCollector = 2;
+// While the pools are inferred, a PoolRelease of pool 0 with this id stands for an importer's EmptyCache
+// that rule 6b read as none: the run it stood before was MemPools' destructors alone (each emptying its
+// own pool). The checker counts it among the importer's EmptyCaches; infer_pools() removes it.
+constexpr AllocId kDroppedEmptyCache = 3;
 // Given the trace read both ways (pools inferred for each), whether the collector's reading is the one;
 // it may note in the collected reading's meta what its replay learned of the limit (TraceMeta::gpu_limit).
 using CollectorRunResolver = std::function<bool(const Trace& emptied, Trace& collected)>;
@@ -67,6 +89,18 @@ void set_collector_run_resolver(CollectorRunResolver resolver);
 using PoolChecker = std::function<std::optional<PoolMisplacement>(const Trace&)>;
 // Installs the checker infer_pools() uses (the traces layer has no allocator model of its own).
 void set_pool_checker(PoolChecker checker);
+
+// A request that try_mempool_fallback served (a default-pool request at the limit, given a cached block
+// of a MemPool(use_on_oom=True)) reads like a request to that pool: it landed in the pool's segment.
+// The installed reader (the sim layer's: it knows the limit and replays the model) says which requests
+// of a trace, pools inferred, were such fallbacks: their Alloc ordinals, read then as default-pool
+// requests, and the pools that opted in.
+struct FallbackReading {
+  std::vector<uint64_t> allocs;
+  std::vector<PoolIndex> pools;
+};
+using FallbackReader = std::function<std::optional<FallbackReading>(const Trace&)>;
+void set_fallback_reader(FallbackReader reader);
 
 // Sets TraceMeta::pools, every Alloc and Oom event's pool, and inserts PoolRelease events (and the
 // EmptyCache events rule 6's torch.cuda.graph() case needs). The trace's Alloc events carry recorded

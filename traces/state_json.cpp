@@ -97,9 +97,20 @@ InitialState initial_from_json(const json& j, size_t stream_count, size_t stack_
   return st;
 }
 
+// A pool is [a, b], or [a, b, ["allocator", "use_on_oom", "no_split", "empties_on_release"]] with what was
+// inferred of its MemPool (PoolInfo).
 nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools) {
   nlohmann::json out = nlohmann::json::array();
-  for (const PoolInfo& p : pools) out.push_back(nlohmann::json::array({p.id[0], p.id[1]}));
+  for (const PoolInfo& p : pools) {
+    nlohmann::json entry = nlohmann::json::array({p.id[0], p.id[1]});
+    nlohmann::json traits = nlohmann::json::array();
+    if (p.own_allocator) traits.push_back("allocator");
+    if (p.use_on_oom) traits.push_back("use_on_oom");
+    if (p.no_split) traits.push_back("no_split");
+    if (p.empties_on_release) traits.push_back("empties_on_release");
+    if (!traits.empty()) entry.push_back(traits);
+    out.push_back(entry);
+  }
   return out;
 }
 
@@ -108,9 +119,26 @@ std::vector<PoolInfo> pools_from_json(const nlohmann::json& j) {
     throw std::out_of_range("pools must be a list of 1 to 65536 [a, b] ids");
   std::vector<PoolInfo> pools;
   for (const auto& p : j) {
-    if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number_integer())
-      throw std::out_of_range("a pool id must be [a, b] of integers");
-    pools.push_back(PoolInfo{{p[0].get<int64_t>(), p[1].get<int64_t>()}});
+    if (!p.is_array() || (p.size() != 2 && p.size() != 3) || !p[0].is_number_integer() || !p[1].is_number_integer())
+      throw std::out_of_range("a pool must be [a, b] of integers, or [a, b, [traits]]");
+    PoolInfo info{{p[0].get<int64_t>(), p[1].get<int64_t>()}};
+    if (p.size() == 3) {
+      if (!p[2].is_array()) throw std::out_of_range("a pool's traits must be a list of names");
+      for (const auto& t : p[2]) {
+        const std::string name = t.is_string() ? t.get<std::string>() : "";
+        if (name == "allocator")
+          info.own_allocator = true;
+        else if (name == "use_on_oom")
+          info.use_on_oom = true;
+        else if (name == "no_split")
+          info.no_split = true;
+        else if (name == "empties_on_release")
+          info.empties_on_release = true;
+        else
+          throw std::out_of_range("a pool's trait must be allocator, use_on_oom, no_split or empties_on_release");
+      }
+    }
+    pools.push_back(info);
   }
   if (pools[0].id != std::array<int64_t, 2>{0, 0})
     throw std::out_of_range("the first pool must be the default pools [0, 0]");

@@ -34,6 +34,15 @@ std::string pool_name(const PoolInfo& pool) {
   return "(" + std::to_string(pool.id[0]) + ", " + std::to_string(pool.id[1]) + ")";
 }
 
+std::string pool_traits(const PoolInfo& pool) {
+  std::string out;
+  for (auto [on, name] :
+       {std::pair{pool.own_allocator, "allocator"}, std::pair{pool.use_on_oom, "use_on_oom"},
+        std::pair{pool.no_split, "no_split"}, std::pair{pool.empties_on_release, "emptied when deleted"}})
+    if (on) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+
 const char* pool_origin(const PoolInfo& pool) {
   if (pool.is_default()) return "";
   if (pool.inferred()) return "told apart by the model";

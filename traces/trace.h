@@ -133,12 +133,25 @@ struct TooManyStreams : std::length_error {
 // A pool no recording names but the history tells apart (traces/pool_inference.h) gets id (-1, k).
 struct PoolInfo {
   std::array<int64_t, 2> id{0, 0};
+  // How a torch.cuda.MemPool was made (PyTorch 2.11's MemPool(allocator, use_on_oom, no_split)); a
+  // snapshot records none of it, so the history tells (traces/pool_inference.h):
+  //  - own_allocator: MemPool(allocator=...) (a CUDAPluggableAllocator, NCCL's ncclMemAlloc): its segments
+  //    come from the allocator's raw_alloc, never as expandable segments;
+  //  - use_on_oom: MemPool(use_on_oom=True): malloc serves a default-pool request from its cached blocks when
+  //    no segment can be had (try_mempool_fallback);
+  //  - no_split: MemPool(no_split=True): its blocks are never split (setNoSplit, should_split);
+  //  - empties_on_release: a MemPool, whose destructor empties the pool's cache right after releasePool
+  //    (~MemPool: emptyCache(id), which returns that pool's cached segments alone), where a CUDA graph's
+  //    reset only releases its pool (the next empty_cache returns it).
+  bool own_allocator = false, use_on_oom = false, no_split = false, empties_on_release = false;
   bool is_default() const { return id[0] == 0 && id[1] == 0; }
   bool inferred() const { return id[0] == -1; }
   bool operator==(const PoolInfo&) const = default;
 };
 // How reports name a pool: "default", "(1, 0)" (the recorded MempoolId) or "inferred #k".
 std::string pool_name(const PoolInfo& pool);
+// The MemPool arguments inferred for it, as reports list them: "allocator, no_split", or "".
+std::string pool_traits(const PoolInfo& pool);
 // Whose the pool is by its id: "graph capture" ((N, 0)), "MemPool or graph_pool_handle" ((0, N)),
 // "told apart by the model" (inferred); "" for the default pools.
 const char* pool_origin(const PoolInfo& pool);

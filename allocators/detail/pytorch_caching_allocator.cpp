@@ -62,11 +62,15 @@ bool pytorch_oom_was_gpus(const Event& oom) {
 
 PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config,
                                                  std::vector<uint64_t> streams, uint64_t total_memory,
-                                                 std::vector<std::array<int64_t, 2>> pool_ids, PytorchLimit limit)
-    : device_(device), config_(config), total_memory_(total_memory), pool_ids_(std::move(pool_ids)) {
-  add_pool(Pool{false, 0, 0});
-  add_pool(Pool{true, 1, 0});
+                                                 std::vector<PoolInfo> pools, PytorchLimit limit)
+    : device_(device), config_(config), total_memory_(total_memory), pool_infos_(std::move(pools)) {
+  add_pool(Pool{.small = false, .index = 0, .owner = 0, .expandable = config_.expandable_segments});
+  add_pool(Pool{.small = true, .index = 1, .owner = 0, .expandable = config_.expandable_segments});
   private_.resize(1);
+  // MemPool(use_on_oom=True) pools (setUseOnOOM), tried in pool order: the source keeps them in a hash set,
+  // whose order among several such pools is not modelled.
+  for (size_t k = 1; k < pool_infos_.size(); ++k)
+    if (pool_infos_[k].use_on_oom) use_on_oom_.push_back(static_cast<PoolIndex>(k));
   // Pools order blocks by the cudaStream_t value first: rank the recorded handles.
   std::vector<uint64_t> sorted = streams;
   std::sort(sorted.begin(), sorted.end());
@@ -110,14 +114,21 @@ PytorchCachingAllocator::Pool& PytorchCachingAllocator::pool_for(PoolIndex owner
   private_[owner].freeable = false;
   while (pools_.size() < 2u * owner + 2u) {
     auto index = static_cast<uint16_t>(pools_.size());
-    add_pool(Pool{index % 2 == 1, index, static_cast<PoolIndex>(index / 2)});
+    const auto k = static_cast<PoolIndex>(index / 2);
+    const PoolInfo info = k < pool_infos_.size() ? pool_infos_[k] : PoolInfo{};
+    // A MemPool with its own allocator never gets expandable segments (malloc's active_user_pool).
+    add_pool(Pool{.small = index % 2 == 1,
+                  .index = index,
+                  .owner = k,
+                  .expandable = config_.expandable_segments && !info.own_allocator,
+                  .no_split = info.no_split});
   }
   return pool_at(2u * owner + (small ? 1u : 0u));
 }
 
 PoolIndex PytorchCachingAllocator::pool_index_of(const std::array<int64_t, 2>& id) const {
-  for (size_t i = 0; i < pool_ids_.size(); ++i)
-    if (pool_ids_[i] == id) return static_cast<PoolIndex>(i);
+  for (size_t i = 0; i < pool_infos_.size(); ++i)
+    if (pool_infos_[i].id == id) return static_cast<PoolIndex>(i);
   return 0;
 }
 
@@ -182,22 +193,24 @@ void PytorchCachingAllocator::shrink_reserved(uint64_t bytes) {
 uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool) {
   if (stream >= stream_rank_.size()) internal_assert("stream index " + std::to_string(stream) + " unknown");
   uint64_t size = round_size(orig_size, config_);
-  Params p{size, stream, pool == 0 ? &pool_at(size <= kSmallSize ? 1 : 0) : &pool_for(pool, size <= kSmallSize),
-           pytorch_allocation_size(size)};
+  Pool& bp = pool == 0 ? pool_at(size <= kSmallSize ? 1 : 0) : pool_for(pool, size <= kSmallSize);
+  Params p{size, stream, &bp, pytorch_allocation_size(size), bp.expandable};
   // captures_underway is not empty while a request goes to a private pool (a capture or use_mem_pool
   // routes it there), or while another stream's capture is underway, and malloc then skips its last
   // resort, release_cached_blocks (C10_LIKELY(captures_underway.empty())).
   bool found = get_free_block(p);  // no free-memory callbacks are registered in a plain process: one search
   if (!found) {
     if (gc_on_) garbage_collect_cached_blocks();
-    found = alloc_block(p, false) || (release_available_cached_blocks(p) && alloc_block(p, false)) ||
+    // Pools that opted in as overflow (MemPool(use_on_oom=True)) are tried before anything is freed.
+    found = alloc_block(p, false) || try_mempool_fallback(p) ||
+            (release_available_cached_blocks(p) && alloc_block(p, false)) ||
             (pool == 0 && !another_capture_underway() && release_cached_blocks() && alloc_block(p, true));
   }
   if (!found) {
     ++stats_.num_ooms;
     return kNoNode;
   }
-  bool split_remainder = should_split(p.block, size);
+  bool split_remainder = should_split(p.block, size, p.expandable);
   return alloc_found_block(p, split_remainder);
 }
 
@@ -206,6 +219,25 @@ bool PytorchCachingAllocator::another_capture_underway() const {
   const auto& inside = capture_windows_.inside;
   auto after = std::upper_bound(inside.begin(), inside.end(), std::make_pair(request_index_, UINT64_MAX));
   return after != inside.begin() && request_index_ < std::prev(after)->second;
+}
+
+// try_mempool_fallback: a default-pool request that got no segment takes a cached block of a pool that
+// opted in (setUseOnOOM), by get_free_block alone: the fallback never makes a segment. Its AllocParams
+// say expandable segments are off, so get_free_block skips expandable segments' blocks (a plain
+// MemPool's blocks under expandable_segments:True never serve) and should_split uses the cudaMalloc
+// rules. A request already bound for a private pool does not fall back. A deleted MemPool is no
+// longer tried (~MemPool's setUseOnOOM(false) before releasePool).
+bool PytorchCachingAllocator::try_mempool_fallback(Params& p) {
+  if (p.pool->owner != 0) return false;
+  for (PoolIndex k : use_on_oom_) {
+    if (k >= private_.size() || !private_[k].live || private_[k].freeable) continue;
+    Params fallback{p.size, p.stream, &pool_for(k, p.size <= kSmallSize), p.alloc_size, false};
+    if (get_free_block(fallback)) {
+      p = fallback;
+      return true;
+    }
+  }
+  return false;
 }
 
 [[gnu::always_inline]] inline bool PytorchCachingAllocator::get_free_block(Params& p) {
@@ -217,7 +249,7 @@ bool PytorchCachingAllocator::another_capture_underway() const {
   if (!same_stream(it)) return false;
 
   if (blocks_[it->node()].segment != kNoNode) {
-    if (config_.expandable_segments) {
+    if (p.expandable) {
       // A block followed by unmapped space counts as the size it can grow to: look for a
       // block whose reach is smaller (the source's expandable_size loop).
       auto expandable_size = [&](uint32_t b) {
@@ -248,9 +280,12 @@ bool PytorchCachingAllocator::another_capture_underway() const {
   return true;
 }
 
-[[gnu::always_inline]] inline bool PytorchCachingAllocator::should_split(uint32_t b, uint64_t size) const {
+[[gnu::always_inline]] inline bool PytorchCachingAllocator::should_split(uint32_t b, uint64_t size,
+                                                                         bool expandable) const {
+  const Pool& pool = pool_at(blocks_[b].pool);
+  if (pool.no_split) return false;  // no_split_pools (MemPool(no_split=True))
   uint64_t remaining = blocks_[b].size - size;
-  if (pool_at(blocks_[b].pool).small || config_.expandable_segments) return remaining >= kMinBlockSize;
+  if (pool.small || expandable) return remaining >= kMinBlockSize;
   return size < config_.max_split_size && remaining > kSmallSize;
 }
 
@@ -289,7 +324,8 @@ bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
   // set_per_process_memory_fraction: checked against the cudaMalloc size even when
   // expandable segments will map less.
   if (set_fraction_ && total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
-  if (config_.expandable_segments) {
+  // A MemPool's own allocator (allocPrimitive's raw_alloc) is a device segment call like cudaMalloc.
+  if (p.expandable) {
     p.block = try_allocate_expandable_block(p.stream, *p.pool, p.size);
     if (p.block != kNoNode) count_device_alloc(*p.pool, +1);
     return p.block != kNoNode;
@@ -372,16 +408,22 @@ bool PytorchCachingAllocator::release_cached_blocks() {
 void PytorchCachingAllocator::release_pool(PoolIndex pool) {
   if (pool == 0 || pool >= private_.size() || !private_[pool].live) return;
   private_[pool].freeable = true;
+  // ~MemPool: releasePool, then emptyCache(id): release_cached_blocks with the pool's MempoolId returns
+  // that pool's cached segments alone (the default pools and other freeable pools stay).
+  if (pool < pool_infos_.size() && pool_infos_[pool].empties_on_release) release_private_pool(pool);
 }
 
-// The graph_pools_freeable loop: small blocks, then large; a pool holding nothing more is erased.
+// The graph_pools_freeable loop: each freeable pool in turn.
 void PytorchCachingAllocator::release_private_pools() {
-  for (size_t k = 1; k < private_.size(); ++k) {
-    if (!private_[k].freeable) continue;
-    release_blocks(pool_at(2 * k + 1));
-    release_blocks(pool_at(2 * k));
-    if (private_[k].device_allocs == 0) private_[k] = PrivatePool{};
-  }
+  for (size_t k = 1; k < private_.size(); ++k)
+    if (private_[k].freeable) release_private_pool(k);
+}
+
+// A freeable pool's small blocks, then large; a pool holding nothing more is erased from graph_pools.
+void PytorchCachingAllocator::release_private_pool(size_t k) {
+  release_blocks(pool_at(2 * k + 1));
+  release_blocks(pool_at(2 * k));
+  if (private_[k].device_allocs == 0) private_[k] = PrivatePool{};
 }
 
 void PytorchCachingAllocator::release_blocks(Pool& pool) {
@@ -689,9 +731,11 @@ uint32_t PytorchCachingAllocator::lay_out(const RecordedSegment& seg, Addr base,
     if (r.address < cursor || r.address >= end) continue;  // overlapping or outside: inconsistent input
     if (r.address > cursor) add(cursor, r.address - cursor, false);
     const Addr boundary = i + 1 < seg.blocks.size() ? std::min(seg.blocks[i + 1].address, end) : end;
-    uint64_t size =
-        r.size ? std::min(r.size, boundary - r.address)
-               : estimate_block_size(r.requested_size, boundary - r.address, seg.small_pool, segment != kNoNode);
+    // A no_split pool's block is the whole free block it was cut from: up to the next live block.
+    uint64_t size = r.size                   ? std::min(r.size, boundary - r.address)
+                    : pool_at(pool).no_split ? boundary - r.address
+                                             : estimate_block_size(r.requested_size, boundary - r.address,
+                                                                   seg.small_pool, segment != kNoNode);
     add(r.address, size, true);
     cursor = r.address + size;
   }

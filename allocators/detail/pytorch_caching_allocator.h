@@ -20,7 +20,16 @@
 // resort (release_cached_blocks) is skipped for a private pool's request, as PyTorch skips it while a
 // capture or use_mem_pool is underway.
 //
-// Not modelled: IPC sharing, MemPools with their own allocator or no_split / use_on_oom, free-memory
+// MemPool's arguments (PyTorch 2.11's MemPool(allocator, use_on_oom, no_split); the trace's PoolInfo):
+// a pool with an allocator of its own never gets expandable segments (malloc's
+// is_expandable_segments_active is off for an active user pool; alloc_block's allocPrimitive is a device
+// segment call like cudaMalloc, and should_split / get_free_block use the cudaMalloc rules for it);
+// no_split_pools: should_split is false for the pool's blocks; use_on_oom_pools: try_mempool_fallback,
+// after the first alloc_block fails, serves a default request from an opted-in pool's cached block by
+// get_free_block with expandable segments off. A MemPool's release (~MemPool: releasePool, then
+// emptyCache of its id) returns that pool's cached segments at once.
+//
+// Not modelled: IPC sharing, the order among several use_on_oom pools (the source's hash set), free-memory
 // callbacks (none are registered in a plain process), and the cross-stream events themselves: the
 // trace's free_completed tells when a block with record_stream uses becomes reusable, so
 // the caller hands the free in at that point. A consequence: frees that PyTorch completes
@@ -115,10 +124,11 @@ class PytorchCachingAllocator {
   // by them as PyTorch does. `total_memory`: the GPU's memory (cudaDeviceProp totalGlobalMem),
   // which sizes expandable segments' address ranges. A device capacity models
   // set_per_process_memory_fraction: allowed_memory_maximum = capacity.
-  // `pool_ids`: the trace's pools (TraceMeta::pools ids; index 0 the default pools), by which an
-  // initial state's segments name their pool. `limit`: what the device's capacity stands for.
+  // `limit`: what the device's capacity stands for.
+  // `pools`: the trace's pools (TraceMeta::pools; index 0 the default pools), by which an initial state's
+  // segments name their pool, with the MemPool arguments inferred for each (PoolInfo).
   PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config, std::vector<uint64_t> streams,
-                          uint64_t total_memory, std::vector<std::array<int64_t, 2>> pool_ids = {},
+                          uint64_t total_memory, std::vector<PoolInfo> pools = {},
                           PytorchLimit limit = PytorchLimit::Fraction);
 
   // DeviceCachingAllocator::malloc into the default pools (pool 0) or private pool `pool`; nullopt =
@@ -144,7 +154,8 @@ class PytorchCachingAllocator {
   void free(uint32_t block);
   // emptyCache(): release_cached_blocks with the default MempoolId.
   void empty_cache();
-  // releasePool(): the pool's use count reached 0, its cached segments become releasable.
+  // releasePool(): the pool's use count reached 0, its cached segments become releasable. A MemPool's
+  // (PoolInfo::empties_on_release) are released at once: ~MemPool calls emptyCache(id) right after.
   void release_pool(PoolIndex pool);
   // Recreates the recording allocator's state at a trace's first event: its segments and expandable
   // ranges through the device, the live blocks where they were, the space between them as cached free
@@ -184,8 +195,12 @@ class PytorchCachingAllocator {
   };
   struct Pool {
     bool small;
-    uint16_t index;               // its place in pools_
-    PoolIndex owner;              // 0: the default pools; else the private pool it belongs to
+    uint16_t index;   // its place in pools_
+    PoolIndex owner;  // 0: the default pools; else the private pool it belongs to
+    // malloc's is_expandable_segments_active for its requests: expandable_segments, unless the pool's
+    // MemPool has an allocator of its own (then its segments are the allocator's raw_alloc).
+    bool expandable = false;
+    bool no_split = false;        // setNoSplit: should_split is false for its blocks
     OrderedKeys<Key> blocks{};    // free mapped blocks: (stream, size, address)
     OrderedKeys<Key> unmapped{};  // unmapped expandable ranges: (stream, address)
     int64_t get_free_blocks_call_count = 0;
@@ -209,6 +224,7 @@ class PytorchCachingAllocator {
     StreamIndex stream;
     Pool* pool;
     uint64_t alloc_size;
+    bool expandable;  // AllocParams::is_expandable_segments_active
     uint32_t block = kNoNode;
     bool block_in_pool = false;             // found by get_free_block, still in the pool's set
     OrderedKeys<Key>::iterator position{};  // its place there
@@ -230,6 +246,7 @@ class PytorchCachingAllocator {
   Pool& pool_of(uint32_t b) { return pool_at(blocks_[b].pool); }
   void add_pool(Pool pool) { pool_index_.push_back(&pools_.emplace_back(std::move(pool))); }
   Pool& pool_for(PoolIndex owner, bool small);  // get_pool's choice, creating a private pool's BlockPools
+  Params params_for(uint64_t size, StreamIndex stream, PoolIndex pool);
   PoolIndex pool_index_of(const std::array<int64_t, 2>& id) const;
   void count_device_alloc(const Pool& pool, int64_t delta);
   Key size_key(uint32_t b) const;
@@ -243,7 +260,8 @@ class PytorchCachingAllocator {
   uint32_t malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool);  // kNoNode: out of memory
   bool another_capture_underway() const;
   bool get_free_block(Params& p);
-  bool should_split(uint32_t b, uint64_t size) const;
+  bool should_split(uint32_t b, uint64_t size, bool expandable) const;
+  bool try_mempool_fallback(Params& p);
   uint32_t alloc_found_block(const Params& p, bool split_remainder);
   bool alloc_block(Params& p, bool is_retry);
   void garbage_collect_cached_blocks();
@@ -251,6 +269,7 @@ class PytorchCachingAllocator {
   bool releasable(uint32_t b) const;
   bool release_cached_blocks();
   void release_private_pools();
+  void release_private_pool(size_t k);
   void release_blocks(Pool& pool);
   void release_block(uint32_t b);
   size_t try_merge_blocks(uint32_t dst, uint32_t src);
@@ -289,10 +308,11 @@ class PytorchCachingAllocator {
   bool gc_on_ = false;  // set_fraction_ and a garbage_collection_threshold: the get_free_block count and GC run
   uint64_t allowed_memory_maximum_ = 0;
   uint64_t total_allocated_memory_ = 0;
-  std::vector<std::array<int64_t, 2>> pool_ids_;
-  std::deque<Pool> pools_;            // [0] default large, [1] default small, then each private pool's pair
-  std::vector<Pool*> pool_index_;     // pools_ by index: a deque's own indexing costs a division per lookup
-  std::vector<PrivatePool> private_;  // by PoolIndex; [0] unused (the default pools)
+  std::vector<PoolInfo> pool_infos_;
+  std::vector<PoolIndex> use_on_oom_;  // use_on_oom_pools, in pool order
+  std::deque<Pool> pools_;             // [0] default large, [1] default small, then each private pool's pair
+  std::vector<Pool*> pool_index_;      // pools_ by index: a deque's own indexing costs a division per lookup
+  std::vector<PrivatePool> private_;   // by PoolIndex; [0] unused (the default pools)
   std::vector<PytorchBlock> blocks_;
   // By block, kAllocated | kMapped, apart from blocks_: free() tests both neighbours on every call,
   // and this array stays in L1 where the blocks do not, so the branch (a coin toss to a predictor)
