@@ -283,7 +283,8 @@ bool PytorchCachingAllocator::try_mempool_fallback(Params& p) {
 [[gnu::always_inline]] inline bool PytorchCachingAllocator::should_split(uint32_t b, uint64_t size,
                                                                          bool expandable) const {
   const Pool& pool = pool_at(blocks_[b].pool);
-  if (pool.no_split) return false;  // no_split_pools (MemPool(no_split=True))
+  if (pool.no_split) [[unlikely]]  // no_split_pools (MemPool(no_split=True))
+    return false;
   uint64_t remaining = blocks_[b].size - size;
   if (pool.small || expandable) return remaining >= kMinBlockSize;
   return size < config_.max_split_size && remaining > kSmallSize;
