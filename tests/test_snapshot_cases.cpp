@@ -50,6 +50,17 @@ uint64_t recorded_peak(const Trace& trace) {
   return compute_stats(source).recorded_peak_reserved;
 }
 
+// `fraglab replay --policy pytorch` (the simulated driver's addresses) under `capacity`: its reserved peak.
+uint64_t plain_replay_peak(const Trace& trace, std::optional<uint64_t> capacity) {
+  SimDeviceConfig config;
+  config.capacity = capacity;
+  MemorySource source(trace);
+  ReplayOptions options;
+  options.oracle_bound = false;
+  options.on_oom = OnOom::Skip;
+  return replay_simulated(source, PolicySpec::parse("pytorch"), config, options, &trace.events).reserved.bytes;
+}
+
 void check_exact(const std::string& file, const nlohmann::json& stats) {
   INFO("trace " << file);
   Trace trace = load_trace(kCases + "/" + file);
@@ -1037,14 +1048,8 @@ TEST_CASE("snapshot cases: generate, mixed precision with streams, offloading, s
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
     Trace trace = load_trace(kCases + "/" + file);
-    SimDeviceConfig config;
-    config.capacity = capacity_for(trace, std::nullopt);
-    MemorySource source(trace);
-    ReplayOptions options;
-    options.oracle_bound = false;
-    ReplayResult r = replay_simulated(source, PolicySpec::parse("pytorch"), config, options, &trace.events);
     INFO("plain replay of " << file);
-    CHECK(r.reserved.bytes == recorded_peak(trace));
+    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
   }
 }
 
@@ -1079,13 +1084,6 @@ TEST_CASE("snapshot cases: expandable segments map past a memory fraction, as Py
     Trace trace = load_trace(kCases + "/" + file);
     const uint64_t limit = stats[file]["capacity_bytes"].get<uint64_t>();
     CHECK(recorded_peak(trace) > limit);
-    SimDeviceConfig config;
-    config.capacity = limit;
-    MemorySource source(trace);
-    ReplayOptions options;
-    options.oracle_bound = false;
-    options.on_oom = OnOom::Skip;
-    ReplayResult r = replay_simulated(source, PolicySpec::parse("pytorch"), config, options, &trace.events);
-    CHECK(r.reserved.bytes == recorded_peak(trace));
+    CHECK(plain_replay_peak(trace, limit) == recorded_peak(trace));
   }
 }
