@@ -13,6 +13,7 @@
 // recording ran out of that (option `limit`). docs/pytorch-model.md
 // says what is modelled and how exactly it matches real recordings.
 #include <algorithm>
+#include <array>
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/registry.h"
@@ -26,46 +27,58 @@ namespace {
 // every request of its stream to its pool, so a run of one stream's requests to one private pool lies
 // inside the capture, which ends before that stream's next request elsewhere. The trace positions strictly
 // between a run's first and last request were inside the capture (a CUDA graph captured on a side stream
-// while eager work runs on others); past its last request the end is unknown, and only a recorded OOM
-// there is read as inside it (detail::CaptureWindows): PyTorch skipped release_cached_blocks for it.
-detail::CaptureWindows capture_windows(const std::vector<Event>& events) {
-  detail::CaptureWindows out;
-  std::vector<std::pair<uint64_t, uint64_t>> windows;
+// while eager work runs on others); past its last request the end is unknown: a recorded OOM there, before
+// any request on the default stream (the program's own, outside the capture: side-stream captures leave
+// it idle, make_graphed_callables and graph replays come back to it), is read as inside the capture
+// (detail::CaptureWindows): PyTorch skipped release_cached_blocks for it.
+detail::CaptureWindows capture_windows(const std::vector<Event>& events, const std::vector<uint64_t>& streams) {
   struct Run {
     PoolIndex pool = 0;
     uint64_t first = 0, last = 0;
   };
-  std::vector<Run> runs;  // by stream: the private-pool run under way
-  auto close = [&](Run& run, bool for_good) {
-    if (run.pool == 0) return;
-    if (run.last > run.first + 1) windows.emplace_back(run.first, run.last);
-    // Never followed by another request of its stream: the capture may have lasted to the end.
-    if (!for_good) out.open_from = std::min(out.open_from, run.last);
+  std::vector<Run> runs;                       // by stream: the private-pool run under way
+  std::vector<std::array<uint64_t, 3>> ended;  // (first, last, the request or release that ended it)
+  std::vector<uint64_t> on_default;            // the default stream's requests
+  auto close = [&](Run& run, uint64_t at) {
+    if (run.pool != 0) ended.push_back({run.first, run.last, at});
     run.pool = 0;
   };
   for (uint64_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
     if (e.kind == EventKind::PoolRelease)  // the graph or MemPool is gone: its capture ended before
       for (Run& run : runs)
-        if (run.pool == e.pool) close(run, true);
+        if (run.pool == e.pool) close(run, i);
     if (e.kind != EventKind::Alloc && e.kind != EventKind::Oom) continue;
+    if (e.kind == EventKind::Alloc && e.stream < streams.size() && streams[e.stream] == 0) on_default.push_back(i);
     if (e.stream >= runs.size()) runs.resize(e.stream + 1u);
     Run& run = runs[e.stream];
     if (run.pool != 0 && run.pool == e.pool) {
       run.last = i;
       continue;
     }
-    close(run, true);
+    close(run, i);
     if (e.pool != 0) run = Run{e.pool, i, i};
   }
-  for (Run& run : runs) close(run, false);
-  std::sort(windows.begin(), windows.end());
-  for (const auto& w : windows)  // disjoint, for one binary search per question
-    if (!out.inside.empty() && w.first < out.inside.back().second)
-      out.inside.back().second = std::max(out.inside.back().second, w.second);
-    else
-      out.inside.push_back(w);
-  return out;
+  for (Run& run : runs) close(run, events.size());
+  std::vector<std::pair<uint64_t, uint64_t>> inside, after;
+  for (const auto& [first, last, end] : ended) {
+    if (last > first + 1) inside.emplace_back(first, last);
+    // After the last request, up to what ended the run or the default stream's next request.
+    auto next_default = std::upper_bound(on_default.begin(), on_default.end(), last);
+    const uint64_t until = next_default == on_default.end() ? end : std::min(end, *next_default);
+    if (until > last + 1) after.emplace_back(last, until);
+  }
+  auto disjoint = [](std::vector<std::pair<uint64_t, uint64_t>> w) {  // for one binary search per question
+    std::sort(w.begin(), w.end());
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (const auto& x : w)
+      if (!out.empty() && x.first < out.back().second)
+        out.back().second = std::max(out.back().second, x.second);
+      else
+        out.push_back(x);
+    return out;
+  };
+  return {disjoint(std::move(inside)), disjoint(std::move(after))};
 }
 
 class PytorchPolicy final : public Policy {
@@ -74,7 +87,7 @@ class PytorchPolicy final : public Policy {
                 detail::PytorchLimit limit, const std::vector<Event>* events)
       : allocator_(device, config, meta.streams, total_memory, meta.pools, limit) {
     // One pass over the trace, only where it has private pools (captures): none to find in any other.
-    if (events && meta.pools.size() > 1) allocator_.set_capture_windows(capture_windows(*events));
+    if (events && meta.pools.size() > 1) allocator_.set_capture_windows(capture_windows(*events, meta.streams));
   }
 
   std::optional<Block> allocate(const AllocRequest& req) override {

@@ -215,10 +215,11 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
 }
 
 bool PytorchCachingAllocator::another_capture_underway() const {
-  if (request_is_recorded_oom_ && request_index_ > capture_windows_.open_from) return true;
-  const auto& inside = capture_windows_.inside;
-  auto after = std::upper_bound(inside.begin(), inside.end(), std::make_pair(request_index_, UINT64_MAX));
-  return after != inside.begin() && request_index_ < std::prev(after)->second;
+  auto in = [this](const std::vector<std::pair<uint64_t, uint64_t>>& windows) {
+    auto next = std::upper_bound(windows.begin(), windows.end(), std::make_pair(request_index_, UINT64_MAX));
+    return next != windows.begin() && request_index_ < std::prev(next)->second;
+  };
+  return in(capture_windows_.inside) || (request_is_recorded_oom_ && in(capture_windows_.after));
 }
 
 // try_mempool_fallback: a default-pool request that got no segment takes a cached block of a pool that

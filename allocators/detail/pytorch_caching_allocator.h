@@ -67,11 +67,11 @@ constexpr uint64_t kRoundLarge = 2 * kMiB;  // larger segments round to this
 constexpr uint64_t kH100TotalMemory = 85017493504ull;
 
 // Trace positions at which a capture (or use_mem_pool) was underway for another stream: inside one of
-// `inside` (sorted, disjoint, open intervals), or, for a recorded OOM, after `open_from` (a capture whose
-// end the trace does not show).
+// `inside`, or, for a recorded OOM, inside one of `after` (past a capture's last request, where its end is
+// not shown). Both sorted, disjoint, open intervals.
 struct CaptureWindows {
   std::vector<std::pair<uint64_t, uint64_t>> inside;
-  uint64_t open_from = UINT64_MAX;
+  std::vector<std::pair<uint64_t, uint64_t>> after;
 };
 
 // round_size(): what a request of `size` bytes occupies.
