@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -211,6 +211,39 @@ for g in $groups; do case $g in
     rec "FRACTION=0.04 $E" prefetch_pressure
     rec "X=1" llama_generate_offloaded
     rec "$E" llama_generate_offloaded ;;
+  # Groups probe2_* (four that can run at once on one GPU): private pools combined, max-autotune, graphed AMP
+  # training beside OOMs, a world-size-1 NCCL group, expandable segments combined with other settings at OOMs.
+  probe2_pools)  # a graph captured into a MemPool; two pools alternated, nested and used from a second thread; an observer with pools
+    rec "X=1" mempool_graph_capture
+    rec "$E" mempool_graph_capture
+    rec "RECORD=late:1" mempool_graph_capture
+    rec "MAX_ENTRIES=200" mempool_graph_capture
+    rec "KEEP_POOLS=1 $E" mempool_graph_capture
+    rec "X=1" mempool_nested_threads
+    rec "$E" mempool_nested_threads
+    rec "RECORD=late:1" mempool_nested_threads
+    rec "KEEP_POOLS=1" mempool_nested_threads
+    rec "FRACTION=0.07" observer_oom_pools
+    rec "FRACTION=0.07 $E" observer_oom_pools
+    rec "FRACTION=0.07 MAX_ENTRIES=2000" observer_oom_pools ;;
+  probe2_compile)  # torch.compile(mode="max-autotune"): autotuning benchmarks, then CUDA graph trees
+    rec "X=1" compile_max_autotune
+    rec "$E" compile_max_autotune ;;
+  probe2_train)  # make_graphed_callables with AMP, GradScaler and AdamW beside eager OOMs; bucketed NCCL all_reduce
+    rec "FRACTION=0.05" graphed_amp_train
+    rec "FRACTION=0.05 $E" graphed_amp_train
+    rec "FRACTION=0.05 MAX_ENTRIES=1500" graphed_amp_train
+    rec "X=1" nccl_bucketed
+    rec "$E" nccl_bucketed
+    rec "FRACTION=0.08" nccl_bucketed
+    rec "FRACTION=0.08 $E" nccl_bucketed
+    rec "FRACTION=0.08 RECORD=late:2" nccl_bucketed ;;
+  probe2_settings)  # expandable segments with the collector, rounding or max_split_size under a fraction, at OOMs
+    rec "FRACTION=0.12 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" gpt2_oom_backoff
+    rec "FRACTION=0.12 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,roundup_power2_divisions:4" gpt2_oom_backoff
+    rec "FRACTION=0.16 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128" bert_varlen_oom
+    rec "FRACTION=0.12 MAX_ENTRIES=5000 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" gpt2_oom_backoff
+    rec "FRACTION=0.12 RECORD=late:1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:64" gpt2_oom_backoff ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-36}" gpt2_generate ;;

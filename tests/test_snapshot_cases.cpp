@@ -1087,3 +1087,31 @@ TEST_CASE("snapshot cases: expandable segments map past a memory fraction, as Py
     CHECK(plain_replay_peak(trace, limit) == recorded_peak(trace));
   }
 }
+
+// Group probe2_* (recorded on an H100 2026-11-26): a CUDA graph captured into a user MemPool, two MemPools
+// nested and used from a second thread (kept to the snapshot, or expandable), an OOM observer's run with a
+// graph and a MemPool, torch.compile(mode="max-autotune"), make_graphed_callables with AMP, a world-size-1
+// NCCL group all-reducing gradient buckets (under a fraction with an OOM), expandable segments with the
+// collector, rounding or max_split_size at OOMs under a fraction.
+TEST_CASE("snapshot cases: probe2 pools, max-autotune, NCCL buckets, expandable settings at OOMs replay exactly",
+          "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file : {"compile_max_autotune.default.pickle.gz", "compile_max_autotune.expandable.pickle.gz",
+                           "mempool_graph_capture.default.pickle.gz", "mempool_graph_capture.default_late1.pickle.gz",
+                           "mempool_graph_capture.default_ring200.pickle.gz",
+                           "mempool_graph_capture.expandable.pickle.gz",
+                           "mempool_graph_capture.expandable_keptpools.pickle.gz",
+                           "mempool_nested_threads.default_keptpools.pickle.gz",
+                           "mempool_nested_threads.expandable.pickle.gz", "observer_oom_pools.default_cap0.07.pickle.gz",
+                           "gpt2_oom_backoff.expandable_segments-True_garbage_collection_threshold-0.6_cap0.12.pickle.gz",
+                           "gpt2_oom_backoff.expandable_segments-True_max_split_size_mb-64_cap0.12_late1.pickle.gz",
+                           "gpt2_oom_backoff.expandable_segments-True_roundup_power2_divisions-4_cap0.12.pickle.gz",
+                           "nccl_bucketed.default.pickle.gz", "nccl_bucketed.default_cap0.08.pickle.gz",
+                           "nccl_bucketed.default_cap0.08_late2.pickle.gz", "nccl_bucketed.expandable.pickle.gz",
+                           "nccl_bucketed.expandable_cap0.08.pickle.gz", "graphed_amp_train.default.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
+  }
+}
