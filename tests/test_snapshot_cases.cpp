@@ -1071,6 +1071,23 @@ TEST_CASE("snapshot cases: a request during another stream's capture skips relea
   }
 }
 
+// Graphs kept alive to the end and a recorded OOM long after their capture: the capture ended before the
+// default stream's next request, so malloc ran release_cached_blocks for the OOM'd request (its releases
+// precede the `oom` entry). Read as a capture left open to the end, the model skipped them: make_graphed_callables
+// with AMP under a fraction diverged at entry 1386 (1362 in its ring), a live graph and MemPool with expandable
+// segments at 1258.
+TEST_CASE("snapshot cases: a recorded OOM after a live graph's capture ended releases the cache",
+          "[snapshot_cases][pools]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"graphed_amp_train.default_cap0.05.pickle.gz", "graphed_amp_train.default_cap0.05_ring1500.pickle.gz",
+        "graphed_amp_train.expandable_cap0.05.pickle.gz", "observer_oom_pools.expandable_cap0.07.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    REQUIRE(stats[file]["trace_ooms"] == 1);
+    check_exact(file, stats[file]);
+  }
+}
+
 // Expandable segments under a memory fraction map past it: alloc_block checks the fraction against the
 // request's allocation size only, and map_block then maps whole 20 MiB pages. PyTorch's reserved bytes end
 // above the limit (4259315712 > 0.05 x 85017493504, 5958008832 > 0.07 x it); the simulated device refused
@@ -1096,19 +1113,18 @@ TEST_CASE("snapshot cases: expandable segments map past a memory fraction, as Py
 TEST_CASE("snapshot cases: probe2 pools, max-autotune, NCCL buckets, expandable settings at OOMs replay exactly",
           "[snapshot_cases][pools]") {
   auto stats = case_stats();
-  for (const char* file : {"compile_max_autotune.default.pickle.gz", "compile_max_autotune.expandable.pickle.gz",
-                           "mempool_graph_capture.default.pickle.gz", "mempool_graph_capture.default_late1.pickle.gz",
-                           "mempool_graph_capture.default_ring200.pickle.gz",
-                           "mempool_graph_capture.expandable.pickle.gz",
-                           "mempool_graph_capture.expandable_keptpools.pickle.gz",
-                           "mempool_nested_threads.default_keptpools.pickle.gz",
-                           "mempool_nested_threads.expandable.pickle.gz", "observer_oom_pools.default_cap0.07.pickle.gz",
-                           "gpt2_oom_backoff.expandable_segments-True_garbage_collection_threshold-0.6_cap0.12.pickle.gz",
-                           "gpt2_oom_backoff.expandable_segments-True_max_split_size_mb-64_cap0.12_late1.pickle.gz",
-                           "gpt2_oom_backoff.expandable_segments-True_roundup_power2_divisions-4_cap0.12.pickle.gz",
-                           "nccl_bucketed.default.pickle.gz", "nccl_bucketed.default_cap0.08.pickle.gz",
-                           "nccl_bucketed.default_cap0.08_late2.pickle.gz", "nccl_bucketed.expandable.pickle.gz",
-                           "nccl_bucketed.expandable_cap0.08.pickle.gz", "graphed_amp_train.default.pickle.gz"}) {
+  for (const char* file :
+       {"compile_max_autotune.default.pickle.gz", "compile_max_autotune.expandable.pickle.gz",
+        "mempool_graph_capture.default.pickle.gz", "mempool_graph_capture.default_late1.pickle.gz",
+        "mempool_graph_capture.default_ring200.pickle.gz", "mempool_graph_capture.expandable.pickle.gz",
+        "mempool_graph_capture.expandable_keptpools.pickle.gz", "mempool_nested_threads.default_keptpools.pickle.gz",
+        "mempool_nested_threads.expandable.pickle.gz", "observer_oom_pools.default_cap0.07.pickle.gz",
+        "gpt2_oom_backoff.expandable_segments-True_garbage_collection_threshold-0.6_cap0.12.pickle.gz",
+        "gpt2_oom_backoff.expandable_segments-True_max_split_size_mb-64_cap0.12_late1.pickle.gz",
+        "gpt2_oom_backoff.expandable_segments-True_roundup_power2_divisions-4_cap0.12.pickle.gz",
+        "nccl_bucketed.default.pickle.gz", "nccl_bucketed.default_cap0.08.pickle.gz",
+        "nccl_bucketed.default_cap0.08_late2.pickle.gz", "nccl_bucketed.expandable.pickle.gz",
+        "nccl_bucketed.expandable_cap0.08.pickle.gz", "graphed_amp_train.default.pickle.gz"}) {
     REQUIRE(stats.count(file) == 1);
     check_exact(file, stats[file]);
     Trace trace = load_trace(kCases + "/" + file);
