@@ -18,6 +18,7 @@
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/registry.h"
 #include "traces/format_error.h"
+#include "traces/settings_inference.h"
 
 namespace fraglab {
 namespace {
@@ -84,10 +85,13 @@ detail::CaptureWindows capture_windows(const std::vector<Event>& events, const s
 class PytorchPolicy final : public Policy {
  public:
   PytorchPolicy(Device& device, detail::PytorchAllocatorConfig config, const TraceMeta& meta, uint64_t total_memory,
-                detail::PytorchLimit limit, const std::vector<Event>* events)
+                detail::PytorchLimit limit, const std::vector<Event>* events, bool recorded_expandable)
       : allocator_(device, config, meta.streams, total_memory, meta.pools, limit) {
     // One pass over the trace, only where it has private pools (captures): none to find in any other.
     if (events && meta.pools.size() > 1) allocator_.set_capture_windows(capture_windows(*events, meta.streams));
+    // The program's own changes of the setting, where the setting is the recording's (not a what-if).
+    if (events && recorded_expandable && !meta.expandable_flipped.empty())
+      allocator_.set_expandable_flips(flipped_event_ranges(*events, meta.expandable_flipped));
   }
 
   std::optional<Block> allocate(const AllocRequest& req) override {
@@ -128,6 +132,8 @@ constexpr TextOption kConfOptions[] = {
     {"pinned_num_register_threads", "1", "accepted; host memory only"},
     {"pinned_use_background_threads", "False", "accepted; host memory only"},
 };
+constexpr const TextOption& kExpandableSegments = kConfOptions[4];
+static_assert(std::string_view(kExpandableSegments.key) == "expandable_segments");
 // Unset, the GPU's memory is at least what the device may hand out (a capacity from an H200's
 // snapshot, say), so that expandable segments reserve enough address space.
 constexpr SizeOption kTotalMemory{"total_memory", detail::kH100TotalMemory,
@@ -188,8 +194,10 @@ PolicyInfo policy_info_pytorch() {
                                  ? ctx.options.get(kTotalMemory)
                                  : std::max(kTotalMemory.default_value, ctx.device.capacity().value_or(0));
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
+            const bool recorded_expandable =
+                ctx.options.get(detail::kRecordedSettings) && !ctx.options.has(kExpandableSegments);
             return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total, limit_for(ctx),
-                                                   ctx.events);
+                                                   ctx.events, recorded_expandable);
           },
           .models_pools = true,  // private pools are PyTorch's own: the model routes requests itself
           .checked_against =

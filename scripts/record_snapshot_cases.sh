@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -180,6 +180,18 @@ for g in $groups; do case $g in
     rec "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64 SET_SETTINGS_AT=4@max_split_size_mb:1024" varlen_transformer_train
     rec "FRACTION=0.1 SET_FRACTION_AT=3:0.06|6:0.1" varlen_transformer_train
     rec "FRACTION=0.12 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6 SET_FRACTION_AT=4:0.07" varlen_transformer_train ;;
+  settings_toggle)  # expandable_segments turned off and on by the program: vLLM's sleep-mode pools, IPC-style
+    rec "$E" sleep_mode_pools
+    rec "$E POOL_PLAIN=1" sleep_mode_pools
+    rec "$E DEFAULT_IN_WINDOW=1" sleep_mode_pools
+    rec "$E RECORD=late:1" sleep_mode_pools
+    rec "$E MAX_ENTRIES=400 DEFAULT_IN_WINDOW=1 POOL_PLAIN=1" sleep_mode_pools
+    rec "$E KEEP_POOLS=1" sleep_mode_pools
+    rec "$E SET_SETTINGS_AT=3@expandable_segments:False" varlen_transformer_train
+    rec "RECORD=late:2 SET_SETTINGS_AT=1@expandable_segments:True" varlen_transformer_train
+    rec "$E MAX_ENTRIES=4000 SET_SETTINGS_AT=2@expandable_segments:False|5@expandable_segments:True" varlen_transformer_train
+    rec "FRACTION=0.08 $E SET_SETTINGS_AT=2@expandable_segments:False|6@expandable_segments:True" varlen_transformer_train
+    rec "FRACTION=0.08 SET_SETTINGS_AT=3@expandable_segments:True" varlen_transformer_train ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

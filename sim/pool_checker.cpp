@@ -11,6 +11,7 @@
 #include "device/sim_device.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
+#include "traces/settings_inference.h"
 
 namespace fraglab {
 
@@ -205,8 +206,20 @@ std::optional<FallbackReading> find_fallbacks(const Trace& trace) {
   return reading;
 }
 
+// fidelity's first divergence, under the capacity fidelity infers (traces/settings_inference.h).
+std::optional<uint64_t> find_divergence(const Trace& trace) {
+  FidelityOptions options;
+  bool gpu_limit = false;
+  options.capacity = capacity_for(trace, std::nullopt, nullptr, &gpu_limit);
+  if (gpu_limit) options.policy = "pytorch:limit=gpu";
+  const FidelityResult r = check_fidelity(trace, options);
+  if (r.exact) return std::nullopt;
+  return r.event_index;
+}
+
 void install_pool_checker() {
   set_pool_checker(find_pool_misplacement);
+  set_divergence_finder(find_divergence);
   set_collector_run_resolver(collector_reading_is_right);
   set_fallback_reader(find_fallbacks);
 }

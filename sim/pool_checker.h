@@ -19,8 +19,10 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace);
 bool collector_reading_is_right(const Trace& emptied, Trace& collected);
 // The requests a MemPool(use_on_oom=True) served for the default pools at the limit (pool_checker.cpp).
 std::optional<FallbackReading> find_fallbacks(const Trace& trace);
+// fidelity's first divergence (the event index), or nothing where the model replays the trace exactly.
+std::optional<uint64_t> find_divergence(const Trace& trace);
 // set_pool_checker(find_pool_misplacement), set_collector_run_resolver(collector_reading_is_right),
-// set_fallback_reader(find_fallbacks)
+// set_fallback_reader(find_fallbacks), set_divergence_finder(find_divergence)
 void install_pool_checker();
 
 }  // namespace fraglab

@@ -19,11 +19,14 @@
 #include "report/diagnose.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
+#include "sim/pool_checker.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
 #include "traces/format_error.h"
 #include "traces/initial_state.h"
 #include "traces/pool_inference.h"
+#include "traces/settings_inference.h"
+#include "traces/state_json.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 
@@ -1130,4 +1133,106 @@ TEST_CASE("snapshot cases: probe2 pools, max-autotune, NCCL buckets, expandable 
     Trace trace = load_trace(kCases + "/" + file);
     CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
   }
+}
+
+// Expandable segments turned off and on by the program (torch.cuda.memory._set_allocator_settings: vLLM's
+// sleep-mode pools, NeMo's dataloader, a program sharing tensors over IPC). The snapshot records only the
+// last setting; the device calls show the others (a mapping only with it on, a cudaMalloc for a pool
+// without an allocator of its own only with it off). Replayed under the last setting from the first entry,
+// 7 of these 13 diverged (at the first entry for those that began under the other one).
+TEST_CASE("snapshot cases: expandable segments turned off and on mid-run replay exactly",
+          "[snapshot_cases][settings]") {
+  auto stats = case_stats();
+  for (const char* file :
+       {"sleep_mode_pools.expandable.pickle.gz", "sleep_mode_pools.expandable_plainpool.pickle.gz",
+        "sleep_mode_pools.expandable_defaultinwindow.pickle.gz", "sleep_mode_pools.expandable_late1.pickle.gz",
+        "sleep_mode_pools.expandable_keptpools.pickle.gz",
+        "sleep_mode_pools.expandable_plainpool_defaultinwindow_ring400.pickle.gz",
+        "varlen_transformer_train.default_set3-exp.pickle.gz",
+        "varlen_transformer_train.expandable_set2-noexp_set5-exp.pickle.gz",
+        "varlen_transformer_train.expandable_set3-noexp.pickle.gz",
+        "varlen_transformer_train.default_late2_set1-exp.pickle.gz",
+        "varlen_transformer_train.expandable_ring4000_set2-noexp_set5-exp.pickle.gz",
+        "varlen_transformer_train.default_cap0.08_set3-exp.pickle.gz",
+        "varlen_transformer_train.expandable_cap0.08_set2-noexp_set6-exp.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    INFO("plain replay of " << file);
+    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
+  }
+  // Turned on after step 3 and no mapping made after: the whole history ran with it off.
+  Trace on_late = load_trace(kCases + "/varlen_transformer_train.default_set3-exp.pickle.gz");
+  CHECK(on_late.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{0, UINT64_MAX}});
+  // Off after step 2, on after step 5: off from its first cudaMalloc; no mapping after it, and the model
+  // replays the rest alike either way, so the window runs to the end.
+  Trace toggled = load_trace(kCases + "/varlen_transformer_train.expandable_set2-noexp_set5-exp.pickle.gz");
+  REQUIRE(toggled.meta.expandable_flipped.size() == 1);
+  CHECK(toggled.meta.expandable_flipped[0].first > 0);
+  // Off after step 2, on after step 6, OOMs under fraction 0.08: a small request the setting on served
+  // from an expandable page (off, the model made a cudaMalloc) moved the change back inside the history.
+  Trace oomed = load_trace(kCases + "/varlen_transformer_train.expandable_cap0.08_set2-noexp_set6-exp.pickle.gz");
+  REQUIRE(oomed.meta.expandable_flipped.size() == 1);
+  CHECK(oomed.meta.expandable_flipped[0].first > 0);
+  CHECK(oomed.meta.expandable_flipped[0].second < UINT64_MAX);
+  // A what-if names the setting: the program's changes are not replayed then.
+  FidelityOptions what_if;
+  what_if.policy = "pytorch:expandable_segments=True";
+  const FidelityResult r = check_fidelity(on_late, what_if);
+  CHECK_FALSE(r.exact);
+  CHECK(r.event_index == 0);
+  // A MemPool with an allocator of its own under the setting is not read as the setting turned off.
+  Trace own = load_trace(kCases + "/mempool_allocator.expandable.pickle.gz");
+  CHECK(own.meta.expandable_flipped.empty());
+  CHECK(std::any_of(own.meta.pools.begin(), own.meta.pools.end(), [](const PoolInfo& p) { return p.own_allocator; }));
+}
+
+// The windows from the device calls alone (no model installed to revise them).
+TEST_CASE("settings inference: a mapping shows the setting on, a cudaMalloc off", "[settings]") {
+  set_divergence_finder({});
+  auto ev = [](EventKind k, uint64_t size = 2u << 20, AllocId id = 0) {
+    Event e;
+    e.kind = k;
+    e.size = size;
+    e.id = id;
+    return e;
+  };
+  Trace t;
+  t.meta.allocator_settings = {{"expandable_segments", "True"}};
+  t.events = {ev(EventKind::SegmentMap),    ev(EventKind::Alloc, 512, 0),                                // #0 on
+              ev(EventKind::Free, 512, 0),  ev(EventKind::SegmentAlloc),  ev(EventKind::Alloc, 512, 1),  // #1 off
+              ev(EventKind::Alloc, 512, 2),                                 // #2 shows nothing
+              ev(EventKind::SegmentAlloc),  ev(EventKind::Alloc, 512, 3),   // #3 off
+              ev(EventKind::SegmentMap),    ev(EventKind::Alloc, 512, 4)};  // #4 on
+  infer_expandable_switches(t);
+  CHECK(t.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{1, 4}});
+  // As event positions: from the entry after Alloc #0 to Alloc #3's.
+  CHECK(flipped_event_ranges(t.events, t.meta.expandable_flipped) ==
+        std::vector<std::pair<uint64_t, uint64_t>>{{2, 8}});
+  // Recorded off: the mappings are the other setting; before the first call, the first call's held.
+  t.meta.allocator_settings = {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64"}};
+  infer_expandable_switches(t);
+  CHECK(t.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {4, UINT64_MAX}});
+  // The same setting throughout: nothing.
+  t.meta.allocator_settings = {{"expandable_segments", "True"}};
+  t.events = {ev(EventKind::SegmentMap), ev(EventKind::Alloc, 512, 0)};
+  infer_expandable_switches(t);
+  CHECK(t.meta.expandable_flipped.empty());
+  install_pool_checker();
+}
+
+TEST_CASE("settings inference: the windows survive convert, and bad ones are refused", "[settings][formats]") {
+  Trace trace = load_trace(kCases + "/varlen_transformer_train.expandable_set2-noexp_set5-exp.pickle.gz");
+  REQUIRE_FALSE(trace.meta.expandable_flipped.empty());
+  const std::string dir = std::filesystem::temp_directory_path() / ("fraglab_flips_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* ext : {".fltrace", ".jsonl"}) {
+    const std::string path = dir + "/t" + ext;
+    save_trace(trace, path);
+    CHECK(load_trace(path).meta.expandable_flipped == trace.meta.expandable_flipped);
+  }
+  CHECK_THROWS_WITH(ranges_from_json(nlohmann::json::parse("[[5, 3]]")), Catch::Contains("non-empty"));
+  CHECK_THROWS_WITH(ranges_from_json(nlohmann::json::parse("[[1, 4], [2, 9]]")), Catch::Contains("disjoint"));
+  CHECK_THROWS_WITH(ranges_from_json(nlohmann::json::parse("[[1, -4]]")), Catch::Contains("non-negative"));
+  std::filesystem::remove_all(dir);
 }

@@ -124,6 +124,7 @@ struct JsonlParser {
       if (auto st = h.find("segments"); st != h.end())
         m.segments = segments_from_json(*st, m.streams.size(), m.stacks.size());
       if (auto st = h.find("pools"); st != h.end()) m.pools = pools_from_json(*st);
+      if (auto st = h.find("expandable_flipped"); st != h.end()) m.expandable_flipped = ranges_from_json(*st);
     } catch (const std::exception& e) {
       fail(std::string("the header's allocator state: ") + e.what());
     }
@@ -216,6 +217,7 @@ class JsonlWriter final : public TraceWriter {
     if (!meta.has_times) h["has_times"] = false;
     if (meta.history_absent) h["history_absent"] = true;
     if (meta.gpu_limit) h["gpu_limit"] = true;
+    if (!meta.expandable_flipped.empty()) h["expandable_flipped"] = ranges_to_json(meta.expandable_flipped);
     for (const auto& [key, count] : meta.unreplayed) h["unreplayed"][key] = count;
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
     if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);

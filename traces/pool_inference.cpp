@@ -1,4 +1,5 @@
 #include "traces/pool_inference.h"
+#include "traces/settings_inference.h"
 
 #include <fmt/core.h>
 
@@ -49,17 +50,6 @@ PoolIndex new_inferred_pool(TraceMeta& m) {
   int64_t k = 0;
   for (const PoolInfo& p : m.pools) k += p.inferred();
   return intern_pool(m, {-1, k});
-}
-
-// Whether the recorded settings turn expandable segments on (the value the allocator reported, else
-// the settings text): then every cudaMalloc-style segment is a MemPool's with its own allocator.
-bool expandable_trace(const TraceMeta& m) {
-  if (auto it = m.allocator_settings.find("expandable_segments"); it != m.allocator_settings.end())
-    return it->second == "True" || it->second == "true" || it->second == "1";
-  for (const char* key : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
-    if (auto it = m.allocator_settings.find(key); it != m.allocator_settings.end())
-      return it->second.find("expandable_segments:True") != std::string::npos;
-  return false;
 }
 
 // Rule 2: the private pool that owns every segment seen on a stream, or 0.
@@ -341,7 +331,7 @@ class PoolInference {
         pool = it->second;
         s.pool_id = m_.pools[pool].id;
       }
-    if (expandable_ && !s.is_expandable && !(certain && pool == 0)) {
+    if (expandable_at(0) && !s.is_expandable && !(certain && pool == 0)) {
       pool = own_allocator_pool(pool, s.stream);
       s.pool_id = m_.pools[pool].id;
     }
@@ -421,7 +411,7 @@ class PoolInference {
     if (!guess.second)
       if (auto it = overrides_.find(InstanceKey{e.addr, occurrences_[e.addr]}); it != overrides_.end())
         guess.first = it->second;
-    if (expandable_ && e.kind == EventKind::SegmentAlloc && !(guess.second && guess.first == 0))
+    if (expandable_at(index) && e.kind == EventKind::SegmentAlloc && !(guess.second && guess.first == 0))
       guess.first = own_allocator_pool(guess.first, e.stream);
     return guess;
   }
@@ -519,7 +509,14 @@ class PoolInference {
   Trace& trace_;
   TraceMeta& m_;
   const Overrides& overrides_;
-  const bool expandable_ = expandable_trace(m_);
+  const bool expandable_ = recorded_expandable(m_);
+  // Where the program ran under the other setting (traces/settings_inference.h), by event index.
+  const std::vector<std::pair<uint64_t, uint64_t>> flipped_ =
+      flipped_event_ranges(trace_.events, m_.expandable_flipped);
+  bool expandable_at(size_t index) const {
+    auto next = std::upper_bound(flipped_.begin(), flipped_.end(), std::make_pair(uint64_t{index}, UINT64_MAX));
+    return expandable_ != (next != flipped_.begin() && index < std::prev(next)->second);
+  }
   const bool max_split_size_set_ = [this] {
     auto it = m_.allocator_settings.find("max_split_size");
     return it == m_.allocator_settings.end() || (it->second != "-1" && it->second != std::to_string(SIZE_MAX));

@@ -48,6 +48,7 @@
 #include "traces/pickle_reader.h"
 #include "traces/pool_inference.h"
 #include "traces/read_limits.h"
+#include "traces/settings_inference.h"
 #include "traces/stream_interner.h"
 
 namespace fraglab {
@@ -679,13 +680,56 @@ class Importer final : public pickle::ListSink {
     trace_.events.resize(written_);
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back({release_run_start_, false});
     insert_empty_caches();
-    infer_pools(trace_, options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now);
+    infer_pools_and_settings();
     // Requested but never completed frees of blocks no segment holds: dropped too.
     m.dropped_unknown_frees += unknown_requested_.size();
     raw_ = {};
     raw_offsets_ = {};
     return std::move(trace_);
   }
+
+  // The setting's windows go first (the pool inference's model replays under them), and are read again
+  // once the pools are known. Under expandable_segments:True a cudaMalloc-style segment is either a
+  // MemPool's own allocator's or the setting turned off for a while: both readings are inferred where
+  // the device calls allow the second, and the model judges (the first stands where it cannot tell).
+  void infer_pools_and_settings() {
+    const PoolCheck when = options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now;
+    infer_expandable_switches(trace_);
+    if (trace_.meta.expandable_flipped.empty()) {
+      infer_pools(trace_, when);
+      infer_expandable_switches(trace_);  // MemPools' own allocators left out
+      if (trace_.meta.expandable_flipped.empty()) return;
+    }
+    // The model judges the readings here, so their pools are checked now (not deferred).
+    Trace own_allocator;
+    if (recorded_expandable(trace_.meta)) {
+      own_allocator = trace_;
+      own_allocator.meta.expandable_flipped.clear();
+      infer_pools(own_allocator, PoolCheck::Now);
+      infer_expandable_switches(own_allocator);
+    }
+    infer_pools_under_switches(PoolCheck::Now);
+    if (recorded_expandable(trace_.meta) && agreement(trace_) <= agreement(own_allocator))
+      trace_ = std::move(own_allocator);
+  }
+  // The pools inferred under the setting's windows, the windows revised by the model's replay, and the
+  // pools inferred again under the revised windows (a pool the first reading invented to explain a
+  // request the other setting served goes), until the windows hold.
+  void infer_pools_under_switches(PoolCheck when) {
+    const Trace unread = trace_;
+    for (int round = 0; round < 4; ++round) {
+      const auto windows = trace_.meta.expandable_flipped;
+      infer_pools(trace_, when);
+      infer_expandable_switches(trace_);
+      if (trace_.meta.expandable_flipped == windows) return;
+      const auto revised = trace_.meta.expandable_flipped;
+      trace_ = unread;
+      trace_.meta.expandable_flipped = revised;
+    }
+    infer_pools(trace_, when);
+  }
+  // How far the installed model follows the trace as read: the events before its first disagreement.
+  static uint64_t agreement(const Trace& t) { return first_divergence(t).value_or(UINT64_MAX); }
 
   void apply_entry(Event e) {
     switch (e.kind) {

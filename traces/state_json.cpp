@@ -97,6 +97,26 @@ InitialState initial_from_json(const json& j, size_t stream_count, size_t stack_
   return st;
 }
 
+nlohmann::json ranges_to_json(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [first, end] : ranges) out.push_back({first, end});
+  return out;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> ranges_from_json(const nlohmann::json& j) {
+  if (!j.is_array()) throw std::out_of_range("expandable_flipped must be a list of [first, end] ranges");
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const auto& r : j) {
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_unsigned() || !r[1].is_number_unsigned())
+      throw std::out_of_range("an expandable_flipped range must be [first, end] of non-negative integers");
+    const uint64_t first = r[0].get<uint64_t>(), end = r[1].get<uint64_t>();
+    if (first >= end || (!out.empty() && first < out.back().second))
+      throw std::out_of_range("expandable_flipped ranges must be non-empty, ascending and disjoint");
+    out.emplace_back(first, end);
+  }
+  return out;
+}
+
 // A pool is [a, b], or [a, b, ["allocator", "use_on_oom", "no_split", "empties_on_release"]] with what was
 // inferred of its MemPool (PoolInfo).
 nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools) {

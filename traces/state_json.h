@@ -21,4 +21,9 @@ InitialState initial_from_json(const nlohmann::json& j, size_t stream_count, siz
 nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools);
 std::vector<PoolInfo> pools_from_json(const nlohmann::json& j);
 
+// TraceMeta::expandable_flipped: [[first, end], ...] Alloc ordinals, ascending and disjoint; end may be
+// 2^64 - 1 (to the end of the trace).
+nlohmann::json ranges_to_json(const std::vector<std::pair<uint64_t, uint64_t>>& ranges);
+std::vector<std::pair<uint64_t, uint64_t>> ranges_from_json(const nlohmann::json& j);
+
 }  // namespace fraglab

@@ -188,6 +188,12 @@ struct TraceMeta {
   // inferred at import when only that reading reproduces the allocator's retries (sim/capacity.h). The
   // pytorch policy's limit=auto reads it, as it reads OOM entries.
   bool gpu_limit = false;
+  // Where the history ran under the other expandable_segments setting than allocator_settings' (a program
+  // that called torch.cuda.memory._set_allocator_settings mid-run): ranges [first, end) of Alloc events,
+  // by their ordinal among the trace's Alloc events (inserted PoolRelease or EmptyCache events move no
+  // range). Inferred at import from the device calls (traces/settings_inference.h); empty when none
+  // contradicts the recorded setting.
+  std::vector<std::pair<uint64_t, uint64_t>> expandable_flipped;
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   // intern_stream scans the table (a trace has a few streams); a reader that meets many keeps a

@@ -121,6 +121,7 @@ PytorchCachingAllocator::Pool& PytorchCachingAllocator::pool_for(PoolIndex owner
                   .index = index,
                   .owner = k,
                   .expandable = config_.expandable_segments && !info.own_allocator,
+                  .own_allocator = info.own_allocator,
                   .no_split = info.no_split});
   }
   return pool_at(2u * owner + (small ? 1u : 0u));
@@ -195,6 +196,8 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
   uint64_t size = round_size(orig_size, config_);
   Pool& bp = pool == 0 ? pool_at(size <= kSmallSize ? 1 : 0) : pool_for(pool, size <= kSmallSize);
   Params p{size, stream, &bp, pytorch_allocation_size(size), bp.expandable};
+  if (!expandable_flips_.empty()) [[unlikely]]
+    p.expandable = expandable_for(bp);
   // captures_underway is not empty while a request goes to a private pool (a capture or use_mem_pool
   // routes it there), or while another stream's capture is underway, and malloc then skips its last
   // resort, release_cached_blocks (C10_LIKELY(captures_underway.empty())).
@@ -212,6 +215,14 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
   }
   bool split_remainder = should_split(p.block, size, p.expandable);
   return alloc_found_block(p, split_remainder);
+}
+
+// is_expandable_segments_active under a setting the program changed along the trace.
+bool PytorchCachingAllocator::expandable_for(const Pool& pool) const {
+  auto next =
+      std::upper_bound(expandable_flips_.begin(), expandable_flips_.end(), std::make_pair(request_index_, UINT64_MAX));
+  const bool flipped = next != expandable_flips_.begin() && request_index_ < std::prev(next)->second;
+  return (config_.expandable_segments != flipped) && !pool.own_allocator;
 }
 
 bool PytorchCachingAllocator::another_capture_underway() const {

@@ -144,6 +144,11 @@ class PytorchCachingAllocator {
   // Where requests were made while a capture or use_mem_pool was underway for another stream or thread
   // (read from the trace by the pytorch policy): for them too malloc skips release_cached_blocks.
   void set_capture_windows(CaptureWindows windows) { capture_windows_ = std::move(windows); }
+  // Where the program ran under the other expandable_segments setting (TraceMeta::expandable_flipped, as
+  // trace positions): malloc reads the setting at each request (CUDAAllocatorConfig::expandable_segments()).
+  void set_expandable_flips(std::vector<std::pair<uint64_t, uint64_t>> windows) {
+    expandable_flips_ = std::move(windows);
+  }
   // The trace position of the request malloc serves next, and whether it is a recorded OOM tried again
   // (checked only where malloc's last resort is near).
   void set_request(uint64_t index, bool recorded_oom) {
@@ -200,6 +205,7 @@ class PytorchCachingAllocator {
     // malloc's is_expandable_segments_active for its requests: expandable_segments, unless the pool's
     // MemPool has an allocator of its own (then its segments are the allocator's raw_alloc).
     bool expandable = false;
+    bool own_allocator = false;   // a MemPool's allocator of its own: never expandable, whatever the setting
     bool no_split = false;        // setNoSplit: should_split is false for its blocks
     OrderedKeys<Key> blocks{};    // free mapped blocks: (stream, size, address)
     OrderedKeys<Key> unmapped{};  // unmapped expandable ranges: (stream, address)
@@ -259,6 +265,7 @@ class PytorchCachingAllocator {
   // malloc steps
   uint32_t malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool);  // kNoNode: out of memory
   bool another_capture_underway() const;
+  bool expandable_for(const Pool& pool) const;
   bool get_free_block(Params& p);
   bool should_split(uint32_t b, uint64_t size, bool expandable) const;
   bool try_mempool_fallback(Params& p);
@@ -324,6 +331,7 @@ class PytorchCachingAllocator {
   PytorchStats stats_;
   // Read only near malloc's last resort; last, so that the members every request touches keep their lines.
   CaptureWindows capture_windows_;
+  std::vector<std::pair<uint64_t, uint64_t>> expandable_flips_;
   uint64_t request_index_ = 0;
   bool request_is_recorded_oom_ = false;
 };

@@ -1,0 +1,51 @@
+// Where a PyTorch snapshot's history ran under the other expandable_segments setting.
+//
+// A snapshot records the allocator's settings once, as they were when it was taken; a program may
+// have changed them before: `torch.cuda.memory._set_allocator_settings("expandable_segments:...")`
+// (NeMo's dataloader turns expandable segments on after the model is built; vLLM's sleep-mode
+// allocator turns them off for the span of its MemPool and on again after). PyTorch reads the
+// setting at every request (CUDAAllocatorConfig::expandable_segments() in alloc_block, get_free_block
+// and should_split), and the history has no entry for the change. The device calls that served the
+// requests show it: a new mapping (segment_map) is made only with expandable segments on, a cudaMalloc
+// (segment_alloc) for a pool without an allocator of its own only with them off.
+//
+// The windows run from the first request whose device call shows the other setting to the first
+// that shows the recorded one again (a setting holds until a device call says otherwise; before the
+// first such call, the first call's setting held). Requests served from the cache show nothing.
+#pragma once
+
+#include <functional>
+#include <optional>
+
+#include "traces/trace.h"
+
+namespace fraglab {
+
+// Sets trace.meta.expandable_flipped from the trace's events: the Alloc and Oom events' pools (where
+// inferred) exclude MemPools with an allocator of its own, whose segments are cudaMalloc-style either
+// way; before the pools are inferred, segments the snapshot still holds in a private pool are left out.
+//
+// With a divergence finder installed (below), a change the device calls place only within a span of
+// requests is moved to the first request of the span the model's replay disagrees at (a few rounds).
+void infer_expandable_switches(Trace& trace);
+// Rounds of that revision.
+inline constexpr int kSwitchRevisions = 8;
+
+// TraceMeta::expandable_flipped as ranges [begin, end) of indexes into `events`: each Alloc event of a
+// flipped range with the device calls and other entries since the Alloc before it.
+std::vector<std::pair<uint64_t, uint64_t>> flipped_event_ranges(
+    const std::vector<Event>& events, const std::vector<std::pair<uint64_t, uint64_t>>& flipped);
+
+// Where a model of the recording allocator, replaying the trace as read (its recorded addresses, its
+// limit), first disagrees with the recording: the event index, or nothing where it agrees throughout.
+// The traces layer has no allocator model: the sim layer installs `fidelity` (sim/pool_checker.h).
+using DivergenceFinder = std::function<std::optional<uint64_t>(const Trace&)>;
+void set_divergence_finder(DivergenceFinder finder);
+bool divergence_finder_installed();
+// The installed finder's answer (nothing where none is installed or the model cannot replay the trace).
+std::optional<uint64_t> first_divergence(const Trace& trace);
+
+// The recorded expandable_segments setting (allocator_settings' parsed value, else the settings text).
+bool recorded_expandable(const TraceMeta& meta);
+
+}  // namespace fraglab
