@@ -9,10 +9,28 @@
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "traces/settings_inference.h"
+#include "traces/state_json.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 
 namespace fraglab::cli {
+
+namespace {
+// The windows where the program ran under the other expandable_segments setting (traces/settings_inference.h).
+void print_setting_changes(const TraceMeta& m) {
+  if (m.expandable_flipped.empty()) return;
+  const bool recorded = recorded_expandable(m);
+  std::string spans;
+  for (const auto& [first, end] : m.expandable_flipped)
+    spans += fmt::format("{}#{}{}", spans.empty() ? "" : ", ", first,
+                         end == UINT64_MAX ? std::string(" to the end") : fmt::format("-#{}", end - 1));
+  fmt::print(
+      "changed      expandable_segments was {} for allocations {} (the program's "
+      "_set_allocator_settings, read from the device calls; replayed so)\n",
+      recorded ? "False" : "True", spans);
+}
+}  // namespace
 
 namespace {
 
@@ -139,6 +157,8 @@ void add_info(CLI::App& app, CommandFn& run) {
             {"dropped_unknown_frees", m.dropped_unknown_frees},
             {"recorded_peak_reserved", s.recorded_peak_reserved},
             {"allocator_settings", m.allocator_settings},
+            // Alloc ordinals [first, end) run under the other expandable_segments setting (end 2^64-1: to the end).
+            {"expandable_flipped", ranges_to_json(m.expandable_flipped)},
             {"sizes", dist_json(s.sizes)},
             {"lifetimes_events", dist_json(s.lifetimes_events)},
             {"lifetimes_us", dist_json(s.lifetimes_us)}};
@@ -188,6 +208,7 @@ void add_info(CLI::App& app, CommandFn& run) {
       fmt::print("lifetimes    {} us\n", dist_line(s.lifetimes_us, false));
       if (auto conf = detail::recorded_conf(m.allocator_settings))
         fmt::print("recorded with {}='{}'\n", conf.variable, *conf.text);
+      print_setting_changes(m);
       return 0;
     };
   });

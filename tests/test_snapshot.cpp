@@ -738,6 +738,16 @@ TEST_CASE("snapshot import: a deferred pool check gives the checked trace once t
   CHECK(checked_at_once >= 1);
 }
 
+TEST_CASE("CLI info: says where the program ran under the other expandable_segments setting", "[snapshot][settings]") {
+  const std::string cases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/";
+  CliResult r = run_cli("info " + cases + "varlen_transformer_train.default_set3-exp.pickle.gz");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("changed      expandable_segments was False for allocations #0 to the end") != std::string::npos);
+  r = run_cli("info " + cases + "varlen_transformer_train.default.pickle.gz");
+  CHECK(r.output.find("changed ") == std::string::npos);
+}
+
 TEST_CASE("CLI info: allocations and peak with its event index", "[snapshot]") {
   CliResult r = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz");
   INFO(r.output);

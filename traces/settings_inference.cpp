@@ -1,8 +1,8 @@
 #include "traces/settings_inference.h"
 
 #include <algorithm>
-#include <unordered_set>
 #include <optional>
+#include <unordered_set>
 
 namespace fraglab {
 
