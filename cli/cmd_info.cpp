@@ -25,10 +25,13 @@ void print_setting_changes(const TraceMeta& m) {
   for (const auto& [first, end] : m.expandable_flipped)
     spans += fmt::format("{}#{}{}", spans.empty() ? "" : ", ", first,
                          end == UINT64_MAX ? std::string(" to the end") : fmt::format("-#{}", end - 1));
+  // Without recorded settings the snapshot's setting is PyTorch's default: the calls show the one the job had.
+  const char* why =
+      m.allocator_settings.empty() ? "the snapshot records no settings" : "the program's _set_allocator_settings";
   fmt::print(
-      "changed      expandable_segments was {} for allocations {} (the program's "
-      "_set_allocator_settings, read from the device calls; replayed so)\n",
-      recorded ? "False" : "True", spans);
+      "changed      expandable_segments was {} for allocations {} ({}; read from the device calls, "
+      "replayed so)\n",
+      recorded ? "False" : "True", spans, why);
 }
 }  // namespace
 

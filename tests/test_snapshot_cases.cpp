@@ -1181,6 +1181,19 @@ TEST_CASE("snapshot cases: expandable segments turned off and on mid-run replay 
   const FidelityResult r = check_fidelity(on_late, what_if);
   CHECK_FALSE(r.exact);
   CHECK(r.event_index == 0);
+  // A snapshot without recorded settings (written before PyTorch recorded them, or stripped) from a run with
+  // expandable segments: the mappings say so. Replayed with PyTorch's default, these diverged at entry 0.
+  for (const char* file :
+       {"graph_mlp_train.expandable_nosettings.pickle.gz", "mempool_side.expandable_nosettings.pickle.gz",
+        "side_stream_prefetch.expandable_nosettings.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    CHECK(trace.meta.allocator_settings.empty());
+    CHECK(trace.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{0, UINT64_MAX}});
+    INFO("plain replay of " << file);
+    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
+  }
   // A MemPool with an allocator of its own under the setting is not read as the setting turned off.
   Trace own = load_trace(kCases + "/mempool_allocator.expandable.pickle.gz");
   CHECK(own.meta.expandable_flipped.empty());
