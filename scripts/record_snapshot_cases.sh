@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -192,6 +192,20 @@ for g in $groups; do case $g in
     rec "$E MAX_ENTRIES=4000 SET_SETTINGS_AT=2@expandable_segments:False|5@expandable_segments:True" varlen_transformer_train
     rec "FRACTION=0.08 $E SET_SETTINGS_AT=2@expandable_segments:False|6@expandable_segments:True" varlen_transformer_train
     rec "FRACTION=0.08 SET_SETTINGS_AT=3@expandable_segments:True" varlen_transformer_train ;;
+  probe3)  # new models and an upward batch-size search with several OOMs, at a fraction and at the GPU's limit
+    rec "FRACTION=0.1" batch_search
+    rec "FRACTION=0.1 $E" batch_search
+    rec "FRACTION=0.1 MAX_ENTRIES=3000" batch_search
+    rec "DEVICE_LEFT=8" batch_search
+    rec "DEVICE_LEFT=8 $E" batch_search
+    rec "DEVICE_LEFT=8 RECORD=late:2" batch_search
+    rec "DEVICE_LEFT=8 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,max_split_size_mb:128" batch_search
+    rec "X=1" vit_train
+    rec "$E" vit_train
+    rec "RECORD=late:2" vit_train
+    rec "MAX_ENTRIES=5000" vit_train
+    rec "FRACTION=0.06" vit_train
+    rec "FRACTION=0.06 $E" vit_train ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

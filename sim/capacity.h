@@ -17,7 +17,9 @@
 // and takes the one that reproduces the recorded device calls. Where none does and the retries fit a
 // limit of the GPU's own (no fraction: the collector never runs, and an expandable segment is refused
 // only the pages it maps), that reading is replayed too: a job near the GPU's memory whose cudaMalloc
-// failed and whose retries all succeeded shows no OOM to say so.
+// failed and whose retries all succeeded shows no OOM to say so. The GPU's limit is the least its OOMs
+// show; where the driver's own memory grew along the run, the pytorch model follows the limit the device
+// calls show at each request below that (allocators/detail/pytorch_gpu_limit.h).
 #pragma once
 
 #include <cstdint>

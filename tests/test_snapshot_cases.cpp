@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "allocators/detail/pytorch_caching_allocator.h"
+#include "allocators/detail/pytorch_gpu_limit.h"
 #include "allocators/registry.h"
 #include "report/diagnose.h"
 #include "sim/capacity.h"
@@ -1248,4 +1249,34 @@ TEST_CASE("settings inference: the windows survive convert, and bad ones are ref
   CHECK_THROWS_WITH(ranges_from_json(nlohmann::json::parse("[[1, 4], [2, 9]]")), Catch::Contains("disjoint"));
   CHECK_THROWS_WITH(ranges_from_json(nlohmann::json::parse("[[1, -4]]")), Catch::Contains("non-negative"));
   std::filesystem::remove_all(dir);
+}
+
+// An upward batch-size search (accelerate's find_executable_batch_size) with the GPU itself running out
+// (all but 8 GiB taken first), the collector and max_split_size_mb set: after the two OOMs, malloc's
+// recoveries were refused a segment the limit the OOMs showed (reserved + free memory) had room for, as
+// the driver's own memory grew. Under the OOMs' one limit the model made those segments (diverged at entry
+// 26,813 of 27,987); the limit is now followed along the trace (detail::gpu_limit_drift). ViT-B/16 and
+// the search's other readings beside it.
+TEST_CASE("snapshot cases: a GPU limit that drifts, and more OOM'd searches and models replay exactly",
+          "[snapshot_cases][capacity]") {
+  auto stats = case_stats();
+  for (const char* file : {"batch_search.garbage_collection_threshold-0.6_max_split_size_mb-128_left8.pickle.gz",
+                           "batch_search.default_left8_late2.pickle.gz",
+                           "batch_search.default_cap0.1_ring3000.pickle.gz", "vit_train.default_cap0.06.pickle.gz",
+                           "vit_train.expandable_cap0.06.pickle.gz", "vit_train.default_ring5000.pickle.gz"}) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    INFO("plain replay of " << file);
+    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
+  }
+  // The drift is the trace's: a recovery was refused a segment the OOMs' limit had room for by 192 KiB.
+  Trace drifting =
+      load_trace(kCases + "/batch_search.garbage_collection_threshold-0.6_max_split_size_mb-128_left8.pickle.gz");
+  detail::PytorchAllocatorConfig config;
+  config.apply_recorded(drifting.meta.allocator_settings);
+  const auto steps = detail::gpu_limit_drift(drifting.events, drifting.meta.initial.reserved(), config);
+  REQUIRE_FALSE(steps.empty());
+  CHECK(std::min_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; })->second <=
+        -static_cast<int64_t>(192u << 10));
 }

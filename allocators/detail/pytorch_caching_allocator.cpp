@@ -225,6 +225,17 @@ bool PytorchCachingAllocator::expandable_for(const Pool& pool) const {
   return (config_.expandable_segments != flipped) && !pool.own_allocator;
 }
 
+// Whether a cudaMalloc of `bytes` more fails at the GPU's limit as it stood at this request.
+bool PytorchCachingAllocator::past_gpu_limit(uint64_t bytes) const {
+  auto next =
+      std::upper_bound(gpu_limit_drift_.begin(), gpu_limit_drift_.end(), std::make_pair(request_index_, INT64_MAX));
+  if (next == gpu_limit_drift_.begin()) return false;
+  const auto capacity = device_.capacity();
+  if (!capacity) return false;
+  const int64_t limit = static_cast<int64_t>(*capacity) + std::prev(next)->second;
+  return static_cast<int64_t>(total_allocated_memory_ + bytes) > limit;
+}
+
 bool PytorchCachingAllocator::another_capture_underway() const {
   auto in = [this](const std::vector<std::pair<uint64_t, uint64_t>>& windows) {
     auto next = std::upper_bound(windows.begin(), windows.end(), std::make_pair(request_index_, UINT64_MAX));
@@ -343,6 +354,8 @@ bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
     if (p.block != kNoNode) count_device_alloc(*p.pool, +1);
     return p.block != kNoNode;
   }
+  if (!gpu_limit_drift_.empty() && past_gpu_limit(p.alloc_size)) [[unlikely]]
+    return false;
   auto addr = device_.allocate_segment(p.alloc_size, p.stream);
   if (!addr) return false;
   p.block = new_block(*addr, p.alloc_size, p.stream, p.pool->index);
