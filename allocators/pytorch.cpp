@@ -16,7 +16,7 @@
 #include <array>
 
 #include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_gpu_limit.h"
+#include "allocators/detail/pytorch_limit_drift.h"
 #include "allocators/registry.h"
 #include "traces/format_error.h"
 #include "traces/settings_inference.h"
@@ -93,9 +93,10 @@ class PytorchPolicy final : public Policy {
     // The program's own changes of the setting, where the setting is the recording's (not a what-if).
     if (events && recorded_expandable && !meta.expandable_flipped.empty())
       allocator_.set_expandable_flips(flipped_event_ranges(*events, meta.expandable_flipped));
-    // The GPU's limit as its device calls show it along the trace (one pass, only where the GPU ran out).
-    if (events && limit == detail::PytorchLimit::Gpu && device.capacity())
-      allocator_.set_gpu_limit_drift(detail::gpu_limit_drift(*events, meta.initial.reserved(), config));
+    // The limit as the device calls show it along the trace (one pass, only where the trace has a limit).
+    if (events && device.capacity())
+      allocator_.set_limit_drift(
+          detail::limit_drift(*events, meta.initial.reserved(), config, limit, *device.capacity()));
   }
 
   std::optional<Block> allocate(const AllocRequest& req) override {

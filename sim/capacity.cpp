@@ -140,8 +140,16 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   // capacity_for replays before taking it.
   const bool gpu_reading = out.ooms == 0 && out.gc_runs > 0 && out.low <= out.gpu_high;
   // Contradicting bounds: a release run was not malloc's recovery after all (an empty_cache() right
-  // before an allocation, a private pool released): no fraction can be told.
-  if (out.high < out.low && !gpu_reading) return std::nullopt;
+  // before an allocation, a private pool released), or the limit changed along the run (the program set
+  // a fraction again: raised after its OOMs, say). With OOMs to show a limit and no collector (whose
+  // releases depend on its exact value), the largest the recording needed is taken, and the pytorch model
+  // follows the limit its device calls show along the trace (allocators/detail/pytorch_limit_drift.h).
+  if (out.high < out.low && !gpu_reading) {
+    if (out.ooms == 0 || gc > 0) return std::nullopt;
+    out.changed = true;
+    out.bytes = out.low;
+    return out;
+  }
   if (out.high >= out.low) out.fraction = simplest_fraction(out.low, out.high, total_memory);
   if (out.ooms == 0 && !out.fraction && !gpu_reading) return std::nullopt;
   out.bytes = out.fraction ? fraction_limit(*out.fraction, total_memory) : (out.high >= out.low ? out.high : out.low);
@@ -160,6 +168,12 @@ std::string InferredCapacity::describe(uint64_t total_memory) const {
         "capacity {} bytes inferred from {} recorded OOM(s): the GPU ran out (reserved + free device "
         "memory at the failure)",
         bytes, ooms);
+  if (changed)
+    return fmt::format(
+        "capacity {} bytes inferred from {} recorded OOM(s) and the allocator's retries: a limit below what "
+        "the GPU had free that changed along the run (no one limit fits: the recording bounds it below {} "
+        "and needed {}), followed from the device calls; --capacity overrides",
+        bytes, ooms, high, low);
   if (fraction)
     return fmt::format(
         "capacity {} bytes inferred from {} recorded OOM(s) and the allocator's {}: "

@@ -19,7 +19,7 @@
 // only the pages it maps), that reading is replayed too: a job near the GPU's memory whose cudaMalloc
 // failed and whose retries all succeeded shows no OOM to say so. The GPU's limit is the least its OOMs
 // show; where the driver's own memory grew along the run, the pytorch model follows the limit the device
-// calls show at each request below that (allocators/detail/pytorch_gpu_limit.h).
+// calls show at each request below that (allocators/detail/pytorch_limit_drift.h).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,9 @@ struct InferredCapacity {
                                    // reproduces the retries (capacity_for)
   size_t ooms = 0;
   size_t gc_runs = 0;  // release runs before a new segment with garbage collection on
+  // No one limit fits the recording (high < low) and its OOMs show there was one: it changed along the run
+  // (set_per_process_memory_fraction called again); `bytes` is the most it needed.
+  bool changed = false;
   std::string describe(uint64_t total_memory = detail::kH100TotalMemory) const;
 };
 

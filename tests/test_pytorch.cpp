@@ -4,7 +4,7 @@
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
-#include "allocators/detail/pytorch_gpu_limit.h"
+#include "allocators/detail/pytorch_limit_drift.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/sim_device.h"
@@ -605,15 +605,15 @@ TEST_CASE("pytorch: the GPU's limit followed along the trace's device calls", "[
       ev(EventKind::Alloc, 512 * 1024, 0x7f0002000000, 1),  // its 2 MiB segment failed with 20 MiB reserved
   };
   detail::PytorchAllocatorConfig config;
-  const auto steps = detail::gpu_limit_drift(events, 0, config);
+  const auto steps = detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB);
   REQUIRE(steps.size() == 1);
   CHECK(steps[0].first == 6);
   CHECK(steps[0].second == static_cast<int64_t>(22 * MiB - 1) - static_cast<int64_t>(30 * MiB));
   // One limit explains it all (the recovery's segment fits under the OOM's limit): nothing to follow.
   events[5].size = 20 * MiB;
   events[6].size = 5 * MiB;  // a 20 MiB segment: failed below 20 + 20 MiB, above the 30 MiB limit
-  CHECK(detail::gpu_limit_drift(events, 0, config).empty());
+  CHECK(detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB).empty());
   // No OOM of the GPU's (a memory fraction's: more free than the segment): nothing either.
   events[2].addr = 200 * MiB;
-  CHECK(detail::gpu_limit_drift(events, 0, config).empty());
+  CHECK(detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB).empty());
 }

@@ -15,7 +15,7 @@
 #include <optional>
 
 #include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_gpu_limit.h"
+#include "allocators/detail/pytorch_limit_drift.h"
 #include "allocators/registry.h"
 #include "report/diagnose.h"
 #include "sim/capacity.h"
@@ -189,13 +189,17 @@ TEST_CASE("snapshot cases: OOMs or retries where the GPU itself ran out replay e
     CHECK(back_gpu_limit);
     CHECK(check_fidelity(back, options).exact);
   }
-  // Read as a fraction, the expandable run's segment check takes the whole request, not the pages mapped.
+  // Read as a fraction, the expandable run's segment check takes the whole request, not the pages mapped:
+  // no one fraction fits its calls (the model would follow a limit moving along the trace); as the GPU's
+  // own limit, one does.
   Trace expandable = load_trace(kCases + "/gpt2_oom_backoff.expandable_left9.6.pickle.gz");
-  FidelityOptions as_fraction;
-  as_fraction.policy = "pytorch:limit=fraction";
-  as_fraction.capacity = capacity_for(expandable, std::nullopt);
-  CHECK_FALSE(check_fidelity(expandable, as_fraction).exact);
-  FidelityOptions as_gpu = as_fraction;
+  detail::PytorchAllocatorConfig expandable_config;
+  expandable_config.apply_recorded(expandable.meta.allocator_settings);
+  CHECK_FALSE(detail::limit_drift(expandable.events, expandable.meta.initial.reserved(), expandable_config,
+                                  detail::PytorchLimit::Fraction, *capacity_for(expandable, std::nullopt))
+                  .empty());
+  FidelityOptions as_gpu;
+  as_gpu.capacity = capacity_for(expandable, std::nullopt);
   as_gpu.policy = "pytorch:limit=gpu";
   CHECK(check_fidelity(expandable, as_gpu).exact);
 }
@@ -1255,7 +1259,7 @@ TEST_CASE("settings inference: the windows survive convert, and bad ones are ref
 // (all but 8 GiB taken first), the collector and max_split_size_mb set: after the two OOMs, malloc's
 // recoveries were refused a segment the limit the OOMs showed (reserved + free memory) had room for, as
 // the driver's own memory grew. Under the OOMs' one limit the model made those segments (diverged at entry
-// 26,813 of 27,987); the limit is now followed along the trace (detail::gpu_limit_drift). ViT-B/16 and
+// 26,813 of 27,987); the limit is now followed along the trace (detail::limit_drift). ViT-B/16 and
 // the search's other readings beside it.
 TEST_CASE("snapshot cases: a GPU limit that drifts, and more OOM'd searches and models replay exactly",
           "[snapshot_cases][capacity]") {
@@ -1275,8 +1279,38 @@ TEST_CASE("snapshot cases: a GPU limit that drifts, and more OOM'd searches and 
       load_trace(kCases + "/batch_search.garbage_collection_threshold-0.6_max_split_size_mb-128_left8.pickle.gz");
   detail::PytorchAllocatorConfig config;
   config.apply_recorded(drifting.meta.allocator_settings);
-  const auto steps = detail::gpu_limit_drift(drifting.events, drifting.meta.initial.reserved(), config);
+  const auto steps = detail::limit_drift(drifting.events, drifting.meta.initial.reserved(), config,
+                                         detail::PytorchLimit::Gpu, *capacity_for(drifting, std::nullopt));
   REQUIRE_FALSE(steps.empty());
   CHECK(std::min_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; })->second <=
         -static_cast<int64_t>(192u << 10));
+}
+
+// A memory fraction raised after OOMs (set_per_process_memory_fraction(0.05), two OOMs, then 0.12 after
+// step 4): no one limit fits the recording (granted segments pass what the OOMs refused), so no capacity
+// was inferred and the first OOM was served (diverged at entry 2137). Now the largest the recording
+// needed is the capacity, and the model follows the limit its calls show (detail::limit_drift). A
+// what-if capacity on a recording that one fraction explains stands as given.
+TEST_CASE("snapshot cases: a memory fraction raised after OOMs replays exactly", "[snapshot_cases][capacity]") {
+  auto stats = case_stats();
+  const char* file = "varlen_transformer_train.default_cap0.05_frac4-0.12.pickle.gz";
+  REQUIRE(stats.count(file) == 1);
+  check_exact(file, stats[file]);  // from the job's first fraction
+  Trace trace = load_trace(kCases + "/" + file);
+  std::string note;
+  const std::optional<uint64_t> inferred = capacity_for(trace, std::nullopt, &note);
+  REQUIRE(inferred);
+  CHECK(*inferred == recorded_peak(trace));
+  CHECK(note.find("changed along the run") != std::string::npos);
+  FidelityOptions options;
+  options.capacity = inferred;
+  CHECK(check_fidelity(trace, options).exact);
+  CHECK(plain_replay_peak(trace, inferred) == recorded_peak(trace));
+  // One fraction explains this one: a larger what-if capacity serves its OOMs (no drift applied).
+  Trace one = load_trace(kCases + "/gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz");
+  detail::PytorchAllocatorConfig config;
+  config.apply_recorded(one.meta.allocator_settings);
+  CHECK(detail::limit_drift(one.events, one.meta.initial.reserved(), config, detail::PytorchLimit::Fraction,
+                            uint64_t{20} << 30)
+            .empty());
 }

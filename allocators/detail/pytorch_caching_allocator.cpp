@@ -225,15 +225,19 @@ bool PytorchCachingAllocator::expandable_for(const Pool& pool) const {
   return (config_.expandable_segments != flipped) && !pool.own_allocator;
 }
 
-// Whether a cudaMalloc of `bytes` more fails at the GPU's limit as it stood at this request.
-bool PytorchCachingAllocator::past_gpu_limit(uint64_t bytes) const {
-  auto next =
-      std::upper_bound(gpu_limit_drift_.begin(), gpu_limit_drift_.end(), std::make_pair(request_index_, INT64_MAX));
-  if (next == gpu_limit_drift_.begin()) return false;
-  const auto capacity = device_.capacity();
+// The limit's offset from the capacity at this request (detail::limit_drift).
+int64_t PytorchCachingAllocator::limit_offset() const {
+  auto next = std::upper_bound(limit_drift_.begin(), limit_drift_.end(), std::make_pair(request_index_, INT64_MAX));
+  return next == limit_drift_.begin() ? 0 : std::prev(next)->second;
+}
+
+// Whether `bytes` more pass the limit as it stood at this request: the fraction's allowed maximum, or the
+// GPU's (the device's capacity).
+bool PytorchCachingAllocator::past_limit(uint64_t bytes) const {
+  const std::optional<uint64_t> capacity =
+      set_fraction_ ? std::optional<uint64_t>(allowed_memory_maximum_) : device_.capacity();
   if (!capacity) return false;
-  const int64_t limit = static_cast<int64_t>(*capacity) + std::prev(next)->second;
-  return static_cast<int64_t>(total_allocated_memory_ + bytes) > limit;
+  return static_cast<int64_t>(total_allocated_memory_ + bytes) > static_cast<int64_t>(*capacity) + limit_offset();
 }
 
 bool PytorchCachingAllocator::another_capture_underway() const {
@@ -347,15 +351,18 @@ bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
   if (is_retry) ++stats_.num_alloc_retries;
   // set_per_process_memory_fraction: checked against the cudaMalloc size even when
   // expandable segments will map less.
-  if (set_fraction_ && total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
+  // The limit followed along the trace, where one limit does not explain its device calls.
+  if (limit_drift_.empty()) {
+    if (set_fraction_ && total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
+  } else if (past_limit(p.alloc_size)) {
+    return false;
+  }
   // A MemPool's own allocator (allocPrimitive's raw_alloc) is a device segment call like cudaMalloc.
   if (p.expandable) {
     p.block = try_allocate_expandable_block(p.stream, *p.pool, p.size);
     if (p.block != kNoNode) count_device_alloc(*p.pool, +1);
     return p.block != kNoNode;
   }
-  if (!gpu_limit_drift_.empty() && past_gpu_limit(p.alloc_size)) [[unlikely]]
-    return false;
   auto addr = device_.allocate_segment(p.alloc_size, p.stream);
   if (!addr) return false;
   p.block = new_block(*addr, p.alloc_size, p.stream, p.pool->index);

@@ -149,9 +149,9 @@ class PytorchCachingAllocator {
   void set_expandable_flips(std::vector<std::pair<uint64_t, uint64_t>> windows) {
     expandable_flips_ = std::move(windows);
   }
-  // The GPU's own limit along the trace (detail::gpu_limit_drift: trace positions and offsets from the
-  // device's capacity): a cudaMalloc past it fails though the device would grant it.
-  void set_gpu_limit_drift(std::vector<std::pair<uint64_t, int64_t>> steps) { gpu_limit_drift_ = std::move(steps); }
+  // The limit along the trace where one does not explain it (detail::limit_drift: trace positions and
+  // offsets from the capacity): the fraction's check, or a cudaMalloc at the GPU's limit, fails past it.
+  void set_limit_drift(std::vector<std::pair<uint64_t, int64_t>> steps) { limit_drift_ = std::move(steps); }
   // The trace position of the request malloc serves next, and whether it is a recorded OOM tried again
   // (checked only where malloc's last resort is near).
   void set_request(uint64_t index, bool recorded_oom) {
@@ -269,7 +269,8 @@ class PytorchCachingAllocator {
   uint32_t malloc_block(uint64_t orig_size, StreamIndex stream, PoolIndex pool);  // kNoNode: out of memory
   bool another_capture_underway() const;
   bool expandable_for(const Pool& pool) const;
-  bool past_gpu_limit(uint64_t bytes) const;
+  int64_t limit_offset() const;
+  bool past_limit(uint64_t bytes) const;
   bool get_free_block(Params& p);
   bool should_split(uint32_t b, uint64_t size, bool expandable) const;
   bool try_mempool_fallback(Params& p);
@@ -336,7 +337,7 @@ class PytorchCachingAllocator {
   // Read only near malloc's last resort; last, so that the members every request touches keep their lines.
   CaptureWindows capture_windows_;
   std::vector<std::pair<uint64_t, uint64_t>> expandable_flips_;
-  std::vector<std::pair<uint64_t, int64_t>> gpu_limit_drift_;
+  std::vector<std::pair<uint64_t, int64_t>> limit_drift_;
   uint64_t request_index_ = 0;
   bool request_is_recorded_oom_ = false;
 };
