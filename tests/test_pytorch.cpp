@@ -4,7 +4,6 @@
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
-#include "allocators/detail/pytorch_limit_drift.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/sim_device.h"
@@ -580,40 +579,4 @@ TEST_CASE("pools: a MemPool's release empties its instance under other policies 
   const uint64_t after_mempool = device.reserved_bytes();
   policy->empty_cache();
   CHECK(device.reserved_bytes() < after_mempool);
-}
-
-// The GPU's own limit followed along a trace: an OOM the GPU caused sets it (reserved + free memory), a
-// recovery of malloc's (cached segments released, then the request's segment granted) shows it lower,
-// below what was reserved before the releases plus that segment.
-TEST_CASE("pytorch: the GPU's limit followed along the trace's device calls", "[pytorch][capacity]") {
-  constexpr uint64_t MiB = 1ull << 20;
-  auto ev = [](EventKind k, uint64_t size, uint64_t addr = 0, AllocId id = 0) {
-    Event e;
-    e.kind = k;
-    e.size = size;
-    e.addr = addr;
-    e.id = id;
-    return e;
-  };
-  std::vector<Event> events = {
-      ev(EventKind::SegmentAlloc, 20 * MiB, 0x7f0000000000),
-      ev(EventKind::Alloc, 2 * MiB, 0x7f0000000000, 0),
-      ev(EventKind::Oom, 100 * MiB, 10 * MiB),  // the GPU's: 10 MiB free for a 100 MiB segment; limit 30 MiB
-      ev(EventKind::Free, 2 * MiB, 0x7f0000000000, 0),
-      ev(EventKind::SegmentFree, 20 * MiB, 0x7f0000000000),  // malloc's recovery for the next request
-      ev(EventKind::SegmentAlloc, 2 * MiB, 0x7f0002000000),
-      ev(EventKind::Alloc, 512 * 1024, 0x7f0002000000, 1),  // its 2 MiB segment failed with 20 MiB reserved
-  };
-  detail::PytorchAllocatorConfig config;
-  const auto steps = detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB);
-  REQUIRE(steps.size() == 1);
-  CHECK(steps[0].first == 6);
-  CHECK(steps[0].second == static_cast<int64_t>(22 * MiB - 1) - static_cast<int64_t>(30 * MiB));
-  // One limit explains it all (the recovery's segment fits under the OOM's limit): nothing to follow.
-  events[5].size = 20 * MiB;
-  events[6].size = 5 * MiB;  // a 20 MiB segment: failed below 20 + 20 MiB, above the 30 MiB limit
-  CHECK(detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB).empty());
-  // No OOM of the GPU's (a memory fraction's: more free than the segment): nothing either.
-  events[2].addr = 200 * MiB;
-  CHECK(detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB).empty());
 }

@@ -99,6 +99,19 @@ void check_exact(const std::string& file, const nlohmann::json& stats) {
   }
 }
 
+// check_exact for each file, and plain replay (the model's own addresses, the capacity inferred) reaching
+// the recorded peak.
+void check_cases(std::initializer_list<const char*> files) {
+  auto stats = case_stats();
+  for (const char* file : files) {
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    INFO("plain replay of " << file);
+    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("snapshot cases: late and ring-buffered histories replay exactly from their first entry",
@@ -1026,39 +1039,32 @@ TEST_CASE("diagnose: free memory at the peak is split by private pool", "[snapsh
 // replay (the simulated driver's addresses, the capacity inferred) reaches PyTorch's reserved peak.
 TEST_CASE("snapshot cases: generate, mixed precision with streams, offloading, side-stream capture replay exactly",
           "[snapshot_cases][pools]") {
-  auto stats = case_stats();
-  for (const char* file : {"llama_generate.default_ring3000.pickle.gz",
-                           "llama_generate_static.default.pickle.gz",
-                           "llama_generate_static.default_late1.pickle.gz",
-                           "llama_generate_static.expandable.pickle.gz",
-                           "amp_accum_prefetch.default.pickle.gz",
-                           "amp_accum_prefetch.default_ring2000.pickle.gz",
-                           "amp_accum_prefetch.expandable_late2.pickle.gz",
-                           "ckpt_offload_sdpa.default.pickle.gz",
-                           "ckpt_offload_sdpa.expandable.pickle.gz",
-                           "ckpt_offload_sdpa.max_split_size_mb-128_ring5000.pickle.gz",
-                           "many_streams_raw.default.pickle.gz",
-                           "many_streams_raw.expandable.pickle.gz",
-                           "many_streams_raw.expandable_late3.pickle.gz",
-                           "many_streams_raw.max_split_size_mb-256_cap0.1.pickle.gz",
-                           "graph_side_capture.default.pickle.gz",
-                           "graph_side_capture.expandable.pickle.gz",
-                           "graph_side_capture.default_late1.pickle.gz",
-                           "graph_side_capture.default_ring200.pickle.gz",
-                           "prefetch_pressure.default_cap0.05.pickle.gz",
-                           "prefetch_pressure.expandable_cap0.04.pickle.gz",
-                           "varlen_transformer_train.default.pickle.gz",
-                           "varlen_transformer_train.expandable_cap0.1.pickle.gz",
-                           "varlen_transformer_train.expandable_cap0.07.pickle.gz",
-                           "varlen_transformer_train.default_cap0.1_frac3-0.06_frac6-0.1.pickle.gz",
-                           "varlen_transformer_train.default_cap0.12_frac3-0.05.pickle.gz",
-                           "varlen_transformer_train.garbage_collection_threshold-0.6_cap0.12_frac4-0.07.pickle.gz"}) {
-    REQUIRE(stats.count(file) == 1);
-    check_exact(file, stats[file]);
-    Trace trace = load_trace(kCases + "/" + file);
-    INFO("plain replay of " << file);
-    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
-  }
+  check_cases({"llama_generate.default_ring3000.pickle.gz",
+               "llama_generate_static.default.pickle.gz",
+               "llama_generate_static.default_late1.pickle.gz",
+               "llama_generate_static.expandable.pickle.gz",
+               "amp_accum_prefetch.default.pickle.gz",
+               "amp_accum_prefetch.default_ring2000.pickle.gz",
+               "amp_accum_prefetch.expandable_late2.pickle.gz",
+               "ckpt_offload_sdpa.default.pickle.gz",
+               "ckpt_offload_sdpa.expandable.pickle.gz",
+               "ckpt_offload_sdpa.max_split_size_mb-128_ring5000.pickle.gz",
+               "many_streams_raw.default.pickle.gz",
+               "many_streams_raw.expandable.pickle.gz",
+               "many_streams_raw.expandable_late3.pickle.gz",
+               "many_streams_raw.max_split_size_mb-256_cap0.1.pickle.gz",
+               "graph_side_capture.default.pickle.gz",
+               "graph_side_capture.expandable.pickle.gz",
+               "graph_side_capture.default_late1.pickle.gz",
+               "graph_side_capture.default_ring200.pickle.gz",
+               "prefetch_pressure.default_cap0.05.pickle.gz",
+               "prefetch_pressure.expandable_cap0.04.pickle.gz",
+               "varlen_transformer_train.default.pickle.gz",
+               "varlen_transformer_train.expandable_cap0.1.pickle.gz",
+               "varlen_transformer_train.expandable_cap0.07.pickle.gz",
+               "varlen_transformer_train.default_cap0.1_frac3-0.06_frac6-0.1.pickle.gz",
+               "varlen_transformer_train.default_cap0.12_frac3-0.05.pickle.gz",
+               "varlen_transformer_train.garbage_collection_threshold-0.6_cap0.12_frac4-0.07.pickle.gz"});
 }
 
 // A CUDA graph captured on a side stream while an eager stream's request needs a new segment past a memory
@@ -1147,25 +1153,17 @@ TEST_CASE("snapshot cases: probe2 pools, max-autotune, NCCL buckets, expandable 
 // 7 of these 13 diverged (at the first entry for those that began under the other one).
 TEST_CASE("snapshot cases: expandable segments turned off and on mid-run replay exactly",
           "[snapshot_cases][settings]") {
-  auto stats = case_stats();
-  for (const char* file :
-       {"sleep_mode_pools.expandable.pickle.gz", "sleep_mode_pools.expandable_plainpool.pickle.gz",
-        "sleep_mode_pools.expandable_defaultinwindow.pickle.gz", "sleep_mode_pools.expandable_late1.pickle.gz",
-        "sleep_mode_pools.expandable_keptpools.pickle.gz",
-        "sleep_mode_pools.expandable_plainpool_defaultinwindow_ring400.pickle.gz",
-        "varlen_transformer_train.default_set3-exp.pickle.gz",
-        "varlen_transformer_train.expandable_set2-noexp_set5-exp.pickle.gz",
-        "varlen_transformer_train.expandable_set3-noexp.pickle.gz",
-        "varlen_transformer_train.default_late2_set1-exp.pickle.gz",
-        "varlen_transformer_train.expandable_ring4000_set2-noexp_set5-exp.pickle.gz",
-        "varlen_transformer_train.default_cap0.08_set3-exp.pickle.gz",
-        "varlen_transformer_train.expandable_cap0.08_set2-noexp_set6-exp.pickle.gz"}) {
-    REQUIRE(stats.count(file) == 1);
-    check_exact(file, stats[file]);
-    Trace trace = load_trace(kCases + "/" + file);
-    INFO("plain replay of " << file);
-    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
-  }
+  check_cases({"sleep_mode_pools.expandable.pickle.gz", "sleep_mode_pools.expandable_plainpool.pickle.gz",
+               "sleep_mode_pools.expandable_defaultinwindow.pickle.gz", "sleep_mode_pools.expandable_late1.pickle.gz",
+               "sleep_mode_pools.expandable_keptpools.pickle.gz",
+               "sleep_mode_pools.expandable_plainpool_defaultinwindow_ring400.pickle.gz",
+               "varlen_transformer_train.default_set3-exp.pickle.gz",
+               "varlen_transformer_train.expandable_set2-noexp_set5-exp.pickle.gz",
+               "varlen_transformer_train.expandable_set3-noexp.pickle.gz",
+               "varlen_transformer_train.default_late2_set1-exp.pickle.gz",
+               "varlen_transformer_train.expandable_ring4000_set2-noexp_set5-exp.pickle.gz",
+               "varlen_transformer_train.default_cap0.08_set3-exp.pickle.gz",
+               "varlen_transformer_train.expandable_cap0.08_set2-noexp_set6-exp.pickle.gz"});
   // Turned on after step 3 and no mapping made after: the whole history ran with it off.
   Trace on_late = load_trace(kCases + "/varlen_transformer_train.default_set3-exp.pickle.gz");
   CHECK(on_late.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{0, UINT64_MAX}});
@@ -1188,16 +1186,14 @@ TEST_CASE("snapshot cases: expandable segments turned off and on mid-run replay 
   CHECK(r.event_index == 0);
   // A snapshot without recorded settings (written before PyTorch recorded them, or stripped) from a run with
   // expandable segments: the mappings say so. Replayed with PyTorch's default, these diverged at entry 0.
-  for (const char* file :
-       {"graph_mlp_train.expandable_nosettings.pickle.gz", "mempool_side.expandable_nosettings.pickle.gz",
-        "side_stream_prefetch.expandable_nosettings.pickle.gz"}) {
-    REQUIRE(stats.count(file) == 1);
-    check_exact(file, stats[file]);
+  const std::initializer_list<const char*> no_settings = {"graph_mlp_train.expandable_nosettings.pickle.gz",
+                                                          "mempool_side.expandable_nosettings.pickle.gz",
+                                                          "side_stream_prefetch.expandable_nosettings.pickle.gz"};
+  check_cases(no_settings);
+  for (const char* file : no_settings) {
     Trace trace = load_trace(kCases + "/" + file);
     CHECK(trace.meta.allocator_settings.empty());
     CHECK(trace.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{0, UINT64_MAX}});
-    INFO("plain replay of " << file);
-    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
   }
   // A MemPool with an allocator of its own under the setting is not read as the setting turned off.
   Trace own = load_trace(kCases + "/mempool_allocator.expandable.pickle.gz");
@@ -1208,20 +1204,18 @@ TEST_CASE("snapshot cases: expandable segments turned off and on mid-run replay 
 // The windows from the device calls alone (no model installed to revise them).
 TEST_CASE("settings inference: a mapping shows the setting on, a cudaMalloc off", "[settings]") {
   set_divergence_finder({});
-  auto ev = [](EventKind k, uint64_t size = 2u << 20, AllocId id = 0) {
-    Event e;
-    e.kind = k;
-    e.size = size;
-    e.id = id;
-    return e;
-  };
   Trace t;
   t.meta.allocator_settings = {{"expandable_segments", "True"}};
-  t.events = {ev(EventKind::SegmentMap),    ev(EventKind::Alloc, 512, 0),                                // #0 on
-              ev(EventKind::Free, 512, 0),  ev(EventKind::SegmentAlloc),  ev(EventKind::Alloc, 512, 1),  // #1 off
-              ev(EventKind::Alloc, 512, 2),                                 // #2 shows nothing
-              ev(EventKind::SegmentAlloc),  ev(EventKind::Alloc, 512, 3),   // #3 off
-              ev(EventKind::SegmentMap),    ev(EventKind::Alloc, 512, 4)};  // #4 on
+  t.events = {entry(EventKind::SegmentMap, 0, 2 * MiB),
+              entry(EventKind::Alloc, 0, 512),  // #0 on
+              entry(EventKind::Free, 0, 512),
+              entry(EventKind::SegmentAlloc, 0, 2 * MiB),
+              entry(EventKind::Alloc, 0, 512),  // #1 off
+              entry(EventKind::Alloc, 0, 512),  // #2 shows nothing
+              entry(EventKind::SegmentAlloc, 0, 2 * MiB),
+              entry(EventKind::Alloc, 0, 512),  // #3 off
+              entry(EventKind::SegmentMap, 0, 2 * MiB),
+              entry(EventKind::Alloc, 0, 512)};  // #4 on
   infer_expandable_switches(t);
   CHECK(t.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{1, 4}});
   // As event positions: from the entry after Alloc #0 to Alloc #3's.
@@ -1233,7 +1227,7 @@ TEST_CASE("settings inference: a mapping shows the setting on, a cudaMalloc off"
   CHECK(t.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {4, UINT64_MAX}});
   // The same setting throughout: nothing.
   t.meta.allocator_settings = {{"expandable_segments", "True"}};
-  t.events = {ev(EventKind::SegmentMap), ev(EventKind::Alloc, 512, 0)};
+  t.events = {entry(EventKind::SegmentMap, 0, 2 * MiB), entry(EventKind::Alloc, 0, 512)};
   infer_expandable_switches(t);
   CHECK(t.meta.expandable_flipped.empty());
   install_pool_checker();
@@ -1263,17 +1257,10 @@ TEST_CASE("settings inference: the windows survive convert, and bad ones are ref
 // the search's other readings beside it.
 TEST_CASE("snapshot cases: a GPU limit that drifts, and more OOM'd searches and models replay exactly",
           "[snapshot_cases][capacity]") {
-  auto stats = case_stats();
-  for (const char* file : {"batch_search.garbage_collection_threshold-0.6_max_split_size_mb-128_left8.pickle.gz",
-                           "batch_search.default_left8_late2.pickle.gz",
-                           "batch_search.default_cap0.1_ring3000.pickle.gz", "vit_train.default_cap0.06.pickle.gz",
-                           "vit_train.expandable_cap0.06.pickle.gz", "vit_train.default_ring5000.pickle.gz"}) {
-    REQUIRE(stats.count(file) == 1);
-    check_exact(file, stats[file]);
-    Trace trace = load_trace(kCases + "/" + file);
-    INFO("plain replay of " << file);
-    CHECK(plain_replay_peak(trace, capacity_for(trace, std::nullopt)) == recorded_peak(trace));
-  }
+  check_cases({"batch_search.garbage_collection_threshold-0.6_max_split_size_mb-128_left8.pickle.gz",
+               "batch_search.default_left8_late2.pickle.gz", "batch_search.default_cap0.1_ring3000.pickle.gz",
+               "vit_train.default_cap0.06.pickle.gz", "vit_train.expandable_cap0.06.pickle.gz",
+               "vit_train.default_ring5000.pickle.gz"});
   // The drift is the trace's: a recovery was refused a segment the OOMs' limit had room for by 192 KiB.
   Trace drifting =
       load_trace(kCases + "/batch_search.garbage_collection_threshold-0.6_max_split_size_mb-128_left8.pickle.gz");
@@ -1313,4 +1300,31 @@ TEST_CASE("snapshot cases: a memory fraction raised after OOMs replays exactly",
   CHECK(detail::limit_drift(one.events, one.meta.initial.reserved(), config, detail::PytorchLimit::Fraction,
                             uint64_t{20} << 30)
             .empty());
+}
+
+// The GPU's own limit followed along a trace: an OOM the GPU caused sets it (reserved + free memory), a
+// recovery of malloc's (cached segments released, then the request's segment granted) shows it lower,
+// below what was reserved before the releases plus that segment.
+TEST_CASE("pytorch: the GPU's limit followed along the trace's device calls", "[pytorch][capacity]") {
+  std::vector<Event> events = {
+      entry(EventKind::SegmentAlloc, 0x7f0000000000, 20 * MiB),
+      entry(EventKind::Alloc, 0x7f0000000000, 2 * MiB),
+      entry(EventKind::Oom, 10 * MiB, 100 * MiB),  // the GPU's: 10 MiB free for a 100 MiB segment; limit 30 MiB
+      entry(EventKind::Free, 0x7f0000000000, 2 * MiB),
+      entry(EventKind::SegmentFree, 0x7f0000000000, 20 * MiB),  // malloc's recovery for the next request
+      entry(EventKind::SegmentAlloc, 0x7f0002000000, 2 * MiB),
+      entry(EventKind::Alloc, 0x7f0002000000, 512 * 1024),  // its 2 MiB segment failed with 20 MiB reserved
+  };
+  detail::PytorchAllocatorConfig config;
+  const auto steps = detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].first == 6);
+  CHECK(steps[0].second == static_cast<int64_t>(22 * MiB - 1) - static_cast<int64_t>(30 * MiB));
+  // One limit explains it all (the recovery's segment fits under the OOM's limit): nothing to follow.
+  events[5].size = 20 * MiB;
+  events[6].size = 5 * MiB;  // a 20 MiB segment: failed below 20 + 20 MiB, above the 30 MiB limit
+  CHECK(detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB).empty());
+  // No OOM of the GPU's (a memory fraction's: more free than the segment): nothing either.
+  events[2].addr = 200 * MiB;
+  CHECK(detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB).empty());
 }
