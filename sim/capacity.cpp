@@ -10,6 +10,7 @@
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
+#include "allocators/detail/pytorch_limit_drift.h"
 #include "sim/fidelity.h"
 
 namespace fraglab {
@@ -299,6 +300,31 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
 
 }  // namespace
 
+namespace {
+
+// Where the GPU's limit fell along the run below the least its OOMs show (the driver's own memory grew):
+// the pytorch model follows it (allocators/detail/pytorch_limit_drift.h); the note says by how much.
+std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
+  if (!inferred.device_limit || inferred.ooms == 0) return "";
+  detail::PytorchAllocatorConfig config;
+  try {
+    config.apply_recorded(trace.meta.allocator_settings);
+  } catch (const std::exception&) {
+    return "";
+  }
+  const auto steps = detail::limit_drift(trace.events, trace.meta.initial.reserved(), config, detail::PytorchLimit::Gpu,
+                                         inferred.bytes);
+  if (steps.empty()) return "";
+  const auto lowest =
+      std::min_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  return fmt::format(
+      "; the driver's own memory grew along the run: from event {} the device calls show the limit up to {} "
+      "bytes lower, which the model follows",
+      steps.front().first, -lowest->second);
+}
+
+}  // namespace
+
 std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t> given, std::string* note,
                                      bool* gpu_limit) {
   if (gpu_limit) *gpu_limit = false;
@@ -339,7 +365,7 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
                         : "none reproduces them all, this one agrees longest");
     }
   }
-  if (note) *note = inferred->describe() + verified;
+  if (note) *note = inferred->describe() + verified + drift_note(trace, *inferred);
   return inferred->bytes;
 }
 

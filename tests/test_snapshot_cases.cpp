@@ -1271,6 +1271,13 @@ TEST_CASE("snapshot cases: a GPU limit that drifts, and more OOM'd searches and 
   REQUIRE_FALSE(steps.empty());
   CHECK(std::min_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; })->second <=
         -static_cast<int64_t>(192u << 10));
+  // The capacity's note says so; a GPU-limit recording one limit explains says nothing of it.
+  std::string note;
+  capacity_for(drifting, std::nullopt, &note);
+  CHECK(note.find("the driver's own memory grew along the run") != std::string::npos);
+  capacity_for(load_trace(kCases + "/gpt2_oom_backoff.default_left9.6.pickle.gz"), std::nullopt, &note);
+  CHECK(note.find("the GPU ran out") != std::string::npos);
+  CHECK(note.find("grew") == std::string::npos);
 }
 
 // A memory fraction raised after OOMs (set_per_process_memory_fraction(0.05), two OOMs, then 0.12 after
