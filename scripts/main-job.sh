@@ -17,6 +17,10 @@ build/fraglab info tests/data/snapshots/gpt2_train.default_late2.pickle.gz
 build/fraglab fidelity tests/data/snapshots/gpt2_train.default_late2.pickle.gz
 build/fraglab replay tests/data/snapshots/bert_varlen_oom.default_cap0.16.pickle.gz --policy pytorch:expandable_segments:True
 build/fraglab diagnose tests/data/snapshots/gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz --no-search
+# A job that turned expandable segments off and on mid-run (vLLM's sleep mode, NeMo's dataloader): the
+# snapshot records only the last setting; its device calls show the others, and the model replays them.
+build/fraglab info tests/data/snapshots/varlen_transformer_train.expandable_set2-noexp_set5-exp.pickle.gz
+build/fraglab fidelity tests/data/snapshots/varlen_transformer_train.expandable_set2-noexp_set5-exp.pickle.gz
 # The question users ask: which PYTORCH_CUDA_ALLOC_CONF fixes the fragmentation of this job?
 build/fraglab fidelity traces/corpus/bert_varlen_train.default.pickle.gz
 build/fraglab tune traces/corpus/bert_varlen_train.default.pickle.gz
