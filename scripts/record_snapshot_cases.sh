@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -206,6 +206,18 @@ for g in $groups; do case $g in
     rec "MAX_ENTRIES=5000" vit_train
     rec "FRACTION=0.06" vit_train
     rec "FRACTION=0.06 $E" vit_train ;;
+  probe4)  # an inference server retrying OOM'd requests at half batch with empty_cache(); a UNet-like conv net growing its batch
+    rec "X=1" infer_server
+    rec "$E" infer_server
+    rec "FRACTION=0.04" infer_server
+    rec "DEVICE_LEFT=3" infer_server
+    rec "DEVICE_LEFT=3 $E" infer_server
+    rec "MAX_ENTRIES=4000 FRACTION=0.04" infer_server
+    rec "FRACTION=0.1" unet_like
+    rec "FRACTION=0.1 $E" unet_like
+    rec "FRACTION=0.1 CUDNN_BENCHMARK=1" unet_like
+    rec "DEVICE_LEFT=8 RECORD=late:2" unet_like
+    rec "FRACTION=0.1 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.7,max_split_size_mb:64" unet_like ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

@@ -1335,3 +1335,11 @@ TEST_CASE("pytorch: the GPU's limit followed along the trace's device calls", "[
   events[2].addr = 200 * MiB;
   CHECK(detail::limit_drift(events, 0, config, detail::PytorchLimit::Gpu, 30 * MiB).empty());
 }
+
+// An inference server retrying OOM'd requests at half their batch with empty_cache() every 8 requests, and a
+// UNet-like convolutional net doubling its batch (group probe4): exact as recorded, kept as regressions.
+TEST_CASE("snapshot cases: an inference server with retried OOMs and a growing conv net replay exactly",
+          "[snapshot_cases]") {
+  check_cases({"infer_server.default_cap0.04_ring4000.pickle.gz", "infer_server.expandable_left3.pickle.gz",
+               "unet_like.default_left8_late2.pickle.gz", "unet_like.expandable_cap0.1.pickle.gz"});
+}
