@@ -41,6 +41,17 @@ uint64_t next_request_segment(const std::vector<Event>& events, size_t from,
   return 0;
 }
 
+// The recorded settings as the model reads them; nothing where they do not parse.
+std::optional<detail::PytorchAllocatorConfig> recorded_config(const TraceMeta& meta) {
+  detail::PytorchAllocatorConfig config;
+  try {
+    config.apply_recorded(meta.allocator_settings);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return config;
+}
+
 // garbage_collection_threshold as recorded; 0 when off or not recorded.
 double garbage_collection_threshold(const TraceMeta& meta) {
   auto it = meta.allocator_settings.find("garbage_collection_threshold");
@@ -65,13 +76,8 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   // threshold times the limit: then the limit is below the reserved bytes over the threshold. Either
   // way there is a limit, below the larger of the two.
   const double gc = garbage_collection_threshold(trace.meta);
-  detail::PytorchAllocatorConfig config;
-  try {
-    config.apply_recorded(trace.meta.allocator_settings);
-  } catch (const std::exception&) {
-    // Settings that do not parse are the policy's to report, naming the trace; default rounding here.
-    config = detail::PytorchAllocatorConfig{};
-  }
+  // Settings that do not parse are the policy's to report, naming the trace; default rounding here.
+  const detail::PytorchAllocatorConfig config = recorded_config(trace.meta).value_or(detail::PytorchAllocatorConfig{});
   EventKind previous = EventKind::Alloc;
   bool limit_seen = false;
   uint64_t reserved_before_releases = 0;
@@ -306,14 +312,10 @@ namespace {
 // the pytorch model follows it (allocators/detail/pytorch_limit_drift.h); the note says by how much.
 std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
   if (!inferred.device_limit || inferred.ooms == 0) return "";
-  detail::PytorchAllocatorConfig config;
-  try {
-    config.apply_recorded(trace.meta.allocator_settings);
-  } catch (const std::exception&) {
-    return "";
-  }
-  const auto steps = detail::limit_drift(trace.events, trace.meta.initial.reserved(), config, detail::PytorchLimit::Gpu,
-                                         inferred.bytes);
+  const std::optional<detail::PytorchAllocatorConfig> config = recorded_config(trace.meta);
+  if (!config) return "";
+  const auto steps = detail::limit_drift(trace.events, trace.meta.initial.reserved(), *config,
+                                         detail::PytorchLimit::Gpu, inferred.bytes);
   if (steps.empty()) return "";
   const auto lowest =
       std::min_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; });

@@ -113,13 +113,18 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
 
 namespace {
 
-// How far the model follows the recording read one way: the requests it replays before the first
-// disagreement, all of them when it agrees throughout (the capacity inferred as `fidelity` infers it).
-uint64_t agreement(const Trace& trace, bool* exact, bool* gpu_limit) {
+// `fidelity` of the trace as read, under the limit it infers (`gpu_limit`: whether that is the GPU's own).
+FidelityResult fidelity_as_read(const Trace& trace, bool* gpu_limit) {
   FidelityOptions options;
   options.capacity = capacity_for(trace, std::nullopt, nullptr, gpu_limit);
   if (*gpu_limit) options.policy = "pytorch:limit=gpu";
-  const FidelityResult r = check_fidelity(trace, options);
+  return check_fidelity(trace, options);
+}
+
+// How far the model follows the recording read one way: the requests it replays before the first
+// disagreement, all of them when it agrees throughout (the capacity inferred as `fidelity` infers it).
+uint64_t agreement(const Trace& trace, bool* exact, bool* gpu_limit) {
+  const FidelityResult r = fidelity_as_read(trace, gpu_limit);
   *exact = r.exact;
   return r.replay_events;
 }
@@ -208,11 +213,8 @@ std::optional<FallbackReading> find_fallbacks(const Trace& trace) {
 
 // fidelity's first divergence, under the capacity fidelity infers (traces/settings_inference.h).
 std::optional<uint64_t> find_divergence(const Trace& trace) {
-  FidelityOptions options;
   bool gpu_limit = false;
-  options.capacity = capacity_for(trace, std::nullopt, nullptr, &gpu_limit);
-  if (gpu_limit) options.policy = "pytorch:limit=gpu";
-  const FidelityResult r = check_fidelity(trace, options);
+  const FidelityResult r = fidelity_as_read(trace, &gpu_limit);
   if (r.exact) return std::nullopt;
   return r.event_index;
 }

@@ -513,10 +513,7 @@ class PoolInference {
   // Where the program ran under the other setting (traces/settings_inference.h), by event index.
   const std::vector<std::pair<uint64_t, uint64_t>> flipped_ =
       flipped_event_ranges(trace_.events, m_.expandable_flipped);
-  bool expandable_at(size_t index) const {
-    auto next = std::upper_bound(flipped_.begin(), flipped_.end(), std::make_pair(uint64_t{index}, UINT64_MAX));
-    return expandable_ != (next != flipped_.begin() && index < std::prev(next)->second);
-  }
+  bool expandable_at(size_t index) const { return expandable_ != in_ranges(flipped_, index); }
   const bool max_split_size_set_ = [this] {
     auto it = m_.allocator_settings.find("max_split_size");
     return it == m_.allocator_settings.end() || (it->second != "-1" && it->second != std::to_string(SIZE_MAX));

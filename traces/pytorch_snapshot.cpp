@@ -701,32 +701,32 @@ class Importer final : public pickle::ListSink {
       if (trace_.meta.expandable_flipped.empty()) return;
     }
     // The model judges the readings here, so their pools are checked now (not deferred).
+    const bool on_at_end = recorded_expandable(trace_.meta);
     Trace own_allocator;
-    if (recorded_expandable(trace_.meta)) {
+    if (on_at_end) {
       own_allocator = trace_;
       own_allocator.meta.expandable_flipped.clear();
       infer_pools(own_allocator, PoolCheck::Now);
       infer_expandable_switches(own_allocator);
     }
-    infer_pools_under_switches(PoolCheck::Now);
-    if (recorded_expandable(trace_.meta) && agreement(trace_) <= agreement(own_allocator))
-      trace_ = std::move(own_allocator);
+    infer_pools_under_switches();
+    if (on_at_end && agreement(trace_) <= agreement(own_allocator)) trace_ = std::move(own_allocator);
   }
   // The pools inferred under the setting's windows, the windows revised by the model's replay, and the
   // pools inferred again under the revised windows (a pool the first reading invented to explain a
   // request the other setting served goes), until the windows hold.
-  void infer_pools_under_switches(PoolCheck when) {
+  void infer_pools_under_switches() {
     const Trace unread = trace_;
     for (int round = 0; round < 4; ++round) {
       const auto windows = trace_.meta.expandable_flipped;
-      infer_pools(trace_, when);
+      infer_pools(trace_, PoolCheck::Now);
       infer_expandable_switches(trace_);
       if (trace_.meta.expandable_flipped == windows) return;
       const auto revised = trace_.meta.expandable_flipped;
       trace_ = unread;
       trace_.meta.expandable_flipped = revised;
     }
-    infer_pools(trace_, when);
+    infer_pools(trace_, PoolCheck::Now);
   }
   // How far the installed model follows the trace as read: the events before its first disagreement.
   static uint64_t agreement(const Trace& t) { return first_divergence(t).value_or(UINT64_MAX); }

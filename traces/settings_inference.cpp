@@ -79,7 +79,8 @@ std::vector<std::pair<uint64_t, uint64_t>> flipped_event_ranges(
     const std::vector<Event>& events, const std::vector<std::pair<uint64_t, uint64_t>>& flipped) {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   if (flipped.empty()) return out;
-  // after[k]: the index after Alloc #k-1 (0 for k = 0), so Alloc #k's entries are [after[k], after[k+1]).
+  // A range of Alloc ordinals [first, end) begins after Alloc #first-1 (at 0 for the first) and ends
+  // with Alloc #end-1.
   auto range = flipped.begin();
   uint64_t allocs = 0, begin = 0;
   bool inside = range->first == 0;
@@ -130,9 +131,9 @@ std::vector<std::pair<uint64_t, uint64_t>> flipped_windows(const std::vector<Run
   return out;
 }
 
-}  // namespace
+// Rounds of the revision by the model's replay.
+constexpr int kSwitchRevisions = 8;
 
-namespace {
 DivergenceFinder& installed_finder() {
   static DivergenceFinder finder;
   return finder;
@@ -146,7 +147,6 @@ uint64_t alloc_ordinal(const std::vector<Event>& events, uint64_t index) {
 }  // namespace
 
 void set_divergence_finder(DivergenceFinder finder) { installed_finder() = std::move(finder); }
-bool divergence_finder_installed() { return static_cast<bool>(installed_finder()); }
 
 std::optional<uint64_t> first_divergence(const Trace& trace) {
   if (!installed_finder()) return std::nullopt;
@@ -169,18 +169,18 @@ void infer_expandable_switches(Trace& trace) {
       for (uint64_t b : {first, end})
         if (b > runs[r - 1].last && b < runs[r].at) runs[r].at = b;
   m.expandable_flipped = flipped_windows(runs, recorded);
-  if (!divergence_finder_installed() || m.expandable_flipped.empty()) return;
+  if (!installed_finder() || m.expandable_flipped.empty()) return;
   // A request the model serves otherwise than the recording, between a run's last evidence and the next
   // run's first, shows the next setting already held there (a block the other setting does not take, a
   // segment it makes that the recording did not): the change moves to it, and the model replays again.
   for (int round = 0; round < kSwitchRevisions; ++round) {
     const std::optional<uint64_t> at = first_divergence(trace);
     if (!at) return;
-    const std::optional<uint64_t> k = alloc_ordinal(trace.events, std::min<uint64_t>(*at, trace.events.size()));
+    const uint64_t k = alloc_ordinal(trace.events, std::min<uint64_t>(*at, trace.events.size()));
     size_t r = 1;
-    while (r < runs.size() && !(*k > runs[r - 1].last && *k < runs[r].at)) ++r;
+    while (r < runs.size() && !(k > runs[r - 1].last && k < runs[r].at)) ++r;
     if (r == runs.size()) return;
-    runs[r].at = *k;
+    runs[r].at = k;
     m.expandable_flipped = flipped_windows(runs, recorded);
   }
 }

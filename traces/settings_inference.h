@@ -14,7 +14,9 @@
 // first such call, the first call's setting held). Requests served from the cache show nothing.
 #pragma once
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <optional>
 
 #include "traces/trace.h"
@@ -28,20 +30,23 @@ namespace fraglab {
 // With a divergence finder installed (below), a change the device calls place only within a span of
 // requests is moved to the first request of the span the model's replay disagrees at (a few rounds).
 void infer_expandable_switches(Trace& trace);
-// Rounds of that revision.
-inline constexpr int kSwitchRevisions = 8;
 
 // TraceMeta::expandable_flipped as ranges [begin, end) of indexes into `events`: each Alloc event of a
 // flipped range with the device calls and other entries since the Alloc before it.
 std::vector<std::pair<uint64_t, uint64_t>> flipped_event_ranges(
     const std::vector<Event>& events, const std::vector<std::pair<uint64_t, uint64_t>>& flipped);
 
+// Whether `index` lies in one of `ranges` (ascending, disjoint, each [begin, end)): one binary search.
+inline bool in_ranges(const std::vector<std::pair<uint64_t, uint64_t>>& ranges, uint64_t index) {
+  auto next = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(index, UINT64_MAX));
+  return next != ranges.begin() && index < std::prev(next)->second;
+}
+
 // Where a model of the recording allocator, replaying the trace as read (its recorded addresses, its
 // limit), first disagrees with the recording: the event index, or nothing where it agrees throughout.
 // The traces layer has no allocator model: the sim layer installs `fidelity` (sim/pool_checker.h).
 using DivergenceFinder = std::function<std::optional<uint64_t>(const Trace&)>;
 void set_divergence_finder(DivergenceFinder finder);
-bool divergence_finder_installed();
 // The installed finder's answer (nothing where none is installed or the model cannot replay the trace).
 std::optional<uint64_t> first_divergence(const Trace& trace);
 

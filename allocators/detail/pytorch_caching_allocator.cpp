@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "traces/settings_inference.h"
+
 namespace fraglab::detail {
 
 namespace {
@@ -219,10 +221,7 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
 
 // is_expandable_segments_active under a setting the program changed along the trace.
 bool PytorchCachingAllocator::expandable_for(const Pool& pool) const {
-  auto next =
-      std::upper_bound(expandable_flips_.begin(), expandable_flips_.end(), std::make_pair(request_index_, UINT64_MAX));
-  const bool flipped = next != expandable_flips_.begin() && request_index_ < std::prev(next)->second;
-  return (config_.expandable_segments != flipped) && !pool.own_allocator;
+  return (config_.expandable_segments != in_ranges(expandable_flips_, request_index_)) && !pool.own_allocator;
 }
 
 // The limit's offset from the capacity at this request (detail::limit_drift).
@@ -241,11 +240,8 @@ bool PytorchCachingAllocator::past_limit(uint64_t bytes) const {
 }
 
 bool PytorchCachingAllocator::another_capture_underway() const {
-  auto in = [this](const std::vector<std::pair<uint64_t, uint64_t>>& windows) {
-    auto next = std::upper_bound(windows.begin(), windows.end(), std::make_pair(request_index_, UINT64_MAX));
-    return next != windows.begin() && request_index_ < std::prev(next)->second;
-  };
-  return in(capture_windows_.inside) || (request_is_recorded_oom_ && in(capture_windows_.after));
+  return in_ranges(capture_windows_.inside, request_index_) ||
+         (request_is_recorded_oom_ && in_ranges(capture_windows_.after, request_index_));
 }
 
 // try_mempool_fallback: a default-pool request that got no segment takes a cached block of a pool that
