@@ -57,6 +57,7 @@ nlohmann::json verdict_json(const Verdict& v) {
                       : nlohmann::json(nullptr)},
           {"peak_reserved", v.peak_reserved},
           {"recorded_conf", v.recorded_conf},
+          {"recorded_conf_inferred", v.recorded_conf_inferred},
           {"recorded_setting_peak", v.recorded_setting_peak},
           {"needed_bytes", v.needed_bytes},
           {"excess_bytes", v.excess_bytes},

@@ -26,8 +26,8 @@ void print_setting_changes(const TraceMeta& m) {
     spans += fmt::format("{}#{}{}", spans.empty() ? "" : ", ", first,
                          end == UINT64_MAX ? std::string(" to the end") : fmt::format("-#{}", end - 1));
   // Without recorded settings the snapshot's setting is PyTorch's default: the calls show the one the job had.
-  const char* why =
-      m.allocator_settings.empty() ? "the snapshot records no settings" : "the program's _set_allocator_settings";
+  const char* why = m.allocator_settings.empty() || m.settings_inferred ? "the snapshot records no settings"
+                                                                        : "the program's _set_allocator_settings";
   fmt::print(
       "changed      expandable_segments was {} for allocations {} ({}; read from the device calls, "
       "replayed so)\n",
@@ -160,6 +160,8 @@ void add_info(CLI::App& app, CommandFn& run) {
             {"dropped_unknown_frees", m.dropped_unknown_frees},
             {"recorded_peak_reserved", s.recorded_peak_reserved},
             {"allocator_settings", m.allocator_settings},
+            // allocator_settings were inferred from the recording (the snapshot records none).
+            {"settings_inferred", m.settings_inferred},
             // Alloc ordinals [first, end) run under the other expandable_segments setting (end 2^64-1: to the end).
             {"expandable_flipped", ranges_to_json(m.expandable_flipped)},
             {"sizes", dist_json(s.sizes)},
@@ -209,7 +211,12 @@ void add_info(CLI::App& app, CommandFn& run) {
       fmt::print("sizes        {}\n", dist_line(s.sizes, true));
       fmt::print("lifetimes    {} events\n", dist_line(s.lifetimes_events, false));
       fmt::print("lifetimes    {} us\n", dist_line(s.lifetimes_us, false));
-      if (auto conf = detail::recorded_conf(m.allocator_settings))
+      if (auto conf = detail::recorded_conf(m.allocator_settings); conf && m.settings_inferred)
+        fmt::print(
+            "inferred     {}='{}' (the snapshot records no settings; the model follows the recording further "
+            "with these than with PyTorch's defaults, and replays with them)\n",
+            conf.variable, *conf.text);
+      else if (conf)
         fmt::print("recorded with {}='{}'\n", conf.variable, *conf.text);
       print_setting_changes(m);
       return 0;

@@ -68,6 +68,7 @@ void print_json(const TuneReport& r) {
       {"live_bytes_bound", r.live_bytes_bound},
       {"recorded_peak_reserved", r.recorded_peak_reserved},
       {"recorded_conf", r.recorded_conf},
+      {"recorded_conf_inferred", r.recorded_conf_inferred},
       {"capacity", r.capacity ? nlohmann::json(*r.capacity) : nlohmann::json(nullptr)},
       {"capacity_inferred", r.capacity_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.capacity_note)},
       {"oom_live_excess", r.oom_live_excess},
@@ -90,7 +91,8 @@ void print_text(const TuneReport& r, size_t top) {
   fmt::print("trace             {}: {} events, live-bytes bound {}", r.trace, r.events,
              format_size(r.live_bytes_bound));
   if (r.recorded_peak_reserved) fmt::print(", recorded peak reserved {}", format_size(r.recorded_peak_reserved));
-  fmt::print("\nrecorded settings {}: predicted peak reserved {}\n", conf_text(r.recorded_conf),
+  fmt::print("\nrecorded settings {}{}: predicted peak reserved {}\n", conf_text(r.recorded_conf),
+             r.recorded_conf_inferred ? " (inferred: the snapshot records none)" : "",
              format_size(r.recorded.peak_reserved));
   if (r.policy == "pytorch")
     fmt::print("best              PYTORCH_CUDA_ALLOC_CONF=\"{}\"\n", best.conf);

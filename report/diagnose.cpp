@@ -174,6 +174,7 @@ Verdict verdict_without_oom(const Trace& trace, const std::string& name, std::op
   v.conf = r.best().conf;
   v.peak_reserved = r.best().peak_reserved;
   v.recorded_conf = r.recorded_conf;
+  v.recorded_conf_inferred = r.recorded_conf_inferred;
   v.recorded_setting_peak = r.recorded.peak_reserved;
   v.settings_tried = r.ranking.size();
   double saving =
@@ -182,8 +183,9 @@ Verdict verdict_without_oom(const Trace& trace, const std::string& name, std::op
           : 0.0;
   v.text = fmt::format(
       "no OOM to explain. The lowest predicted peak reserved of {} settings tried is {} with "
-      "PYTORCH_CUDA_ALLOC_CONF=\"{}\", {:.1f}% below the recorded setting's {} (recorded: {}).",
+      "PYTORCH_CUDA_ALLOC_CONF=\"{}\", {:.1f}% below the recorded setting's {} ({}: {}).",
       v.settings_tried, format_size(v.peak_reserved), v.conf, saving, format_size(v.recorded_setting_peak),
+      v.recorded_conf_inferred ? "inferred, the snapshot records none" : "recorded",
       v.recorded_conf.empty() ? "every default" : v.recorded_conf);
   return v;
 }
@@ -210,6 +212,7 @@ Verdict verdict_for_ooms(const Trace& trace, const std::string& name, uint64_t c
   TuneReport r = tune(trace, name, t);
   v.settings_tried = r.ranking.size();
   v.recorded_conf = r.recorded_conf;
+  v.recorded_conf_inferred = r.recorded_conf_inferred;
   v.recorded_setting_peak = r.recorded.peak_reserved;
   const TuneCandidate& best = r.best();
   if (!best.fails()) {
@@ -218,10 +221,11 @@ Verdict verdict_for_ooms(const Trace& trace, const std::string& name, uint64_t c
     v.peak_reserved = best.peak_reserved;
     v.text = fmt::format(
         "PYTORCH_CUDA_ALLOC_CONF=\"{}\" would have served every allocation{} within the capacity of "
-        "{}: predicted peak reserved {} (the cheapest of {} settings tried; the recorded setting, {}, "
+        "{}: predicted peak reserved {} (the cheapest of {} settings tried; the recorded setting{}, {}, "
         "{}).",
         v.conf, probes.empty() ? "" : fmt::format(" and the {} failed request(s)", probes.size()),
-        format_size(capacity), format_size(v.peak_reserved), v.settings_tried, conf_text(v.recorded_conf),
+        format_size(capacity), format_size(v.peak_reserved), v.settings_tried,
+        v.recorded_conf_inferred ? " (inferred: the snapshot records none)" : "", conf_text(v.recorded_conf),
         r.recorded.fails() ? fmt::format("fails {} in the replay", r.recorded.ooms + r.recorded.recorded_ooms_failed())
                            : std::string("fits in the replay: the model disagrees with the recording"));
     return v;

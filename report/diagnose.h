@@ -82,9 +82,10 @@ struct Verdict {
   uint64_t peak_reserved = 0;  // its predicted peak
   uint64_t recorded_setting_peak = 0;
   std::string recorded_conf;
-  uint64_t needed_bytes = 0;  // NoSettingFits: the most live bytes (with the request) at an OOM
-  int64_t excess_bytes = 0;   // needed - capacity
-  double reduce_percent = 0;  // excess / needed
+  bool recorded_conf_inferred = false;  // the snapshot recorded no settings: these were read from it
+  uint64_t needed_bytes = 0;            // NoSettingFits: the most live bytes (with the request) at an OOM
+  int64_t excess_bytes = 0;             // needed - capacity
+  double reduce_percent = 0;            // excess / needed
   size_t settings_tried = 0;
   std::string text;  // one paragraph for people
 };

@@ -244,6 +244,7 @@ TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& o
   report.live_bytes_bound = stats.peak_live_requested;
   report.recorded_peak_reserved = stats.recorded_peak_reserved;
   if (auto recorded = detail::recorded_conf(trace.meta.allocator_settings)) report.recorded_conf = *recorded.text;
+  report.recorded_conf_inferred = trace.meta.settings_inferred;
   // Every candidate is a complete setting: nothing inherited from the recording.
   trace.meta.allocator_settings.clear();
 

@@ -61,7 +61,8 @@ struct TuneOptions {
 struct TuneReport {
   std::string trace, policy;
   uint64_t events = 0, live_bytes_bound = 0, recorded_peak_reserved = 0;
-  std::string recorded_conf;  // the trace's PYTORCH_CUDA_ALLOC_CONF, "" when none recorded
+  std::string recorded_conf;            // the trace's PYTORCH_CUDA_ALLOC_CONF, "" when none recorded
+  bool recorded_conf_inferred = false;  // the snapshot recorded none: read from the recording (TraceMeta)
   std::optional<uint64_t> capacity;
   std::string capacity_note;  // how the capacity was inferred, when it was
   // When even the best setting fails a recorded OOM: by how much the live bytes at that OOM (the

@@ -230,7 +230,8 @@ ExportSummary export_snapshot(const Trace& trace, const PolicySpec& spec, const 
   w.interned("segments");
   write_segments(w, frames, placed.segments, meta);
   w.interned("allocator_settings");
-  write_settings(w, meta.allocator_settings);
+  // Settings the importer inferred (the snapshot recorded none) are not written as if recorded.
+  write_settings(w, meta.settings_inferred ? std::map<std::string, std::string>{} : meta.allocator_settings);
   w.interned("external_annotations");
   w.begin_list();
   w.end();

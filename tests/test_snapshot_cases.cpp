@@ -1202,6 +1202,50 @@ TEST_CASE("snapshot cases: expandable segments turned off and on mid-run replay 
 }
 
 // The windows from the device calls alone (no model installed to revise them).
+// Snapshots that record no settings (PyTorch 2.0's) from jobs run with max_split_size_mb, rounding or the
+// collector: under PyTorch's defaults these diverged (at entries 1933, 2, 2023 and 15561); the importer
+// reads the settings from how the recording allocator behaved (traces/unrecorded_settings.h). The first
+// needs two together (neither alone moves the model further).
+TEST_CASE("snapshot cases: settings a snapshot does not record are read from the recording",
+          "[snapshot_cases][settings]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"gpt2_oom_backoff.garbage_collection_threshold-0.5_max_split_size_mb-64_cap0.12_late1_nosettings.pickle.gz",
+       "max_split_size_mb:64,garbage_collection_threshold:0.5"},
+      {"gpt2_oom_backoff.expandable_segments-True_roundup_power2_divisions-4_cap0.12_nosettings.pickle.gz",
+       "roundup_power2_divisions:4"},
+      {"resnet50_train.garbage_collection_threshold-0.6_cap0.115_nosettings.pickle.gz",
+       "garbage_collection_threshold:0.6"},
+      // Under the GPU's own limit (no fraction) the collector never runs: only max_split_size_mb shows.
+      {"batch_search.garbage_collection_threshold-0.6_max_split_size_mb-128_left8_nosettings.pickle.gz",
+       "max_split_size_mb:128"}};
+  for (const auto& [file, conf] : cases) {
+    INFO(file);
+    check_cases({file});
+    const Trace trace = load_trace(kCases + "/" + file);
+    CHECK(trace.meta.settings_inferred);
+    CHECK(trace.meta.allocator_settings.at("PYTORCH_CUDA_ALLOC_CONF") == conf);
+  }
+  // The recording with its settings is read as recorded; one that replays under the defaults infers nothing.
+  const Trace recorded = load_trace(
+      kCases + "/gpt2_oom_backoff.garbage_collection_threshold-0.5_max_split_size_mb-64_cap0.12_late1.pickle.gz");
+  CHECK_FALSE(recorded.meta.settings_inferred);
+  const Trace plain = load_trace(kCases + "/graph_mlp_train.default_nosettings.pickle.gz");
+  CHECK_FALSE(plain.meta.settings_inferred);
+  CHECK(plain.meta.allocator_settings.empty());
+  // Kept by convert: a converted trace replays under the same settings without searching again.
+  const Trace inferred = load_trace(kCases + "/" + cases[0].first);
+  const std::string dir = std::filesystem::temp_directory_path() / ("fraglab_inferred_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* ext : {".fltrace", ".jsonl"}) {
+    const std::string path = dir + "/t" + ext;
+    save_trace(inferred, path);
+    const Trace back = load_trace(path);
+    CHECK(back.meta.settings_inferred);
+    CHECK(back.meta.allocator_settings == inferred.meta.allocator_settings);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("settings inference: a mapping shows the setting on, a cudaMalloc off", "[settings]") {
   set_divergence_finder({});
   Trace t;

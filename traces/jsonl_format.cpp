@@ -115,6 +115,7 @@ struct JsonlParser {
     if (auto t = h.find("has_times"); t != h.end() && t->is_boolean()) m.has_times = t->get<bool>();
     if (auto t = h.find("history_absent"); t != h.end() && t->is_boolean()) m.history_absent = t->get<bool>();
     if (auto t = h.find("gpu_limit"); t != h.end() && t->is_boolean()) m.gpu_limit = t->get<bool>();
+    if (auto t = h.find("settings_inferred"); t != h.end() && t->is_boolean()) m.settings_inferred = t->get<bool>();
     if (auto t = h.find("unreplayed"); t != h.end() && t->is_object())
       for (const auto& [k, v] : t->items())
         if (v.is_number_unsigned()) m.unreplayed.emplace_back(k, v.get<uint64_t>());
@@ -217,6 +218,7 @@ class JsonlWriter final : public TraceWriter {
     if (!meta.has_times) h["has_times"] = false;
     if (meta.history_absent) h["history_absent"] = true;
     if (meta.gpu_limit) h["gpu_limit"] = true;
+    if (meta.settings_inferred) h["settings_inferred"] = true;
     if (!meta.expandable_flipped.empty()) h["expandable_flipped"] = ranges_to_json(meta.expandable_flipped);
     for (const auto& [key, count] : meta.unreplayed) h["unreplayed"][key] = count;
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);

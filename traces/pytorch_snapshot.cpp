@@ -50,6 +50,7 @@
 #include "traces/read_limits.h"
 #include "traces/settings_inference.h"
 #include "traces/stream_interner.h"
+#include "traces/unrecorded_settings.h"
 
 namespace fraglab {
 
@@ -688,11 +689,25 @@ class Importer final : public pickle::ListSink {
     return std::move(trace_);
   }
 
+  // A snapshot that records no settings is read again under those its recording shows
+  // (traces/unrecorded_settings.h).
+  void infer_pools_and_settings() {
+    const bool unrecorded = trace_.meta.allocator_settings.empty();
+    Trace unread;
+    if (unrecorded) unread = trace_;
+    infer_under_settings();
+    if (!unrecorded) return;
+    infer_unrecorded_settings(trace_, unread, [this](Trace& t) {
+      std::swap(trace_, t);
+      infer_under_settings();
+      std::swap(trace_, t);
+    });
+  }
   // The setting's windows go first (the pool inference's model replays under them), and are read again
   // once the pools are known. Under expandable_segments:True a cudaMalloc-style segment is either a
   // MemPool's own allocator's or the setting turned off for a while: both readings are inferred where
   // the device calls allow the second, and the model judges (the first stands where it cannot tell).
-  void infer_pools_and_settings() {
+  void infer_under_settings() {
     const PoolCheck when = options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now;
     infer_expandable_switches(trace_);
     if (trace_.meta.expandable_flipped.empty()) {

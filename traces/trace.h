@@ -166,6 +166,9 @@ struct TraceMeta {
   // The recording allocator's settings, e.g. {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
   // "max_split_size": "-1", ...}. Policies that model that allocator start from them.
   std::map<std::string, std::string> allocator_settings;
+  // The snapshot recorded no settings, and allocator_settings holds those the model inferred from the
+  // recording allocator's behaviour (traces/unrecorded_settings.h), as a snapshot would record them.
+  bool settings_inferred = false;
   // Interned stack traces; stacks[0] is the empty stack.
   std::vector<std::vector<StackFrame>> stacks{{}};
   // Frees of blocks allocated before recording started (their allocs are not in the trace).
