@@ -123,8 +123,9 @@ class PytorchPolicy final : public Policy {
   detail::PytorchCachingAllocator allocator_;
 };
 
-// The PYTORCH_CUDA_ALLOC_CONF keys PyTorch 2.11 accepts (AllocatorConfig::parseArgs), handed on as
-// text to detail::PytorchAllocatorConfig, which owns their defaults.
+// The PYTORCH_CUDA_ALLOC_CONF keys PyTorch 2.11 accepts (AcceleratorAllocatorConfig::parseArgs and
+// CUDAAllocatorConfig::parseArgs), handed on as text to detail::PytorchAllocatorConfig, which owns their
+// defaults and checks.
 constexpr TextOption kConfOptions[] = {
     {"max_split_size_mb", "unset", "blocks this large (MiB) are never split"},
     {"max_non_split_rounding_mb", "20", "an oversize block serves a request only if it wastes less (MiB)"},
@@ -136,6 +137,13 @@ constexpr TextOption kConfOptions[] = {
     {"pinned_use_cuda_host_register", "False", "accepted; host memory only"},
     {"pinned_num_register_threads", "1", "accepted; host memory only"},
     {"pinned_use_background_threads", "False", "accepted; host memory only"},
+    {"large_segment_size_mb", "20", "the segment of a 1-10 MiB request and an expandable large pool's page (MiB)"},
+    {"per_process_memory_fraction", "unset",
+     "a memory fraction of total_memory, where no --capacity is given (a recorded one is read from the trace)"},
+    {"graph_capture_record_stream_reuse", "False", "accepted; the trace's free_completed entries show it"},
+    {"pinned_reserve_segment_size_mb", "0", "accepted; host memory only"},
+    {"release_lock_on_hipmalloc", "False", "accepted; no effect on placement"},
+    {"pinned_use_hip_host_register", "False", "accepted; host memory only"},
 };
 constexpr const TextOption& kExpandableSegments = kConfOptions[4];
 static_assert(std::string_view(kExpandableSegments.key) == "expandable_segments");
@@ -176,6 +184,10 @@ detail::PytorchAllocatorConfig config_for(const PolicyContext& ctx) {
       std::string where = ctx.meta.source.empty() ? "the trace" : printable(ctx.meta.source);
       throw PolicyConfigError(where + ": recorded allocator settings: " + e.what());
     }
+    // A recorded per_process_memory_fraction is a limit like set_per_process_memory_fraction's: the
+    // recording's OOMs and collector show it as the device's capacity (sim/capacity.h), not the fraction
+    // of a GPU whose memory the snapshot does not record.
+    config.per_process_memory_fraction.reset();
   }
   std::string conf;
   for (const TextOption& o : kConfOptions)

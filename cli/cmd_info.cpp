@@ -1,5 +1,6 @@
 // fraglab info TRACE: what a trace holds, independent of any policy.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -32,6 +33,18 @@ void print_setting_changes(const TraceMeta& m) {
       "changed      expandable_segments was {} for allocations {} ({}; read from the device calls, "
       "replayed so)\n",
       recorded ? "False" : "True", spans, why);
+}
+
+// Keys of the recorded settings text that no PyTorch the model knows accepts (a later one's): skipped.
+void print_unmodelled_keys(const TraceMeta& m) {
+  std::vector<std::string> unknown;
+  try {
+    detail::PytorchAllocatorConfig().apply_recorded(m.allocator_settings, &unknown);
+  } catch (const std::exception&) {
+    return;  // a value the model refuses: replay names it
+  }
+  if (!unknown.empty())
+    fmt::print("not modelled settings {} (keys of a later PyTorch; replayed without them)\n", fmt::join(unknown, ", "));
 }
 }  // namespace
 
@@ -218,6 +231,7 @@ void add_info(CLI::App& app, CommandFn& run) {
             conf.variable, *conf.text);
       else if (conf)
         fmt::print("recorded with {}='{}'\n", conf.variable, *conf.text);
+      print_unmodelled_keys(m);
       print_setting_changes(m);
       return 0;
     };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "allocators/detail/pytorch_config.h"
 #include "gui/model/palette.h"
 #include "gui/views.h"
 
@@ -57,6 +58,11 @@ void draw_summary(AppState& app, ImVec2 size) {
               static_cast<unsigned long long>(s.never_freed));
   if (s.recorded_peak_reserved)
     ImGui::Text("recording allocator's peak reserved %s", bytes_label(s.recorded_peak_reserved).c_str());
+  // The settings the pytorch policy starts from: recorded, or read from the recording (the snapshot had none).
+  const TraceMeta& meta = info.trace.meta;
+  if (auto conf = detail::recorded_conf(meta.allocator_settings))
+    ImGui::TextWrapped("%s %s='%s'", meta.settings_inferred ? "inferred (the snapshot records none)" : "recorded with",
+                       conf.variable, conf.text->c_str());
   ImGui::Spacing();
   ImGui::Text("Allocation sizes");
   log2_histogram("##sizes", s.sizes, true, half - 8);

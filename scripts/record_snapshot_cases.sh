@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -218,6 +218,18 @@ for g in $groups; do case $g in
     rec "FRACTION=0.1 CUDNN_BENCHMARK=1" unet_like
     rec "DEVICE_LEFT=8 RECORD=late:2" unet_like
     rec "FRACTION=0.1 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.7,max_split_size_mb:64" unet_like ;;
+  probe5)  # settings newer PyTorch reads from PYTORCH_ALLOC_CONF: a memory fraction, graph capture's stream reuse, the large segment size
+    rec "PYTORCH_ALLOC_CONF=per_process_memory_fraction:0.12" gpt2_oom_backoff
+    rec "PYTORCH_ALLOC_CONF=per_process_memory_fraction:0.12,expandable_segments:True RECORD=late:1" gpt2_oom_backoff
+    rec "PYTORCH_ALLOC_CONF=per_process_memory_fraction:0.1,garbage_collection_threshold:0.6" resnet50_train
+    rec "PYTORCH_ALLOC_CONF=graph_capture_record_stream_reuse:True" graph_side_capture
+    rec "PYTORCH_ALLOC_CONF=graph_capture_record_stream_reuse:True" graphed_amp_train
+    rec "PYTORCH_ALLOC_CONF=pinned_reserve_segment_size_mb:64,pinned_use_background_threads:True" ckpt_offload_sdpa
+    rec "PYTORCH_ALLOC_CONF=large_segment_size_mb:40" gpt2_train
+    rec "PYTORCH_ALLOC_CONF=large_segment_size_mb:64,expandable_segments:True" gpt2_train
+    rec "PYTORCH_ALLOC_CONF=large_segment_size_mb:40 FRACTION=0.12" gpt2_oom_backoff
+    rec "PYTORCH_ALLOC_CONF=expandable_segments:True,large_segment_size_mb:12 MAX_ENTRIES=30000" bert_varlen_train
+    rec "PYTORCH_ALLOC_CONF=large_segment_size_mb:32,max_split_size_mb:64" resnet50_train ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

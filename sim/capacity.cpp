@@ -37,7 +37,8 @@ uint64_t next_request_segment(const std::vector<Event>& events, size_t from,
                               const detail::PytorchAllocatorConfig& config) {
   for (size_t i = from; i < events.size(); ++i)
     if (events[i].kind == EventKind::Alloc)
-      return detail::pytorch_allocation_size(detail::pytorch_round_size(events[i].size, config));
+      return detail::pytorch_allocation_size(detail::pytorch_round_size(events[i].size, config),
+                                             config.large_segment_size);
   return 0;
 }
 
@@ -121,7 +122,8 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         break;
       case EventKind::Oom: {
         ++out.ooms;
-        const uint64_t segment = detail::pytorch_allocation_size(e.size);  // e.size is round_size()'s
+        // e.size is round_size()'s
+        const uint64_t segment = detail::pytorch_allocation_size(e.size, config.large_segment_size);
         out.high = std::min(out.high, reserved + segment - 1);
         const uint64_t device_free = e.addr;              // 0: not recorded
         if (device_free != 0 && device_free < segment) {  // the GPU had no room: cudaMalloc failed

@@ -186,7 +186,8 @@ std::optional<FallbackReading> find_fallbacks(const Trace& trace) {
     if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved += e.size, grew = true;
     if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap) reserved -= e.size;
     if (e.kind != EventKind::Alloc) continue;
-    const uint64_t segment = detail::pytorch_allocation_size(detail::pytorch_round_size(e.size, config));
+    const uint64_t segment =
+        detail::pytorch_allocation_size(detail::pytorch_round_size(e.size, config), config.large_segment_size);
     if (e.pool != 0 && !grew && allocs >= trace.meta.initial.live_blocks && reserved + segment > *limit) {
       reading.allocs.push_back(allocs);
       if (std::find(reading.pools.begin(), reading.pools.end(), e.pool) == reading.pools.end())

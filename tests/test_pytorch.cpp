@@ -2,6 +2,9 @@
 // what c10/cuda/CUDACachingAllocator.cpp and c10/core/AllocatorConfig.cpp (PyTorch 2.11) do.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
 #include "allocators/registry.h"
@@ -67,12 +70,13 @@ TEST_CASE("pytorch: PYTORCH_CUDA_ALLOC_CONF is parsed as PyTorch parses it", "[p
   auto scalar = PytorchAllocatorConfig::parse("roundup_power2_divisions:4");
   for (uint64_t d : scalar.roundup_power2_divisions) CHECK(d == 4);
 
-  // The list form: intervals in MiB; the first entry fills everything below it, and `>`
-  // fills from the last named interval on, overwriting it (PyTorch's std::fill from last_index).
+  // The list form: intervals in MiB; the first entry fills everything below it, and `>` fills the
+  // intervals after the last named one (PyTorch 2.11's std::fill from last_index + 1: the snapshot it
+  // recorded for this text holds {..., 256: 1, 512: 2, 1024: 4, ...}).
   auto list = PytorchAllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:4]");
   for (size_t i = 0; i <= 8; ++i) CHECK(list.roundup_power2_divisions[i] == 1);
-  CHECK(list.roundup_power2_divisions[9] == 4);
-  CHECK(list.roundup_power2_divisions[15] == 4);
+  CHECK(list.roundup_power2_divisions[9] == 2);
+  for (size_t i = 10; i <= 15; ++i) CHECK(list.roundup_power2_divisions[i] == 4);
   auto partial = PytorchAllocatorConfig::parse("roundup_power2_divisions:[64:8,128:2]");
   CHECK(partial.roundup_power2_divisions[0] == 8);
   CHECK(partial.roundup_power2_divisions[6] == 8);
@@ -100,6 +104,64 @@ TEST_CASE("pytorch: PYTORCH_CUDA_ALLOC_CONF is parsed as PyTorch parses it", "[p
     CHECK(a.roundup_power2_divisions == b.roundup_power2_divisions);
     CHECK(a.max_split_size == b.max_split_size);
   }
+}
+
+// What PyTorch 2.11 itself accepted and recorded for each settings text (tools/alloc_conf_keys/probe.py, run
+// on an H100 on 2026-11-26, both variables): the parser accepts exactly those, and reads the values the
+// snapshot recorded for them.
+TEST_CASE("pytorch: the settings parser agrees with PyTorch 2.11 on every probed text", "[pytorch][settings]") {
+  std::ifstream in(std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/alloc_conf_keys_torch2.11.jsonl");
+  REQUIRE(in);
+  std::string line;
+  size_t rows = 0, accepted = 0;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line);
+    const std::string conf = row.at("conf");
+    INFO(conf);
+    ++rows;
+    if (!row.at("accepted").get<bool>()) {
+      CHECK_THROWS_AS(PytorchAllocatorConfig::parse(conf), PolicyConfigError);
+      continue;
+    }
+    ++accepted;
+    const PytorchAllocatorConfig c = PytorchAllocatorConfig::parse(conf);
+    const auto& recorded = row.at("settings");
+    const int64_t max_split = recorded.at("max_split_size");
+    CHECK(c.max_split_size == (max_split < 0 ? UINT64_MAX : static_cast<uint64_t>(max_split)));
+    CHECK(c.garbage_collection_threshold == Approx(recorded.at("garbage_collection_threshold").get<double>()));
+    CHECK(c.expandable_segments == recorded.at("expandable_segments").get<bool>());
+    for (size_t k = 0; k < kRoundUpPowerOfTwoIntervals; ++k)
+      CHECK(c.roundup_power2_divisions[k] ==
+            recorded.at("roundup_power2_divisions").at(std::to_string(1ull << k)).get<uint64_t>());
+    // The fraction the process ran under (torch.cuda.get_per_process_memory_fraction).
+    CHECK(c.per_process_memory_fraction.value_or(1.0) == Approx(row.at("fraction").get<double>()));
+  }
+  CHECK(rows == 48);
+  CHECK(accepted == 36);
+}
+
+TEST_CASE("pytorch: large_segment_size_mb sizes 1-10 MiB segments and bounds max_split_size_mb",
+          "[pytorch][settings]") {
+  const auto c = PytorchAllocatorConfig::parse("large_segment_size_mb:40,max_split_size_mb:40");
+  CHECK(c.large_segment_size == 40 * MiB);
+  CHECK(c.max_non_split_rounding_size == 40 * MiB);  // reset to the large segment size
+  CHECK(pytorch_allocation_size(MiB + 512, c.large_segment_size) == 40 * MiB);
+  CHECK(pytorch_allocation_size(10 * MiB, c.large_segment_size) == 10 * MiB);
+  CHECK_THROWS_WITH(PytorchAllocatorConfig::parse("large_segment_size_mb:32,max_split_size_mb:24"),
+                    Catch::Contains("must be >= 32"));
+  CHECK_THROWS_WITH(PytorchAllocatorConfig::parse("large_segment_size_mb:10"), Catch::Contains("must be > 10 MB"));
+  CHECK(PytorchAllocatorConfig::parse(c.to_conf()).large_segment_size == 40 * MiB);
+  // A recorded text PyTorch accepted is never refused: a key of a later PyTorch is skipped and named.
+  PytorchAllocatorConfig r;
+  std::vector<std::string> unknown;
+  r.apply_recorded({{"PYTORCH_CUDA_ALLOC_CONF",
+                     "throw_on_cudamalloc_oom:True,expandable_segments_reserve:[0.5],max_split_size_mb:64"}},
+                   &unknown);
+  CHECK(r.max_split_size == 64 * MiB);
+  CHECK(unknown == std::vector<std::string>{"throw_on_cudamalloc_oom", "expandable_segments_reserve"});
+  // A what-if's text is held to PyTorch's own check.
+  CHECK_THROWS_WITH(PytorchAllocatorConfig::parse("throw_on_cudamalloc_oom:True"),
+                    Catch::Contains("Unrecognized key 'throw_on_cudamalloc_oom'"));
 }
 
 TEST_CASE("pytorch: recorded settings are the start, the command line overrides them", "[pytorch]") {

@@ -1246,6 +1246,28 @@ TEST_CASE("snapshot cases: settings a snapshot does not record are read from the
   std::filesystem::remove_all(dir);
 }
 
+// Settings PyTorch 2.11 reads from PYTORCH_ALLOC_CONF that fraglab refused before ("Unrecognized
+// CachingAllocator option"): large_segment_size_mb (the segment of a 1-10 MiB request and an expandable
+// large pool's page), per_process_memory_fraction (a limit from the settings text, read from the OOMs
+// like set_per_process_memory_fraction's), graph_capture_record_stream_reuse.
+TEST_CASE("snapshot cases: PyTorch 2.11's newer settings replay exactly", "[snapshot_cases][settings]") {
+  check_cases({"gpt2_train.large_segment_size_mb-40.pickle.gz",
+               "gpt2_train.large_segment_size_mb-64_expandable_segments-True.pickle.gz",
+               "gpt2_oom_backoff.large_segment_size_mb-40_cap0.12.pickle.gz",
+               "gpt2_oom_backoff.per_process_memory_fraction-0.12.pickle.gz",
+               "gpt2_oom_backoff.per_process_memory_fraction-0.12_expandable_segments-True_late1.pickle.gz",
+               "bert_varlen_train.expandable_segments-True_large_segment_size_mb-12_ring30000.pickle.gz",
+               "resnet50_train.large_segment_size_mb-32_max_split_size_mb-64.pickle.gz",
+               "graph_side_capture.graph_capture_record_stream_reuse-True.pickle.gz",
+               "graphed_amp_train.graph_capture_record_stream_reuse-True.pickle.gz"});
+  // 40 MiB segments for the 1-10 MiB requests, as the recording made them.
+  const Trace t = load_trace(kCases + "/gpt2_train.large_segment_size_mb-40.pickle.gz");
+  CHECK(recorded_large_segment_size(t.meta) == 40ull << 20);
+  bool forty = false;
+  for (const Event& e : t.events) forty = forty || (e.kind == EventKind::SegmentAlloc && e.size == 40ull << 20);
+  CHECK(forty);
+}
+
 TEST_CASE("settings inference: a mapping shows the setting on, a cudaMalloc off", "[settings]") {
   set_divergence_finder({});
   Trace t;

@@ -11,7 +11,6 @@ namespace fraglab {
 namespace {
 
 constexpr uint64_t kSmallSegment = 2ull << 20;  // PyTorch's small-pool segment (kSmallBuffer)
-constexpr uint64_t kLargePage = 20ull << 20;    // an expandable large pool's page (kLargeBuffer)
 
 using SegmentMap = std::map<Addr, RecordedSegment>;  // by address
 
@@ -22,14 +21,14 @@ RecordedSegment bare(const RecordedSegment& s) {
   return out;
 }
 
-RecordedSegment from_entry(const Event& e, bool expandable) {
+RecordedSegment from_entry(const Event& e, bool expandable, uint64_t large_page) {
   RecordedSegment s;
   s.address = e.addr;
   s.total_size = e.size;
   s.stream = e.stream;
   s.is_expandable = expandable;
-  // cudaMalloc'd small-pool segments are exactly 2 MiB; an expandable large pool maps 20 MiB pages.
-  s.small_pool = expandable ? e.size % kLargePage != 0 : e.size == kSmallSegment;
+  // cudaMalloc'd small-pool segments are exactly 2 MiB; an expandable large pool maps whole large pages.
+  s.small_pool = expandable ? e.size % large_page != 0 : e.size == kSmallSegment;
   return s;
 }
 
@@ -75,7 +74,8 @@ void map_range(SegmentMap& ranges, RecordedSegment added) {
 }
 
 // Segments and mapped ranges at the first entry: the final ones, with the history undone backwards.
-SegmentMap segments_at_start(const std::vector<Event>& history, const std::vector<RecordedSegment>& final_segments) {
+SegmentMap segments_at_start(const std::vector<Event>& history, const std::vector<RecordedSegment>& final_segments,
+                             uint64_t large_page) {
   SegmentMap segments, ranges;
   for (const RecordedSegment& s : final_segments) (s.is_expandable ? ranges : segments)[s.address] = bare(s);
   for (auto e = history.rbegin(); e != history.rend(); ++e) {
@@ -84,15 +84,15 @@ SegmentMap segments_at_start(const std::vector<Event>& history, const std::vecto
         segments.erase(e->addr);
         break;
       case EventKind::SegmentFree:
-        segments.emplace(e->addr, from_entry(*e, false));
+        segments.emplace(e->addr, from_entry(*e, false, large_page));
         break;
       case EventKind::SegmentMap:
         unmap_range(ranges, e->addr, e->size);
         break;
       case EventKind::SegmentUnmap: {
-        RecordedSegment r = from_entry(*e, true);
+        RecordedSegment r = from_entry(*e, true, large_page);
         // Pages of the segment an adjacent range belongs to: take its pool and kind. A range that is
-        // not a whole number of 20 MiB pages is the small pool's for certain, so a large neighbour is
+        // not a whole number of large pages is the small pool's for certain, so a large neighbour is
         // another ExpandableSegment (another pool, or the same pool's other kind) and lends nothing.
         // The pool taken is a guess either way: the model's check revises it (traces/pool_inference.cpp).
         auto near = ranges.lower_bound(e->addr);
@@ -200,9 +200,9 @@ void find_block_ends(const std::vector<Event>& history, std::map<Addr, StartBloc
 }  // namespace
 
 InitialState reconstruct_initial_state(const std::vector<Event>& history,
-                                       const std::vector<RecordedSegment>& final_segments) {
+                                       const std::vector<RecordedSegment>& final_segments, uint64_t large_page) {
   InitialState out;
-  SegmentMap segments = segments_at_start(history, final_segments);
+  SegmentMap segments = segments_at_start(history, final_segments, large_page);
   std::map<Addr, StartBlock> start = live_at_start(history, final_segments);
 
   // Each live block ends at the latest where the next one (or its segment) begins.

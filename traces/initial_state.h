@@ -29,7 +29,10 @@ namespace fraglab {
 // `history`: the device's trace entries in order, at address level: Alloc (addr, size = requested
 // bytes), FreeRequested and Free (free_completed) with the block address, Segment* with the segment
 // or range, Oom. Event ids are ignored. `final_segments`: the snapshot's segments for this device.
+// `large_page`: an expandable large pool's page (large_segment_size_mb; 20 MiB by default), by which a
+// range the history unmapped is told to be the small pool's (not a whole number of large pages).
 InitialState reconstruct_initial_state(const std::vector<Event>& history,
-                                       const std::vector<RecordedSegment>& final_segments);
+                                       const std::vector<RecordedSegment>& final_segments,
+                                       uint64_t large_page = 20ull << 20);
 
 }  // namespace fraglab

@@ -1,7 +1,10 @@
 #include "traces/settings_inference.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_set>
 
 namespace fraglab {
@@ -13,6 +16,27 @@ bool recorded_expandable(const TraceMeta& m) {
     if (auto it = m.allocator_settings.find(key); it != m.allocator_settings.end())
       return it->second.find("expandable_segments:True") != std::string::npos;
   return false;
+}
+
+uint64_t recorded_large_segment_size(const TraceMeta& m) {
+  constexpr std::string_view kKey = "large_segment_size_mb";
+  for (const char* variable : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+    auto it = m.allocator_settings.find(variable);
+    if (it == m.allocator_settings.end()) continue;
+    // The allocator's tokenizer drops spaces: "large_segment_size_mb : 40" reads as the key, ':' and 40.
+    std::string text;
+    for (char c : it->second)
+      if (c != ' ') text += c;
+    for (size_t at = text.find(kKey); at != std::string::npos; at = text.find(kKey, at + 1)) {
+      const bool starts_key = at == 0 || text[at - 1] == ',';
+      const size_t colon = at + kKey.size();
+      if (!starts_key || colon >= text.size() || text[colon] != ':') continue;
+      const uint64_t mb = std::strtoull(text.c_str() + colon + 1, nullptr, 10);
+      if (mb > 10 && mb < (1ull << 20)) return mb << 20;  // PyTorch refuses 10 MiB and less
+    }
+    return 20ull << 20;
+  }
+  return 20ull << 20;
 }
 
 namespace {

@@ -52,5 +52,8 @@ std::optional<uint64_t> first_divergence(const Trace& trace);
 
 // The recorded expandable_segments setting (allocator_settings' parsed value, else the settings text).
 bool recorded_expandable(const TraceMeta& meta);
+// The recorded large_segment_size_mb (PyTorch 2.11; the snapshot records it only in the settings text) in
+// bytes: an expandable large pool's page, the segment of a 1-10 MiB request. 20 MiB where none is set.
+uint64_t recorded_large_segment_size(const TraceMeta& meta);
 
 }  // namespace fraglab

@@ -12,9 +12,9 @@
 // The search goes over one setting at a time, in the order their effects show (max_split_size_mb decides
 // which cached blocks serve at all; rounding which sizes are asked; the collector, under a memory
 // fraction, which segments go back), each over the values users set, a value taken only where it makes
-// the model follow further, and round again while a round improves (coordinate descent). Expandable segments are read from the device calls
-// (traces/settings_inference.h), not searched. It runs only where the trace records no settings and the
-// model, under the defaults, disagrees with the recording.
+// the model follow further, and round again while a round improves (coordinate descent). Expandable segments are read
+// from the device calls (traces/settings_inference.h), not searched. It runs only where the trace records no settings
+// and the model, under the defaults, disagrees with the recording.
 #pragma once
 
 #include <functional>
@@ -28,8 +28,8 @@ namespace fraglab {
 // Settings as PyTorch's snapshot records them (torch/csrc/cuda/memory_snapshot.cpp): the settings text
 // and the parsed values, flattened as the importer flattens them.
 struct InferredSettings {
-  uint64_t max_split_size_mb = 0;  // 0: unset
-  uint64_t roundup_power2_divisions = 0;  // 0: off (one value for every interval)
+  uint64_t max_split_size_mb = 0;             // 0: unset
+  uint64_t roundup_power2_divisions = 0;      // 0: off (one value for every interval)
   double garbage_collection_threshold = 0.0;  // 0: off
   bool operator==(const InferredSettings&) const = default;
   // PYTORCH_CUDA_ALLOC_CONF text: "max_split_size_mb:128,roundup_power2_divisions:4".

@@ -51,15 +51,16 @@ namespace {
 
 uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config) { return round_size(size, config); }
 
-uint64_t pytorch_allocation_size(uint64_t size) {
+uint64_t pytorch_allocation_size(uint64_t size, uint64_t large_segment_size) {
   if (size <= kSmallSize) return kSmallBuffer;
-  if (size < kMinLargeAlloc) return kLargeBuffer;
+  if (size < kMinLargeAlloc) return large_segment_size;
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
-bool pytorch_oom_was_gpus(const Event& oom) {
+bool pytorch_oom_was_gpus(const Event& oom, uint64_t large_segment_size) {
   const uint64_t device_free = oom.addr;  // 0: not recorded (PyTorch before 2.1)
-  return oom.kind == EventKind::Oom && device_free != 0 && device_free < pytorch_allocation_size(oom.size);
+  return oom.kind == EventKind::Oom && device_free != 0 &&
+         device_free < pytorch_allocation_size(oom.size, large_segment_size);
 }
 
 PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocatorConfig config,
@@ -83,6 +84,11 @@ PytorchCachingAllocator::PytorchCachingAllocator(Device& device, PytorchAllocato
   if (auto cap = device_.capacity(); cap && limit == PytorchLimit::Fraction) {
     set_fraction_ = true;
     allowed_memory_maximum_ = *cap;
+  } else if (!cap && config_.per_process_memory_fraction) {
+    // setMemoryFraction: allowed_memory_maximum = fraction x the GPU's memory.
+    set_fraction_ = true;
+    allowed_memory_maximum_ =
+        static_cast<uint64_t>(*config_.per_process_memory_fraction * static_cast<double>(total_memory_));
   }
   gc_on_ = set_fraction_ && config_.garbage_collection_threshold > 0.0;
 }
@@ -197,7 +203,7 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
   if (stream >= stream_rank_.size()) internal_assert("stream index " + std::to_string(stream) + " unknown");
   uint64_t size = round_size(orig_size, config_);
   Pool& bp = pool == 0 ? pool_at(size <= kSmallSize ? 1 : 0) : pool_for(pool, size <= kSmallSize);
-  Params p{size, stream, &bp, pytorch_allocation_size(size), bp.expandable};
+  Params p{size, stream, &bp, pytorch_allocation_size(size, config_.large_segment_size), bp.expandable};
   if (!expandable_flips_.empty()) [[unlikely]]
     p.expandable = expandable_for(bp);
   // captures_underway is not empty while a request goes to a private pool (a capture or use_mem_pool
@@ -584,7 +590,7 @@ uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool
   // A new segment: address space for 1 1/8 of the GPU's memory, in pages of 2 MiB (small
   // pool) or 20 MiB (large pool).
   ExpandableSegment es;
-  es.segment_size = pool.small ? kSmallBuffer : kLargeBuffer;
+  es.segment_size = pool.small ? kSmallBuffer : config_.large_segment_size;
   const uint64_t address_space = total_memory_ + total_memory_ / 8;
   es.max_handles = (address_space + es.segment_size - 1) / es.segment_size;
   es.stream = stream;
@@ -777,7 +783,7 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
   // A state PyTorch could not have held under this memory fraction (a what-if capacity below it; the
   // fraction's own overshoot, an expandable segment's last page, is less than a large page) is declined:
   // the prologue is then served as requests, under the limit.
-  if (set_fraction_ && state.reserved() > allowed_memory_maximum_ + kLargeBuffer) return std::nullopt;
+  if (set_fraction_ && state.reserved() > allowed_memory_maximum_ + config_.large_segment_size) return std::nullopt;
   std::vector<std::pair<Addr, uint32_t>> live;  // recorded address -> block
   // Expandable ranges of one stream, pool kind and private pool belong to one ExpandableSegment
   // (PyTorch makes a second one only when 1 1/8 of the GPU's memory is not enough). Its base is taken
@@ -802,7 +808,7 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
     });
     if (g == groups.end()) {
       ExpandableSegment es;
-      es.segment_size = seg.small_pool ? kSmallBuffer : kLargeBuffer;
+      es.segment_size = seg.small_pool ? kSmallBuffer : config_.large_segment_size;
       const uint64_t address_space = total_memory_ + total_memory_ / 8;
       es.max_handles = (address_space + es.segment_size - 1) / es.segment_size;
       es.stream = seg.stream;

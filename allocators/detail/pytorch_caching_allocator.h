@@ -78,8 +78,9 @@ struct CaptureWindows {
 uint64_t pytorch_round_size(uint64_t size, const PytorchAllocatorConfig& config);
 // roundup_power2_next_division()
 uint64_t pytorch_roundup_power2_next_division(uint64_t size, uint64_t divisions);
-// get_allocation_size(): the segment size cudaMalloc'd for a (rounded) request.
-uint64_t pytorch_allocation_size(uint64_t size);
+// get_allocation_size(): the segment size cudaMalloc'd for a (rounded) request; requests of 1 to 10 MiB
+// get the large segment size (large_segment_size_mb, kLargeBuffer by default).
+uint64_t pytorch_allocation_size(uint64_t size, uint64_t large_segment_size = kLargeBuffer);
 
 // How a limit on the device's memory stops the allocator.
 enum class PytorchLimit {
@@ -94,7 +95,7 @@ enum class PytorchLimit {
 // Whether a recording's OOMs were the GPU's own: an `oom` entry whose recorded free device memory
 // (cudaMemGetInfo) was below the segment the request needed, so cudaMalloc failed. Under a memory
 // fraction the GPU still has room (the fraction refused first).
-bool pytorch_oom_was_gpus(const Event& oom);
+bool pytorch_oom_was_gpus(const Event& oom, uint64_t large_segment_size = kLargeBuffer);
 
 // The counters of torch.cuda.memory_stats() the model keeps.
 struct PytorchStats {

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "allocators/policy_options.h"
 
 namespace fraglab::detail {
@@ -57,36 +59,38 @@ double to_double(const std::string& s, const char* what) {
 bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 size_t log2_floor(uint64_t v) { return 63 - static_cast<size_t>(std::countl_zero(v)); }
 
-// parseMaxSplitSize / parseMaxNonSplitRoundingSize: megabytes, at least kLargeBuffer.
-size_t parse_mb_at_least_20(const std::vector<std::string>& t, size_t i, const char* key, uint64_t& out) {
+// ConfigTokenizer::toBool: exactly True or False.
+bool to_bool(const std::vector<std::string>& t, size_t i) {
+  if (i >= t.size() || (t[i] != "True" && t[i] != "False"))
+    reject("Expected 'True' or 'False' at index " + std::to_string(i) + " in ConfigTokenizer but got '" +
+           (i < t.size() ? t[i] : std::string()) + "'");
+  return t[i] == "True";
+}
+
+// The value token after `key:`.
+const std::string& value_of(const std::vector<std::string>& t, size_t& i, const char* key) {
   consume(t, ++i, ':');
   if (++i >= t.size()) reject(std::string("Error, expecting ") + key + " value");
-  int64_t v = to_int(t[i], key);
-  if (v < static_cast<int64_t>(kLargeBuffer / kMiB))
-    reject(std::string("CachingAllocator option ") + key + " too small, must be >= 20");
-  uint64_t mb = std::min<uint64_t>(static_cast<uint64_t>(v), UINT64_MAX / kMiB);
-  out = mb * kMiB;
-  return i;
+  return t[i];
 }
 
-size_t parse_true_false(const std::vector<std::string>& t, size_t i, const char* key, bool& out) {
-  consume(t, ++i, ':');
-  ++i;
-  if (i >= t.size() || (t[i] != "True" && t[i] != "False"))
-    reject(std::string("Expected a single True/False argument for ") + key);
-  out = t[i] == "True";
-  return i;
+// parseMaxSplitSize / parseMaxNonSplitRoundingSize: megabytes, at least the large segment size.
+void parse_mb_at_least_large_segment(const std::vector<std::string>& t, size_t& i, const char* key,
+                                     uint64_t large_segment_size, uint64_t& out) {
+  const int64_t v = to_int(value_of(t, i, key), key);
+  const int64_t least = static_cast<int64_t>(large_segment_size / kMiB);
+  if (v < least)
+    reject(std::string("CachingAllocator option ") + key + " too small, must be >= " + std::to_string(least));
+  out = std::min<uint64_t>(static_cast<uint64_t>(v), UINT64_MAX / kMiB) * kMiB;
 }
 
-size_t parse_roundup(const std::vector<std::string>& t, size_t i,
-                     std::array<uint64_t, kRoundUpPowerOfTwoIntervals>& div) {
-  consume(t, ++i, ':');
-  if (++i >= t.size()) reject("Error, expecting roundup_power2_divisions value");
-  if (t[i] != "[") {  // the scalar form: every interval
+void parse_roundup(const std::vector<std::string>& t, size_t& i,
+                   std::array<uint64_t, kRoundUpPowerOfTwoIntervals>& div) {
+  if (value_of(t, i, "roundup_power2_divisions") != "[") {  // the scalar form: every interval
     int64_t v = to_int(t[i], "roundup_power2_divisions");
-    if (v <= 0 || !is_pow2(static_cast<uint64_t>(v))) reject("For roundups, the divisons has to be power of 2 ");
+    if (v <= 0 || !is_pow2(static_cast<uint64_t>(v))) reject("For roundups, the divisions has to be power of 2 ");
     div.fill(static_cast<uint64_t>(v));
-    return i;
+    return;
   }
   bool first_value = true;
   size_t last_index = 0;
@@ -96,11 +100,12 @@ size_t parse_roundup(const std::vector<std::string>& t, size_t i,
     if (++i >= t.size()) reject("Error parsing roundup_power2_divisions value");
     int64_t v = to_int(t[i], "roundup_power2_divisions");
     if (v < 0 || (v != 0 && !is_pow2(static_cast<uint64_t>(v))))
-      reject("For roundups, the divisons has to be power of 2 or 0 to disable roundup ");
+      reject("For roundups, the divisions has to be power of 2 or 0 to disable roundup ");
     auto divisions = static_cast<uint64_t>(v);
     if (interval == ">") {
-      // From the last named interval (inclusive, as PyTorch does) to the end.
-      std::fill(div.begin() + static_cast<ptrdiff_t>(last_index), div.end(), divisions);
+      // The intervals after the last named one (PyTorch 2.11 fills from last_index + 1; before, from
+      // last_index, overwriting the named interval's value).
+      std::fill(div.begin() + static_cast<ptrdiff_t>(std::min(last_index + 1, div.size())), div.end(), divisions);
     } else {
       int64_t mb = to_int(interval, "roundup_power2_divisions interval");
       if (mb <= 0 || !is_pow2(static_cast<uint64_t>(mb))) reject("For roundups, the intervals have to be power of 2 ");
@@ -112,11 +117,104 @@ size_t parse_roundup(const std::vector<std::string>& t, size_t i,
       div[index] = divisions;
       last_index = index;
     }
-    if (i + 1 >= t.size()) reject("Error parsing roundup_power2_divisions: missing ']'");
+    if (i + 1 >= t.size()) reject("Expected closing bracket ']' in ConfigTokenizer but reached end of config");
     if (t[i + 1] != "]") consume(t, ++i, ',');
   }
-  if (i >= t.size()) reject("Error parsing roundup_power2_divisions: missing ']'");
-  return i;
+  if (i >= t.size()) reject("Expected closing bracket ']' in ConfigTokenizer but reached end of config");
+}
+
+// ConfigTokenizer::skipKey: past `key:value` or `key:[...]`.
+void skip_key(const std::vector<std::string>& t, size_t& i) {
+  consume(t, ++i, ':');
+  if (++i >= t.size()) return;
+  if (t[i] == "[")
+    while (i < t.size() && t[i] != "]") ++i;
+}
+
+using Tokens = std::vector<std::string>;
+using KeyParser = void (*)(const Tokens&, size_t&, PytorchAllocatorConfig&);
+
+// PyTorch 2.11's keys (c10/core/AllocatorConfig.cpp AcceleratorAllocatorConfig::parseArgs, and
+// c10/cuda/CUDAAllocatorConfig.cpp CUDAAllocatorConfig::parseArgs for the CUDA ones), each with its
+// checks. Keys for pinned host memory and locking are checked and dropped: they change no device
+// placement.
+struct KeyRule {
+  const char* key;
+  KeyParser parse;
+};
+constexpr KeyRule kKeys[] = {
+    // Read in a first pass (max_split_size_mb's least value is this size); skipped in the second.
+    {"large_segment_size_mb", [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { skip_key(t, i); }},
+    {"max_split_size_mb",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) {
+       parse_mb_at_least_large_segment(t, i, "max_split_size_mb", c.large_segment_size, c.max_split_size);
+     }},
+    {"max_non_split_rounding_mb",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) {
+       parse_mb_at_least_large_segment(t, i, "max_non_split_rounding_mb", c.large_segment_size,
+                                       c.max_non_split_rounding_size);
+     }},
+    {"garbage_collection_threshold",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) {
+       const double v = to_double(value_of(t, i, "garbage_collection_threshold"), "garbage_collection_threshold");
+       if (!(v > 0 && v < 1.0)) reject("garbage_collect_threshold is invalid, set it in (0.0, 1.0)");
+       c.garbage_collection_threshold = v;
+     }},
+    {"roundup_power2_divisions",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) { parse_roundup(t, i, c.roundup_power2_divisions); }},
+    {"expandable_segments",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) {
+       consume(t, ++i, ':');
+       c.expandable_segments = to_bool(t, ++i);
+     }},
+    {"backend",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) {
+       const std::string& v = value_of(t, i, "backend");
+       if (v == "cudaMallocAsync")
+         reject("backend:cudaMallocAsync is the CUDA driver's allocator, which the pytorch policy does not model");
+       if (v != "native") reject("Unknown allocator backend, options are native and cudaMallocAsync");
+     }},
+    // A limit set from the settings, as set_per_process_memory_fraction sets it (the device's capacity
+    // stands for it: --capacity, or the one the recording shows).
+    {"per_process_memory_fraction",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) {
+       const double v = to_double(value_of(t, i, "per_process_memory_fraction"), "per_process_memory_fraction");
+       if (!(v >= 0.0 && v <= 1.0)) reject("per_process_memory_fraction is invalid, set it in [0.0, 1.0]");
+       c.per_process_memory_fraction = v;
+     }},
+    // Recorded in the trace itself: a block freed during a capture is reused once its free completes.
+    {"graph_capture_record_stream_reuse",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) {
+       consume(t, ++i, ':');
+       to_bool(t, ++i);
+     }},
+    {"release_lock_on_cudamalloc",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
+    {"release_lock_on_hipmalloc",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
+    {"pinned_use_cuda_host_register",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
+    {"pinned_use_hip_host_register",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
+    {"pinned_use_background_threads",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
+    {"pinned_num_register_threads",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) {
+       const int64_t v = to_int(value_of(t, i, "pinned_num_register_threads"), "pinned_num_register_threads");
+       if (v <= 0 || !is_pow2(static_cast<uint64_t>(v)))
+         reject("Number of register threads has to be power of 2, got " + std::to_string(v));
+     }},
+    {"pinned_reserve_segment_size_mb",
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) {
+       if (to_int(value_of(t, i, "pinned_reserve_segment_size_mb"), "pinned_reserve_segment_size_mb") <= 0)
+         reject("Pinned reserve segment size has to be greater than 0");
+     }},
+};
+
+const KeyRule* rule_for(const std::string& key) {
+  for (const KeyRule& r : kKeys)
+    if (key == r.key) return &r;
+  return nullptr;
 }
 
 }  // namespace
@@ -127,40 +225,26 @@ PytorchAllocatorConfig PytorchAllocatorConfig::parse(const std::string& conf) {
   return c;
 }
 
-void PytorchAllocatorConfig::apply(const std::string& conf) {
-  std::vector<std::string> t = lex(conf);
+void PytorchAllocatorConfig::apply(const std::string& conf, std::vector<std::string>* unknown_keys) {
+  const Tokens t = lex(conf);
+  // large_segment_size_mb first: the least max_split_size_mb and max_non_split_rounding_mb are this size,
+  // and a new large segment size resets max_non_split_rounding_mb to it.
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] == "large_segment_size_mb") {
+      const int64_t v = to_int(value_of(t, i, "large_segment_size_mb"), "large_segment_size_mb");
+      if (v <= static_cast<int64_t>(kMinLargeAllocMb))
+        reject("CachingAllocator option large_segment_size_mb must be > " + std::to_string(kMinLargeAllocMb) + " MB");
+      large_segment_size = std::min<uint64_t>(static_cast<uint64_t>(v), UINT64_MAX / kMiB) * kMiB;
+      max_non_split_rounding_size = large_segment_size;
+    }
   for (size_t i = 0; i < t.size(); ++i) {
-    const std::string& key = t[i];
-    if (key == "max_split_size_mb") {
-      i = parse_mb_at_least_20(t, i, "max_split_size_mb", max_split_size);
-    } else if (key == "max_non_split_rounding_mb") {
-      i = parse_mb_at_least_20(t, i, "max_non_split_rounding_mb", max_non_split_rounding_size);
-    } else if (key == "garbage_collection_threshold") {
-      consume(t, ++i, ':');
-      if (++i >= t.size()) reject("Error, expecting garbage_collection_threshold value");
-      double v = to_double(t[i], "garbage_collection_threshold");
-      if (!(v > 0 && v < 1.0)) reject("garbage_collect_threshold is invalid, set it in (0.0, 1.0)");
-      garbage_collection_threshold = v;
-    } else if (key == "roundup_power2_divisions") {
-      i = parse_roundup(t, i, roundup_power2_divisions);
-    } else if (key == "expandable_segments") {
-      i = parse_true_false(t, i, "expandable_segments", expandable_segments);
-    } else if (key == "backend") {
-      consume(t, ++i, ':');
-      if (++i >= t.size()) reject("Error parsing allocator backend value");
-      if (t[i] == "cudaMallocAsync")
-        reject("backend:cudaMallocAsync is the CUDA driver's allocator, which the pytorch policy does not model");
-      if (t[i] != "native") reject("Unknown allocator backend, options are native and cudaMallocAsync");
-    } else if (key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
-               key == "pinned_use_background_threads") {
-      bool ignored = false;  // locking and pinned host memory: no effect on device placement
-      i = parse_true_false(t, i, key.c_str(), ignored);
-    } else if (key == "pinned_num_register_threads") {
-      consume(t, ++i, ':');
-      if (++i >= t.size()) reject("Error, expecting pinned_num_register_threads value");
-      to_int(t[i], "pinned_num_register_threads");
+    if (const KeyRule* rule = rule_for(t[i])) {
+      rule->parse(t, i, *this);
+    } else if (unknown_keys && t[i] != ",") {
+      unknown_keys->push_back(t[i]);  // a key of a later PyTorch: the recording accepted it
+      skip_key(t, i);
     } else {
-      reject("Unrecognized CachingAllocator option: " + key);
+      reject("Unrecognized key '" + t[i] + "' in CUDA allocator config.");
     }
     if (i + 1 < t.size()) consume(t, ++i, ',');
   }
@@ -172,12 +256,16 @@ RecordedConf recorded_conf(const std::map<std::string, std::string>& settings) {
   return {};
 }
 
-void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::string>& settings) {
+void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::string>& settings,
+                                            std::vector<std::string>* unknown_keys) {
   // The text the process started with; a program may also have changed settings later
-  // (torch.cuda.memory._set_allocator_settings), which the parsed values below reflect.
+  // (torch.cuda.memory._set_allocator_settings), which the parsed values below reflect. The recording's
+  // PyTorch accepted the text: a key this model does not know is skipped, not refused.
   if (RecordedConf conf = recorded_conf(settings)) {
     *this = PytorchAllocatorConfig{};
-    apply(*conf.text);
+    std::vector<std::string> unknown;
+    apply(*conf.text, &unknown);
+    if (unknown_keys) *unknown_keys = std::move(unknown);
   }
   auto get = [&](const char* key) -> const std::string* {
     auto it = settings.find(key);
@@ -232,13 +320,15 @@ std::string PytorchAllocatorConfig::to_conf() const {
   auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",") + item; };
   if (expandable_segments) add("expandable_segments:True");
   if (max_split_size != UINT64_MAX) add("max_split_size_mb:" + std::to_string(max_split_size / kMiB));
-  if (max_non_split_rounding_size != kLargeBuffer)
+  if (large_segment_size != kLargeBuffer) add("large_segment_size_mb:" + std::to_string(large_segment_size / kMiB));
+  if (max_non_split_rounding_size != large_segment_size)
     add("max_non_split_rounding_mb:" + std::to_string(max_non_split_rounding_size / kMiB));
   if (garbage_collection_threshold > 0) {
     std::string g = std::to_string(garbage_collection_threshold);
     while (g.size() > 1 && g.back() == '0') g.pop_back();
     add("garbage_collection_threshold:" + g);
   }
+  if (per_process_memory_fraction) add(fmt::format("per_process_memory_fraction:{}", *per_process_memory_fraction));
   const auto& d = roundup_power2_divisions;
   if (std::any_of(d.begin(), d.end(), [](uint64_t v) { return v != 0; })) {
     if (std::all_of(d.begin(), d.end(), [&](uint64_t v) { return v == d[0]; })) {

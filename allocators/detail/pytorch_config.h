@@ -15,7 +15,9 @@
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "allocators/policy_options.h"
 
@@ -45,23 +47,37 @@ struct RecordedConf {
 };
 RecordedConf recorded_conf(const std::map<std::string, std::string>& settings);
 
+// kMinLargeAlloc in MiB: large_segment_size_mb must exceed it.
+constexpr uint64_t kMinLargeAllocMb = 10;
+
 struct PytorchAllocatorConfig {
+  // large_segment_size_mb (PyTorch 2.11, AcceleratorAllocatorConfig::large_segment_size): the segment a
+  // request of 1 to 10 MiB gets (get_allocation_size) and the page of an expandable large pool; kLargeBuffer
+  // by default.
+  uint64_t large_segment_size = 20 * kMiB;
   uint64_t max_split_size = UINT64_MAX;              // max_split_size_mb; unset = SIZE_MAX
-  uint64_t max_non_split_rounding_size = 20 * kMiB;  // max_non_split_rounding_mb (kLargeBuffer)
+  uint64_t max_non_split_rounding_size = 20 * kMiB;  // max_non_split_rounding_mb (the large segment size)
   double garbage_collection_threshold = 0.0;         // 0 = off
   bool expandable_segments = false;
   std::array<uint64_t, kRoundUpPowerOfTwoIntervals> roundup_power2_divisions{};  // 0 = off
+  // per_process_memory_fraction (PyTorch 2.11's CUDAAllocatorConfig): a memory fraction set from the
+  // settings, as set_per_process_memory_fraction sets one; unset where the settings name none.
+  std::optional<double> per_process_memory_fraction;
 
   // PyTorch's parseArgs: resets max_split_size, roundup_power2_divisions and
   // garbage_collection_threshold to their defaults, then applies `conf`.
   static PytorchAllocatorConfig parse(const std::string& conf);
-  // Applies `conf` on top of the current values (command-line overrides).
-  // Throws PolicyConfigError with PyTorch's message on text PyTorch rejects.
-  void apply(const std::string& conf);
+  // Applies `conf` on top of the current values (command-line overrides), with PyTorch 2.11's keys and
+  // checks. Throws PolicyConfigError with PyTorch's message on text PyTorch rejects; with `unknown_keys`,
+  // keys this model does not know (a later PyTorch's) are listed there and skipped instead.
+  void apply(const std::string& conf, std::vector<std::string>* unknown_keys = nullptr);
   // Applies a snapshot's `allocator_settings` (the recorded settings text, recorded_conf(), then the
   // parsed values the allocator reported: max_split_size, garbage_collection_threshold,
   // expandable_segments, roundup_power2_divisions).
-  void apply_recorded(const std::map<std::string, std::string>& settings);
+  // A recorded text's keys that no PyTorch this model knows accepts (the recording's did) are skipped and
+  // listed in `unknown_keys` where given.
+  void apply_recorded(const std::map<std::string, std::string>& settings,
+                      std::vector<std::string>* unknown_keys = nullptr);
 
   // AllocatorConfig::roundup_power2_divisions(size): the divisions for size's interval. Inline: every
   // request asks (round_size).

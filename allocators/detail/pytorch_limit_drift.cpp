@@ -27,8 +27,9 @@ std::optional<uint64_t> least_oom_limit(const std::vector<Event>& events, uint64
 
 // The segment malloc asked for to serve request `e` (an oom entry's size is round_size()'s already).
 uint64_t request_segment(const Event& e, const PytorchAllocatorConfig& config) {
-  return e.kind == EventKind::Oom ? pytorch_allocation_size(e.size)
-                                  : pytorch_allocation_size(pytorch_round_size(e.size, config));
+  return e.kind == EventKind::Oom
+             ? pytorch_allocation_size(e.size, config.large_segment_size)
+             : pytorch_allocation_size(pytorch_round_size(e.size, config), config.large_segment_size);
 }
 
 // The GPU refuses a cudaMalloc past its limit: what was reserved once a segment was granted. A fraction is
