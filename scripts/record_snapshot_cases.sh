@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -230,6 +230,25 @@ for g in $groups; do case $g in
     rec "PYTORCH_ALLOC_CONF=large_segment_size_mb:40 FRACTION=0.12" gpt2_oom_backoff
     rec "PYTORCH_ALLOC_CONF=expandable_segments:True,large_segment_size_mb:12 MAX_ENTRIES=30000" bert_varlen_train
     rec "PYTORCH_ALLOC_CONF=large_segment_size_mb:32,max_split_size_mb:64" resnet50_train ;;
+  probe6)  # PyTorch 2.11's newer settings across the other cases: OOMs, CUDA graphs, MemPools, rings, late starts
+    A=PYTORCH_ALLOC_CONF
+    rec "$A=large_segment_size_mb:12 FRACTION=0.16" bert_varlen_oom
+    rec "$A=large_segment_size_mb:100,expandable_segments:True DEVICE_LEFT=9.6" gpt2_oom_backoff
+    rec "$A=large_segment_size_mb:40,expandable_segments:True" mempool_side
+    rec "$A=large_segment_size_mb:32" graph_mlp_train
+    rec "$A=per_process_memory_fraction:0.5" compile_reduce_overhead
+    rec "$A=large_segment_size_mb:16 MAX_ENTRIES=3000" llama_generate
+    rec "$A=large_segment_size_mb:48 FRACTION=0.04" infer_server
+    rec "$A=large_segment_size_mb:40,expandable_segments:True" sleep_mode_pools
+    rec "$A=max_split_size_mb:128,max_non_split_rounding_mb:64" vit_train
+    rec "$A=roundup_power2_divisions:[64:4,256:2,>:8] FRACTION=0.1" unet_like
+    rec "$A=per_process_memory_fraction:0.1,garbage_collection_threshold:0.7,max_split_size_mb:256" batch_search
+    rec "$A=large_segment_size_mb:24 RECORD=late:2" amp_accum_prefetch
+    rec "$A=large_segment_size_mb:40 MAX_ENTRIES=1000" side_stream_prefetch
+    rec "$A=large_segment_size_mb:40 FRACTION=0.02" mempool_oom_fallback
+    rec "$A=large_segment_size_mb:40 FRACTION=0.07" observer_oom_mlp
+    rec "$A=per_process_memory_fraction:0.3" two_devices
+    rec "$A=large_segment_size_mb:40 FRACTION=0.1" many_streams_raw ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

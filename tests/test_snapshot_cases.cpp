@@ -1260,6 +1260,27 @@ TEST_CASE("snapshot cases: PyTorch 2.11's newer settings replay exactly", "[snap
                "resnet50_train.large_segment_size_mb-32_max_split_size_mb-64.pickle.gz",
                "graph_side_capture.graph_capture_record_stream_reuse-True.pickle.gz",
                "graphed_amp_train.graph_capture_record_stream_reuse-True.pickle.gz"});
+  check_cases({"mempool_side.large_segment_size_mb-40_expandable_segments-True.pickle.gz",
+               "mempool_oom_fallback.large_segment_size_mb-40_cap0.02.pickle.gz",
+               "graph_mlp_train.large_segment_size_mb-32.pickle.gz",
+               "compile_reduce_overhead.per_process_memory_fraction-0.5.pickle.gz",
+               "side_stream_prefetch.large_segment_size_mb-40_ring1000.pickle.gz",
+               "many_streams_raw.large_segment_size_mb-40_cap0.1.pickle.gz",
+               "observer_oom_mlp.large_segment_size_mb-40_cap0.07_atoom.pickle.gz",
+               "amp_accum_prefetch.large_segment_size_mb-24_late2.pickle.gz",
+               "llama_generate.large_segment_size_mb-16_ring3000.pickle.gz",
+               "unet_like.roundup_power2_divisions-64-4_256-2_gt-8_cap0.1.pickle.gz",
+               "gpt2_oom_backoff.large_segment_size_mb-100_expandable_segments-True_left9.6.pickle.gz"});
+  // vLLM's sleep mode: its _set_allocator_settings replaced the text that set 40 MiB, which PyTorch keeps;
+  // the cudaMallocs for 1-8 MiB requests show it (diverged at the 4th request before).
+  check_cases({"sleep_mode_pools.large_segment_size_mb-40_expandable_segments-True.pickle.gz"});
+  const Trace sleep =
+      load_trace(kCases + "/sleep_mode_pools.large_segment_size_mb-40_expandable_segments-True.pickle.gz");
+  CHECK(sleep.meta.allocator_settings.at("PYTORCH_CUDA_ALLOC_CONF") == "expandable_segments:True");
+  CHECK(recorded_large_segment_size(sleep.meta) == 40ull << 20);
+  // Where the text names the size, nothing is noted.
+  CHECK_FALSE(load_trace(kCases + "/gpt2_train.large_segment_size_mb-40.pickle.gz")
+                  .meta.allocator_settings.contains("large_segment_size"));
   // 40 MiB segments for the 1-10 MiB requests, as the recording made them.
   const Trace t = load_trace(kCases + "/gpt2_train.large_segment_size_mb-40.pickle.gz");
   CHECK(recorded_large_segment_size(t.meta) == 40ull << 20);

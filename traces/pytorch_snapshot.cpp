@@ -647,6 +647,7 @@ class Importer final : public pickle::ListSink {
     m.history_absent = !history;
     if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
     std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
+    note_large_segment_size(m, raw_);
     m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m));
     reserved_ = m.initial.reserved();
     peak_reserved_ = peak_reserved(raw_, reserved_);

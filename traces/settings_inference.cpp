@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,8 @@ bool recorded_expandable(const TraceMeta& m) {
 }
 
 uint64_t recorded_large_segment_size(const TraceMeta& m) {
+  if (auto it = m.allocator_settings.find("large_segment_size"); it != m.allocator_settings.end())
+    if (const uint64_t bytes = std::strtoull(it->second.c_str(), nullptr, 10); bytes > (10ull << 20)) return bytes;
   constexpr std::string_view kKey = "large_segment_size_mb";
   for (const char* variable : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
     auto it = m.allocator_settings.find(variable);
@@ -37,6 +40,27 @@ uint64_t recorded_large_segment_size(const TraceMeta& m) {
     return 20ull << 20;
   }
   return 20ull << 20;
+}
+
+void note_large_segment_size(TraceMeta& m, const std::vector<Event>& history) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  if (m.allocator_settings.empty()) return;  // no settings recorded: before PyTorch had the setting
+  std::map<uint64_t, uint64_t> votes;        // segment size -> requests it served
+  const Event* segment = nullptr;            // the device call just before
+  for (const Event& e : history) {
+    if (e.kind == EventKind::SegmentAlloc) {
+      segment = &e;
+      continue;
+    }
+    // A request above 1 MiB (the large pool) and at most 8 MiB (below 10 MiB however it is rounded).
+    if (e.kind == EventKind::Alloc && segment && segment->addr == e.addr && e.size > kMiB && e.size <= 8 * kMiB)
+      ++votes[segment->size];
+    if (is_device_event(e.kind) || e.kind == EventKind::Alloc) segment = nullptr;
+  }
+  if (votes.size() != 1) return;  // none, or sizes that disagree (a MemPool's own allocator, say)
+  const uint64_t size = votes.begin()->first;
+  if (size > 10 * kMiB && size % kMiB == 0 && size != recorded_large_segment_size(m))
+    m.allocator_settings["large_segment_size"] = std::to_string(size);
 }
 
 namespace {

@@ -54,6 +54,15 @@ std::optional<uint64_t> first_divergence(const Trace& trace);
 bool recorded_expandable(const TraceMeta& meta);
 // The recorded large_segment_size_mb (PyTorch 2.11; the snapshot records it only in the settings text) in
 // bytes: an expandable large pool's page, the segment of a 1-10 MiB request. 20 MiB where none is set.
+// The key "large_segment_size" (bytes), which PyTorch never writes, holds the size the device calls show
+// where the text does not name it (note_large_segment_size) and comes first.
 uint64_t recorded_large_segment_size(const TraceMeta& meta);
+// The large segment size lives on past the settings text that set it: a later
+// torch.cuda.memory._set_allocator_settings replaces the text the snapshot records (parseArgs overwrites
+// last_allocator_settings_) but resets only max_split_size, rounding and the collector. A cudaMalloc
+// made for a request of 1 to 8 MiB (`history` at address level: the segment_alloc entry, then the alloc at
+// its address) is exactly that size: where such calls agree on a size the text does not give, it is
+// noted as allocator_settings["large_segment_size"].
+void note_large_segment_size(TraceMeta& meta, const std::vector<Event>& history);
 
 }  // namespace fraglab

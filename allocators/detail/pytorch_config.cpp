@@ -211,6 +211,10 @@ constexpr KeyRule kKeys[] = {
      }},
 };
 
+[[noreturn]] void bad(const char* key, const std::string& v) {
+  throw PolicyConfigError(std::string("recorded allocator setting ") + key + " = '" + v + "' is not valid");
+}
+
 const KeyRule* rule_for(const std::string& key) {
   for (const KeyRule& r : kKeys)
     if (key == r.key) return &r;
@@ -271,25 +275,33 @@ void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::str
     auto it = settings.find(key);
     return it == settings.end() || it->second.empty() ? nullptr : &it->second;
   };
-  auto bad = [](const char* key, const std::string& v) {
-    throw PolicyConfigError(std::string("recorded allocator setting ") + key + " = '" + v + "' is not valid");
-  };
-  if (auto v = get("max_split_size")) {
-    int64_t n = 0;
+  // A recorded number, or bad input named as the setting it came from.
+  auto number = [](const char* key, const std::string& v, auto parse) {
     try {
-      n = std::stoll(*v);
+      return parse(v);
     } catch (const std::exception&) {
-      bad("max_split_size", *v);
+      bad(key, v);
     }
+  };
+  const auto integer = [](const std::string& v) { return std::stoll(v); };
+  // Not a key PyTorch writes: the large segment size the device calls showed where the text no longer names
+  // it (traces/settings_inference.h, note_large_segment_size); max_non_split_rounding_mb follows it unless
+  // the text gives one, as parseArgs resets it to the large segment size.
+  if (auto v = get("large_segment_size")) {
+    const int64_t bytes = number("large_segment_size", *v, integer);
+    if (bytes <= static_cast<int64_t>(kMinLargeAllocMb * kMiB)) bad("large_segment_size", *v);
+    const RecordedConf conf = recorded_conf(settings);
+    if (!conf || conf.text->find("max_non_split_rounding_mb") == std::string::npos)
+      max_non_split_rounding_size = static_cast<uint64_t>(bytes);
+    large_segment_size = static_cast<uint64_t>(bytes);
+  }
+  if (auto v = get("max_split_size")) {
+    const int64_t n = number("max_split_size", *v, integer);
     max_split_size = n < 0 ? UINT64_MAX : static_cast<uint64_t>(n);  // -1 = unset
   }
-  if (auto v = get("garbage_collection_threshold")) {
-    try {
-      garbage_collection_threshold = std::stod(*v);
-    } catch (const std::exception&) {
-      bad("garbage_collection_threshold", *v);
-    }
-  }
+  if (auto v = get("garbage_collection_threshold"))
+    garbage_collection_threshold =
+        number("garbage_collection_threshold", *v, [](const std::string& x) { return std::stod(x); });
   if (auto v = get("expandable_segments")) {
     if (*v == "True" || *v == "true" || *v == "1")
       expandable_segments = true;
