@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -249,6 +249,21 @@ for g in $groups; do case $g in
     rec "$A=large_segment_size_mb:40 FRACTION=0.07" observer_oom_mlp
     rec "$A=per_process_memory_fraction:0.3" two_devices
     rec "$A=large_segment_size_mb:40 FRACTION=0.1" many_streams_raw ;;
+  probe7)  # expandable segments with large pages other than 20 MiB: empty_cache, OOM recovery, a fraction, graphs
+    A=PYTORCH_ALLOC_CONF
+    X=expandable_segments:True
+    rec "$A=$X,large_segment_size_mb:40 EMPTY_CACHE_EVERY=2" gpt2_train
+    rec "$A=$X,large_segment_size_mb:64 FRACTION=0.12" gpt2_oom_backoff
+    rec "$A=$X,large_segment_size_mb:32 FRACTION=0.16 MAX_ENTRIES=8000" bert_varlen_oom
+    rec "$A=$X,large_segment_size_mb:24 DEVICE_LEFT=12.8" bert_varlen_oom
+    rec "$A=$X,large_segment_size_mb:40" graph_mlp_train
+    rec "$A=$X,large_segment_size_mb:40 FRACTION=0.07" observer_oom_mlp
+    rec "$A=$X,large_segment_size_mb:48 FRACTION=0.05" prefetch_pressure
+    rec "$A=$X,large_segment_size_mb:40,max_split_size_mb:128,garbage_collection_threshold:0.6 FRACTION=0.06" vit_train
+    rec "$A=$X,large_segment_size_mb:40 RECORD=late:2 EMPTY_CACHE_EVERY=3" llama_train_ckpt
+    rec "$A=$X,large_segment_size_mb:40 FRACTION=0.04 MAX_ENTRIES=4000" infer_server
+    rec "$A=large_segment_size_mb:40,$X" mempool_allocator
+    rec "$A=$X,large_segment_size_mb:40 FRACTION=0.02" mempool_oom_fallback ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

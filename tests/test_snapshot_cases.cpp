@@ -1271,6 +1271,17 @@ TEST_CASE("snapshot cases: PyTorch 2.11's newer settings replay exactly", "[snap
                "llama_generate.large_segment_size_mb-16_ring3000.pickle.gz",
                "unet_like.roundup_power2_divisions-64-4_256-2_gt-8_cap0.1.pickle.gz",
                "gpt2_oom_backoff.large_segment_size_mb-100_expandable_segments-True_left9.6.pickle.gz"});
+  // Expandable segments with large pages of 32 to 64 MiB (group probe7): mapped, unmapped by empty_cache()
+  // and by malloc's recovery, under a fraction, in rings, with CUDA graphs and a MemPool's own allocator.
+  check_cases({"mempool_allocator.large_segment_size_mb-40_expandable_segments-True.pickle.gz",
+               "graph_mlp_train.expandable_segments-True_large_segment_size_mb-40.pickle.gz",
+               "observer_oom_mlp.expandable_segments-True_large_segment_size_mb-40_cap0.07_atoom.pickle.gz",
+               "infer_server.expandable_segments-True_large_segment_size_mb-40_cap0.04_ring4000.pickle.gz",
+               "prefetch_pressure.expandable_segments-True_large_segment_size_mb-48_cap0.05.pickle.gz",
+               "bert_varlen_oom.expandable_segments-True_large_segment_size_mb-32_cap0.16_ring8000.pickle.gz",
+               "gpt2_oom_backoff.expandable_segments-True_large_segment_size_mb-64_cap0.12.pickle.gz",
+               "llama_train_ckpt.expandable_segments-True_large_segment_size_mb-40_late2_empty3.pickle.gz",
+               "gpt2_train.expandable_segments-True_large_segment_size_mb-40_empty2.pickle.gz"});
   // vLLM's sleep mode: its _set_allocator_settings replaced the text that set 40 MiB, which PyTorch keeps;
   // the cudaMallocs for 1-8 MiB requests show it (diverged at the 4th request before).
   check_cases({"sleep_mode_pools.large_segment_size_mb-40_expandable_segments-True.pickle.gz"});
