@@ -71,8 +71,12 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
         break;
       case EventKind::Oom: {  // tried where the recording failed it, given back if served
         const size_t calls_before = device.calls().size();
-        if (auto b = policy->allocate(AllocRequest{kTransientRequest, e.size, e.stream, i, e.pool}))
+        if (auto b = policy->allocate(AllocRequest{kTransientRequest, e.size, e.stream, i, e.pool})) {
           policy->deallocate(*b);
+          // Served from the cache, no device call: the block's segment was not this request's pool's.
+          if (device.calls().size() == calls_before)
+            return PoolMisplacement{PoolMisplacement::Kind::ServedOom, ooms, b->addr};
+        }
         // malloc's recovery before the OOM returned a segment the recording kept
         if (auto addr = kept(calls_before, i))
           return PoolMisplacement{PoolMisplacement::Kind::KeptSegment, ooms, *addr, EventKind::Oom};

@@ -1282,6 +1282,17 @@ TEST_CASE("snapshot cases: PyTorch 2.11's newer settings replay exactly", "[snap
                "gpt2_oom_backoff.expandable_segments-True_large_segment_size_mb-64_cap0.12.pickle.gz",
                "llama_train_ckpt.expandable_segments-True_large_segment_size_mb-40_late2_empty3.pickle.gz",
                "gpt2_train.expandable_segments-True_large_segment_size_mb-40_empty2.pickle.gz"});
+  // A MemPool(use_on_oom) reserve under expandable segments, all gone by the end: the first reading put
+  // the reserve in the default pools and the requests in a pool of their own, and the model served the
+  // recorded OOM from the reserve's cached block; such a block's segment is now moved out of the request's
+  // pool (PoolMisplacement::ServedOom), and the reading is the program's (diverged at entry 46 before).
+  check_cases({"mempool_oom_fallback.expandable_segments-True_large_segment_size_mb-40_cap0.02.pickle.gz"});
+  const Trace fallback =
+      load_trace(kCases + "/mempool_oom_fallback.expandable_segments-True_large_segment_size_mb-40_cap0.02.pickle.gz");
+  REQUIRE(fallback.meta.pools.size() == 2);
+  size_t in_pool = 0;
+  for (const Event& e : fallback.events) in_pool += e.kind == EventKind::Alloc && e.pool == 1;
+  CHECK(in_pool == 3);  // the reserve: 384 MiB, 96 MiB and 600,000 bytes
   // vLLM's sleep mode: its _set_allocator_settings replaced the text that set 40 MiB, which PyTorch keeps;
   // the cudaMallocs for 1-8 MiB requests show it (diverged at the 4th request before).
   check_cases({"sleep_mode_pools.large_segment_size_mb-40_expandable_segments-True.pickle.gz"});

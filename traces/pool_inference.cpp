@@ -599,6 +599,14 @@ std::optional<Fix> revision(Trace& trace, const Overrides& overrides, const Trie
   strip_inferred(probe.events);
   if (m.kind == PoolMisplacement::Kind::Unserved) return std::nullopt;  // nothing points at a guess
   if (m.kind == PoolMisplacement::Kind::KeptSegment) return kept_revision(trace, probe, overrides, tried, m);
+  // A request the recording ran out of memory on, served by the model from a guessed segment's cached
+  // block: that segment was not the request's pool's, as a segment malloc's recovery returned in the model
+  // only was not (the same revision: the stream's last private pool, or a pool of its own).
+  if (m.kind == PoolMisplacement::Kind::ServedOom) {
+    PoolMisplacement at_oom = m;
+    at_oom.at = EventKind::Oom;
+    return kept_revision(trace, probe, overrides, tried, at_oom);
+  }
   auto s = PoolInference(probe, overrides).locate(m.ordinal, m.model_addr);
   auto untried = [&](const Instance& i, PoolIndex p) {
     return p != i.pool && !tried.count({i.key, p}) && can_hold(trace.meta, i, p);

@@ -31,12 +31,13 @@
 //     pool); where an empty_cache of the model returns a guessed segment the recording kept, that
 //     segment goes to a pool still owned (a MemPool alive across empty_cache), as does one that malloc's
 //     own releases (the collector, the release and retry, the recovery before an OOM) returned in the
-//     model only (to the stream's last private pool); where the model cut a request from another segment
-//     of its own private pool and no two of that pool's allocations ever shared a segment, the pool is
-//     no_split (R1); a request the recording put in a guessed segment it had before takes that segment to
-//     the stream's last private pool (R2); and the pools are inferred again, until the model agrees or no
-//     guess is left to revise. Where that order (a request's new segment revised first) ends without
-//     agreement, or a limit may show, the other order (the segment the model reused first) is tried.
+//     model only (to the stream's last private pool), as does one whose cached block the model served a
+//     request from that the recording ran out of memory on (a MemPool's reserve, say); where the model cut a request
+//     from another segment of its own private pool and no two of that pool's allocations ever shared a segment, the
+//     pool is no_split (R1); a request the recording put in a guessed segment it had before takes that segment to the
+//     stream's last private pool (R2); and the pools are inferred again, until the model agrees or no guess is left to
+//     revise. Where that order (a request's new segment revised first) ends without agreement, or a limit may show, the
+//     other order (the segment the model reused first) is tried.
 //  8. requests that try_mempool_fallback served (a MemPool(use_on_oom=True) at the limit) land in the
 //     pool's cached blocks; the installed fallback reader (set_fallback_reader) reads them as default-pool
 //     requests where the model agrees, and marks the pool use_on_oom.
@@ -58,12 +59,14 @@ namespace fraglab {
 // block elsewhere than the recording did; it returned a segment the recording kept (a segment of a pool
 // still owned), in an empty_cache or in malloc's own releases (the garbage collector, the release and
 // retry before a new segment, the recovery before an OOM); or it ran out of memory serving a request
-// the recording served (nothing to revise: the reading is wrong somewhere the model cannot point at).
+// the recording served (nothing to revise: the reading is wrong somewhere the model cannot point at); or it
+// served a request the recording ran out of memory on, from a cached block (ServedOom: that block's
+// segment was another pool's, a MemPool's reserve say, which the request could not take).
 struct PoolMisplacement {
-  enum class Kind { Block, KeptSegment, Unserved } kind = Kind::Block;
+  enum class Kind { Block, KeptSegment, Unserved, ServedOom } kind = Kind::Block;
   uint64_t ordinal;  // Block, Unserved: the how-manyth Alloc event (0-based); KeptSegment: the how-manyth
-                     // event of kind `at` (for EmptyCache, of the importer's: id 0)
-  Addr model_addr;   // Block: where the model put it; KeptSegment: the segment the model released
+                     // event of kind `at` (for EmptyCache, of the importer's: id 0); ServedOom: of Oom events
+  Addr model_addr;   // Block, ServedOom: where the model put it; KeptSegment: the segment the model released
   EventKind at = EventKind::EmptyCache;  // KeptSegment: EmptyCache, Alloc or Oom
 };
 // An EmptyCache event's id says where it came from: 0, the importer's (a run of segment releases that
