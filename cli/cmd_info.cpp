@@ -232,7 +232,7 @@ void add_info(CLI::App& app, CommandFn& run) {
       else if (conf)
         fmt::print("recorded with {}='{}'\n", conf.variable, *conf.text);
       print_unmodelled_keys(m);
-      if (m.allocator_settings.contains("large_segment_size"))
+      if (m.allocator_settings.contains(kNotedLargeSegmentSize))
         fmt::print(
             "inferred     large_segment_size_mb:{} (from the device calls: the recorded settings text, replaced by a "
             "later _set_allocator_settings, no longer names it)\n",

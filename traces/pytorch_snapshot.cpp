@@ -693,7 +693,7 @@ class Importer final : public pickle::ListSink {
   // A snapshot that records no settings is read again under those its recording shows
   // (traces/unrecorded_settings.h).
   void infer_pools_and_settings() {
-    const bool unrecorded = trace_.meta.allocator_settings.empty();
+    const bool unrecorded = settings_unrecorded(trace_);
     Trace unread;
     if (unrecorded) unread = trace_;
     infer_under_settings();
@@ -744,8 +744,6 @@ class Importer final : public pickle::ListSink {
     }
     infer_pools(trace_, PoolCheck::Now);
   }
-  // How far the installed model follows the trace as read: the events before its first disagreement.
-  static uint64_t agreement(const Trace& t) { return first_divergence(t).value_or(UINT64_MAX); }
 
   void apply_entry(Event e) {
     switch (e.kind) {

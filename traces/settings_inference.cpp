@@ -20,7 +20,7 @@ bool recorded_expandable(const TraceMeta& m) {
 }
 
 uint64_t recorded_large_segment_size(const TraceMeta& m) {
-  if (auto it = m.allocator_settings.find("large_segment_size"); it != m.allocator_settings.end())
+  if (auto it = m.allocator_settings.find(kNotedLargeSegmentSize); it != m.allocator_settings.end())
     if (const uint64_t bytes = std::strtoull(it->second.c_str(), nullptr, 10); bytes > (10ull << 20)) return bytes;
   constexpr std::string_view kKey = "large_segment_size_mb";
   for (const char* variable : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
@@ -60,7 +60,7 @@ void note_large_segment_size(TraceMeta& m, const std::vector<Event>& history) {
   if (votes.size() != 1) return;  // none, or sizes that disagree (a MemPool's own allocator, say)
   const uint64_t size = votes.begin()->first;
   if (size > 10 * kMiB && size % kMiB == 0 && size != recorded_large_segment_size(m))
-    m.allocator_settings["large_segment_size"] = std::to_string(size);
+    m.allocator_settings[kNotedLargeSegmentSize] = std::to_string(size);
 }
 
 namespace {

@@ -49,6 +49,9 @@ using DivergenceFinder = std::function<std::optional<uint64_t>(const Trace&)>;
 void set_divergence_finder(DivergenceFinder finder);
 // The installed finder's answer (nothing where none is installed or the model cannot replay the trace).
 std::optional<uint64_t> first_divergence(const Trace& trace);
+// How far the installed model follows the trace as read: the events before its first disagreement
+// (2^64-1 where it agrees throughout), the measure by which readings of a trace are compared.
+inline uint64_t agreement(const Trace& trace) { return first_divergence(trace).value_or(UINT64_MAX); }
 
 // The recorded expandable_segments setting (allocator_settings' parsed value, else the settings text).
 bool recorded_expandable(const TraceMeta& meta);
@@ -57,6 +60,7 @@ bool recorded_expandable(const TraceMeta& meta);
 // The key "large_segment_size" (bytes), which PyTorch never writes, holds the size the device calls show
 // where the text does not name it (note_large_segment_size) and comes first.
 uint64_t recorded_large_segment_size(const TraceMeta& meta);
+inline constexpr const char* kNotedLargeSegmentSize = "large_segment_size";
 // The large segment size lives on past the settings text that set it: a later
 // torch.cuda.memory._set_allocator_settings replaces the text the snapshot records (parseArgs overwrites
 // last_allocator_settings_) but resets only max_split_size, rounding and the collector. A cudaMalloc

@@ -33,7 +33,7 @@ std::map<std::string, std::string> InferredSettings::as_recorded() const {
 
 namespace {
 
-// The values users set, most common first (a tie keeps the earlier). max_split_size_mb must exceed 20
+// The values users set, most common first (a tie keeps the earlier). max_split_size_mb is at least 20
 // (parseMaxSplitSize); 128 and 512 were PyTorch's own OOM advice's usual readings. A roundup of 1 rounds
 // nothing (round_size rounds only with more than one division).
 constexpr uint64_t kMaxSplitMb[] = {128, 512, 64, 256, 1024, 32, 100, 200, 2048, 4096, 24};
@@ -52,8 +52,6 @@ uint64_t largest_size(const Trace& trace) {
   for (const RecordedSegment& s : trace.meta.initial.segments) most = std::max(most, s.total_size);
   return most;
 }
-
-uint64_t agreement(const Trace& t) { return first_divergence(t).value_or(UINT64_MAX); }
 
 class Search {
  public:
@@ -129,8 +127,12 @@ class Search {
 
 }  // namespace
 
+bool settings_unrecorded(const Trace& trace) {
+  return trace.meta.allocator_settings.empty() && !trace.meta.history_absent && !trace.events.empty();
+}
+
 void infer_unrecorded_settings(Trace& trace, const Trace& unread, const InferUnderSettings& infer) {
-  if (!trace.meta.allocator_settings.empty() || trace.meta.history_absent || trace.events.empty()) return;
+  if (!settings_unrecorded(trace)) return;
   Search(trace, unread, infer).run();
 }
 

@@ -38,6 +38,9 @@ struct InferredSettings {
   std::map<std::string, std::string> as_recorded() const;
 };
 
+// Whether the search below applies: a history, and no settings recorded.
+bool settings_unrecorded(const Trace& trace);
+
 // Re-runs the importer's inference of pools and windows on a trace as read, under its allocator_settings.
 using InferUnderSettings = std::function<void(Trace&)>;
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "allocators/policy_options.h"
+#include "traces/settings_inference.h"
 
 namespace fraglab::detail {
 
@@ -134,6 +135,15 @@ void skip_key(const std::vector<std::string>& t, size_t& i) {
 using Tokens = std::vector<std::string>;
 using KeyParser = void (*)(const Tokens&, size_t&, PytorchAllocatorConfig&);
 
+// `key:True` or `key:False`.
+bool bool_value(const Tokens& t, size_t& i) {
+  consume(t, ++i, ':');
+  return to_bool(t, ++i);
+}
+// A key whose value moves no block the trace does not show (locking, pinned host memory, graph capture's
+// stream reuse): checked, dropped.
+void check_bool(const Tokens& t, size_t& i, PytorchAllocatorConfig&) { bool_value(t, i); }
+
 // PyTorch 2.11's keys (c10/core/AllocatorConfig.cpp AcceleratorAllocatorConfig::parseArgs, and
 // c10/cuda/CUDAAllocatorConfig.cpp CUDAAllocatorConfig::parseArgs for the CUDA ones), each with its
 // checks. Keys for pinned host memory and locking are checked and dropped: they change no device
@@ -163,10 +173,7 @@ constexpr KeyRule kKeys[] = {
     {"roundup_power2_divisions",
      [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) { parse_roundup(t, i, c.roundup_power2_divisions); }},
     {"expandable_segments",
-     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) {
-       consume(t, ++i, ':');
-       c.expandable_segments = to_bool(t, ++i);
-     }},
+     [](const Tokens& t, size_t& i, PytorchAllocatorConfig& c) { c.expandable_segments = bool_value(t, i); }},
     {"backend",
      [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) {
        const std::string& v = value_of(t, i, "backend");
@@ -183,21 +190,12 @@ constexpr KeyRule kKeys[] = {
        c.per_process_memory_fraction = v;
      }},
     // Recorded in the trace itself: a block freed during a capture is reused once its free completes.
-    {"graph_capture_record_stream_reuse",
-     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) {
-       consume(t, ++i, ':');
-       to_bool(t, ++i);
-     }},
-    {"release_lock_on_cudamalloc",
-     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
-    {"release_lock_on_hipmalloc",
-     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
-    {"pinned_use_cuda_host_register",
-     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
-    {"pinned_use_hip_host_register",
-     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
-    {"pinned_use_background_threads",
-     [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) { consume(t, ++i, ':'), to_bool(t, ++i); }},
+    {"graph_capture_record_stream_reuse", check_bool},
+    {"release_lock_on_cudamalloc", check_bool},
+    {"release_lock_on_hipmalloc", check_bool},
+    {"pinned_use_cuda_host_register", check_bool},
+    {"pinned_use_hip_host_register", check_bool},
+    {"pinned_use_background_threads", check_bool},
     {"pinned_num_register_threads",
      [](const Tokens& t, size_t& i, PytorchAllocatorConfig&) {
        const int64_t v = to_int(value_of(t, i, "pinned_num_register_threads"), "pinned_num_register_threads");
@@ -287,9 +285,9 @@ void PytorchAllocatorConfig::apply_recorded(const std::map<std::string, std::str
   // Not a key PyTorch writes: the large segment size the device calls showed where the text no longer names
   // it (traces/settings_inference.h, note_large_segment_size); max_non_split_rounding_mb follows it unless
   // the text gives one, as parseArgs resets it to the large segment size.
-  if (auto v = get("large_segment_size")) {
-    const int64_t bytes = number("large_segment_size", *v, integer);
-    if (bytes <= static_cast<int64_t>(kMinLargeAllocMb * kMiB)) bad("large_segment_size", *v);
+  if (auto v = get(kNotedLargeSegmentSize)) {
+    const int64_t bytes = number(kNotedLargeSegmentSize, *v, integer);
+    if (bytes <= static_cast<int64_t>(kMinLargeAllocMb * kMiB)) bad(kNotedLargeSegmentSize, *v);
     const RecordedConf conf = recorded_conf(settings);
     if (!conf || conf.text->find("max_non_split_rounding_mb") == std::string::npos)
       max_non_split_rounding_size = static_cast<uint64_t>(bytes);
