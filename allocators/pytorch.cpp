@@ -108,7 +108,7 @@ class PytorchPolicy final : public Policy {
   }
   void deallocate(const Block& block) override { allocator_.free(static_cast<uint32_t>(block.handle)); }
   void empty_cache() override { allocator_.empty_cache(); }
-  bool enforces_capacity() const override { return allocator_.under_fraction(); }
+  bool enforces_capacity() const override { return allocator_.enforces_limit(); }
   void release_pool(PoolIndex pool) override { allocator_.release_pool(pool); }
   std::optional<std::vector<Block>> adopt_initial_state(const InitialState& state) override {
     auto live = allocator_.adopt(state);

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -264,6 +264,45 @@ for g in $groups; do case $g in
     rec "$A=$X,large_segment_size_mb:40 FRACTION=0.04 MAX_ENTRIES=4000" infer_server
     rec "$A=large_segment_size_mb:40,$X" mempool_allocator
     rec "$A=$X,large_segment_size_mb:40 FRACTION=0.02" mempool_oom_fallback ;;
+  probe8)  # workloads not recorded before: detection (varying image sizes), beam search, sparse embeddings, MoE routing
+    rec "X=1" detection_train
+    rec "$E" detection_train
+    rec "RECORD=late:2 MAX_ENTRIES=6000" detection_train
+    rec "FRACTION=0.07" detection_train
+    rec "X=1" t5_beam_generate
+    rec "$E RECORD=late:1" t5_beam_generate
+    rec "FRACTION=0.05 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.7,max_split_size_mb:64" t5_beam_generate
+    rec "X=1" sparse_embedding_train
+    rec "$E" sparse_embedding_train
+    rec "PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:[256:1,512:2,>:4] RECORD=late:3" sparse_embedding_train
+    rec "X=1" moe_train
+    rec "$E FRACTION=0.04" moe_train
+    rec "FRACTION=0.04" moe_train
+    rec "MAX_ENTRIES=5000 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128" moe_train
+    rec "RECORD=late:2 EMPTY_CACHE_EVERY=2 $E" moe_train
+    rec "FRACTION=0.07 $E" detection_train
+    rec "FRACTION=0.07 MAX_ENTRIES=3000 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6" detection_train
+    rec "DEVICE_LEFT=6" detection_train
+    rec "FRACTION=0.025" moe_train
+    rec "FRACTION=0.025 $E" moe_train
+    rec "DEVICE_LEFT=2.5 $E" moe_train
+    rec "FRACTION=0.035" t5_beam_generate
+    rec "FRACTION=0.035 RECORD=late:2 $E" t5_beam_generate ;;
+  probe9)  # the GPU's own limit (all but G GiB taken first) across workloads: the driver's memory grows as kernels load
+    rec "DEVICE_LEFT=8" vit_train
+    rec "DEVICE_LEFT=8 $E" vit_train
+    rec "DEVICE_LEFT=6 $E" detection_train
+    rec "DEVICE_LEFT=5 RECORD=late:2" detection_train
+    rec "DEVICE_LEFT=6 MAX_ENTRIES=4000 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128" detection_train
+    rec "DEVICE_LEFT=2" moe_train
+    rec "DEVICE_LEFT=2.5" t5_beam_generate
+    rec "DEVICE_LEFT=2.5 $E" t5_beam_generate
+    rec "DEVICE_LEFT=6" varlen_transformer_train
+    rec "DEVICE_LEFT=6 $E" varlen_transformer_train
+    rec "DEVICE_LEFT=5 PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:4" unet_like
+    rec "DEVICE_LEFT=2.5 $E RECORD=late:1" infer_server
+    rec "DEVICE_LEFT=1.2" prefetch_pressure
+    rec "DEVICE_LEFT=3 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.7" many_streams_raw ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

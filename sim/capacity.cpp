@@ -310,8 +310,9 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
 
 namespace {
 
-// Where the GPU's limit fell along the run below the least its OOMs show (the driver's own memory grew):
-// the pytorch model follows it (allocators/detail/pytorch_limit_drift.h); the note says by how much.
+// Where the GPU's limit moved along the run (the driver's own memory grew): above the least its OOMs show
+// before the driver took its memory, below it after; the pytorch model follows it
+// (allocators/detail/pytorch_limit_drift.h); the note says by how much.
 std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
   if (!inferred.device_limit || inferred.ooms == 0) return "";
   const std::optional<detail::PytorchAllocatorConfig> config = recorded_config(trace.meta);
@@ -319,12 +320,15 @@ std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
   const auto steps = detail::limit_drift(trace.events, trace.meta.initial.reserved(), *config,
                                          detail::PytorchLimit::Gpu, inferred.bytes);
   if (steps.empty()) return "";
-  const auto lowest =
-      std::min_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  const auto [lowest, highest] =
+      std::minmax_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  std::string moved;
+  if (highest->second > 0) moved = fmt::format("up to {} bytes higher", highest->second);
+  if (lowest->second < 0) moved += fmt::format("{}up to {} bytes lower", moved.empty() ? "" : " and ", -lowest->second);
   return fmt::format(
-      "; the driver's own memory grew along the run: from event {} the device calls show the limit up to {} "
-      "bytes lower, which the model follows",
-      steps.front().first, -lowest->second);
+      "; the driver's own memory grew along the run: from event {} the device calls show the limit {}, which the "
+      "model follows",
+      steps.front().first, moved);
 }
 
 }  // namespace

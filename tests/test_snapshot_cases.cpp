@@ -1389,6 +1389,44 @@ TEST_CASE("snapshot cases: a GPU limit that drifts, and more OOM'd searches and 
   CHECK(note.find("grew") == std::string::npos);
 }
 
+// The GPU's limit higher early in the run than at its last OOM (group probe8, Faster R-CNN with all but 6 GiB
+// of the GPU taken): the first three OOMs show reserved + free = 6,331,498,496 bytes, the fourth 148.9 MB
+// less, and between them the recording was granted a cudaMalloc that needed 6,320,816,128. The model capped
+// the limit at the least OOM limit and was refused it (diverged at entry 2,016); the limit now follows the
+// grants above it, the model checking it itself. The group's other workloads (MoE routing, sparse
+// embeddings) beside it.
+TEST_CASE("snapshot cases: a GPU limit higher before the driver took memory, and new workloads, replay exactly",
+          "[snapshot_cases][capacity]") {
+  check_cases({"detection_train.default_left6.pickle.gz", "detection_train.expandable_cap0.07.pickle.gz",
+               "detection_train.garbage_collection_threshold-0.6_cap0.07_ring3000.pickle.gz",
+               "detection_train.default_ring6000_late2.pickle.gz", "moe_train.default_cap0.025.pickle.gz",
+               "moe_train.expandable_left2.5.pickle.gz", "moe_train.max_split_size_mb-128_ring5000.pickle.gz",
+               "sparse_embedding_train.roundup_power2_divisions-256-1_512-2_gt-4_late3.pickle.gz",
+               "sparse_embedding_train.expandable.pickle.gz"});
+  // The GPU's limit across workloads (group probe9); the prefetcher's 27 OOMs diverged at entry 37 with the
+  // limit capped at the least of them (the driver took ~132 MB after its first segments).
+  check_cases({"prefetch_pressure.default_left1.2.pickle.gz", "detection_train.default_left5_late2.pickle.gz",
+               "varlen_transformer_train.default_left6.pickle.gz",
+               "many_streams_raw.garbage_collection_threshold-0.7_left3.pickle.gz",
+               "unet_like.roundup_power2_divisions-4_left5.pickle.gz", "vit_train.expandable_left8.pickle.gz"});
+  Trace rising = load_trace(kCases + "/detection_train.default_left6.pickle.gz");
+  const uint64_t capacity = *capacity_for(rising, std::nullopt);
+  CHECK(capacity == 6182600704u);  // the least OOM limit: the fourth OOM's reserved + free memory
+  detail::PytorchAllocatorConfig config;
+  config.apply_recorded(rising.meta.allocator_settings);
+  const auto steps =
+      detail::limit_drift(rising.events, rising.meta.initial.reserved(), config, detail::PytorchLimit::Gpu, capacity);
+  REQUIRE_FALSE(steps.empty());
+  // Raised first to the granted cudaMalloc's reserved bytes at the request it served, at most to the
+  // recorded peak (6,327,107,584: granted too).
+  CHECK(steps.front().second == 6320816128 - 6182600704);
+  CHECK(std::max_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; })->second ==
+        6327107584 - 6182600704);
+  std::string note;
+  capacity_for(rising, std::nullopt, &note);
+  CHECK(note.find("up to 144506880 bytes higher") != std::string::npos);
+}
+
 // A memory fraction raised after OOMs (set_per_process_memory_fraction(0.05), two OOMs, then 0.12 after
 // step 4): no one limit fits the recording (granted segments pass what the OOMs refused), so no capacity
 // was inferred and the first OOM was served (diverged at entry 2137). Now the largest the recording

@@ -152,7 +152,10 @@ class PytorchCachingAllocator {
   }
   // The limit along the trace where one does not explain it (detail::limit_drift: trace positions and
   // offsets from the capacity): the fraction's check, or a cudaMalloc at the GPU's limit, fails past it.
-  void set_limit_drift(std::vector<std::pair<uint64_t, int64_t>> steps) { limit_drift_ = std::move(steps); }
+  void set_limit_drift(std::vector<std::pair<uint64_t, int64_t>> steps) {
+    limit_drift_ = std::move(steps);
+    limit_raised_ = std::any_of(limit_drift_.begin(), limit_drift_.end(), [](const auto& s) { return s.second > 0; });
+  }
   // The trace position of the request malloc serves next, and whether it is a recorded OOM tried again
   // (checked only where malloc's last resort is near).
   void set_request(uint64_t index, bool recorded_oom) {
@@ -177,9 +180,11 @@ class PytorchCachingAllocator {
   // false: unmapped address space of an expandable segment
   bool mapped(uint32_t b) const { return flags_[b] & kMapped; }
   const PytorchStats& stats() const { return stats_; }
-  // set_per_process_memory_fraction is in force (PytorchLimit::Fraction with a capacity): the model checks
-  // the limit itself, and the device must not refuse before it (Policy::enforces_capacity).
-  bool under_fraction() const { return set_fraction_; }
+  // The model checks the limit itself, and the device must not refuse before it (Policy::enforces_capacity):
+  // under set_per_process_memory_fraction (PytorchLimit::Fraction with a capacity), as PyTorch does, and where the
+  // GPU's limit followed along the trace rises above the device's capacity (the least limit the OOMs show) before the
+  // driver took more memory.
+  bool enforces_limit() const { return set_fraction_ || limit_raised_; }
   const PytorchAllocatorConfig& config() const { return config_; }
   // Free blocks cached in the pools (mapped ones), for tests.
   size_t cached_blocks() const {
@@ -339,6 +344,7 @@ class PytorchCachingAllocator {
   CaptureWindows capture_windows_;
   std::vector<std::pair<uint64_t, uint64_t>> expandable_flips_;
   std::vector<std::pair<uint64_t, int64_t>> limit_drift_;
+  bool limit_raised_ = false;  // a step of limit_drift_ lies above the capacity
   uint64_t request_index_ = 0;
   bool request_is_recorded_oom_ = false;
 };

@@ -113,9 +113,9 @@ std::vector<std::pair<uint64_t, int64_t>> limit_drift(const std::vector<Event>& 
   for (const Evidence& e : seen) {
     uint64_t next = now;
     if (next >= e.failed_below) next = e.failed_below - 1;  // the failure first, then the retry it granted
+    // Under the GPU's limit a grant may lie above the base: the driver took memory after it (the least OOM
+    // limit is the last), and the model then checks the limit itself (enforces_limit).
     next = std::max(next, e.granted);
-    // The device refuses past the capacity under the GPU's limit (a fraction's is the model's to enforce).
-    if (limit == PytorchLimit::Gpu) next = std::min(next, *base);
     if (next == now) continue;
     now = next;
     steps.emplace_back(e.at, static_cast<int64_t>(now) - static_cast<int64_t>(*base));

@@ -9,8 +9,9 @@
 // bytes reserved before them) bound it from above, each segment granted from below. Where those disagree
 // with one limit, it is followed along the trace: a failure lowers it below what failed, a grant raises it
 // to what the grant needed, and it holds until the next call says otherwise. Offsets from a base: for
-// the GPU's limit the least OOM limit (reserved + free memory, which a recovery may show too high), so
-// that a capacity given for a what-if (a larger GPU) keeps the recording's drift, not its bytes; for a
+// the GPU's limit the least OOM limit (reserved + free memory, which a recovery may show too high; grants
+// before the driver took its memory lie above it), so that a capacity given for a what-if (a larger GPU)
+// keeps the recording's drift, not its bytes; for a
 // fraction the capacity, and only where no one fraction fits (all granted below all refused), so that a
 // what-if fraction on a recording with one stands as given.
 #pragma once
