@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -303,6 +303,30 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=2.5 $E RECORD=late:1" infer_server
     rec "DEVICE_LEFT=1.2" prefetch_pressure
     rec "DEVICE_LEFT=3 PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.7" many_streams_raw ;;
+  probe10)  # more of the GPU's own limit: expandable, late, rings, max_split_size_mb, 24 MiB pages, side streams
+    rec "X=1" detection_train
+    rec "X=1" moe_train
+    rec "FRACTION=0.06" vit_train
+    rec "DEVICE_LEFT=4 RECORD=late:2 MAX_ENTRIES=3000 $E" vit_train
+    rec "DEVICE_LEFT=7 $E" detection_train
+    rec "DEVICE_LEFT=3 RECORD=late:2 $E" varlen_transformer_train
+    rec "DEVICE_LEFT=4 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64" varlen_transformer_train
+    rec "DEVICE_LEFT=1.5 $E" prefetch_pressure
+    rec "DEVICE_LEFT=1.2 RECORD=late:1" prefetch_pressure
+    rec "DEVICE_LEFT=2 $E" many_streams_raw
+    rec "DEVICE_LEFT=2.5 PYTORCH_ALLOC_CONF=expandable_segments:True,large_segment_size_mb:24" infer_server
+    rec "DEVICE_LEFT=3 MAX_ENTRIES=6000" infer_server ;;
+  probe11)  # expandable segments at the GPU's own limit: maps refused page by page as the driver's memory grows
+    rec "DEVICE_LEFT=3 $E" varlen_transformer_train
+    rec "DEVICE_LEFT=4 MAX_ENTRIES=4000 $E" varlen_transformer_train
+    rec "DEVICE_LEFT=2 RECORD=late:1 $E" t5_beam_generate
+    rec "DEVICE_LEFT=2.2 $E" moe_train
+    rec "DEVICE_LEFT=2 $E" infer_server
+    rec "DEVICE_LEFT=5 PYTORCH_ALLOC_CONF=expandable_segments:True,large_segment_size_mb:32" observer_oom_mlp
+    rec "DEVICE_LEFT=4 $E" unet_like
+    rec "DEVICE_LEFT=6 RECORD=late:1 $E" vit_train
+    rec "DEVICE_LEFT=1.2 $E" prefetch_pressure
+    rec "DEVICE_LEFT=3 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:64" varlen_transformer_train ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

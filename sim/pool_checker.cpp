@@ -4,6 +4,7 @@
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
+#include "allocators/detail/pytorch_limit_drift.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/hinted_device.h"
@@ -139,24 +140,33 @@ size_t pools_told_apart(const Trace& trace) {
       std::count_if(trace.meta.pools.begin(), trace.meta.pools.end(), [](const PoolInfo& p) { return p.inferred(); }));
 }
 
-}  // namespace
+// Steps of the GPU's own limit followed along the trace as read (detail::limit_drift), where expandable
+// segments map pages under it; 0 elsewhere.
+size_t map_limit_steps(const Trace& trace) {
+  const std::optional<InferredCapacity> inferred = infer_capacity(trace);
+  if (!inferred || !inferred->device_limit) return 0;
+  if (std::none_of(trace.events.begin(), trace.events.end(),
+                   [](const Event& e) { return e.kind == EventKind::SegmentMap; }))
+    return 0;
+  detail::PytorchAllocatorConfig config;
+  try {
+    config.apply_recorded(trace.meta.allocator_settings);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  return detail::limit_drift(trace.events, trace.meta.initial.reserved(), config, detail::PytorchLimit::Gpu,
+                             inferred->bytes)
+      .size();
+}
 
-// The importer's marked EmptyCache events (kEmptyCacheOrCollector): the runs of releases before a new
-// segment that torch.cuda.empty_cache() or malloc's garbage collector made. Both readings are replayed
-// (the collector's under the memory fraction that reproduces its releases, capacity_for), each with the
-// pools inferred for it. The one the model reproduces is taken; where both are reproduced, the one that
-// needed fewer pools told apart by the model (rule 7 can absorb a wrong reading into invented pools),
-// malloc's on a tie; where neither is reproduced, the one that agrees longer. All of a trace's marks are
-// read the same way: a history where both happened is read as the one that explains more of it.
-bool collector_reading_is_right(const Trace& emptied, Trace& collected) {
-  bool emptied_exact = false, collected_exact = false, gpu_limit = false;
-  const uint64_t by_emptying = agreement(emptied, &emptied_exact, &gpu_limit);
-  const uint64_t by_collector = agreement(collected, &collected_exact, &gpu_limit);
-  // Read this way, the runs may be malloc's retries under the GPU's own limit (no fraction: capacity_for):
-  // the trace says so for the replays to come, should this reading be taken.
-  collected.meta.gpu_limit = gpu_limit;
-  if (emptied_exact != collected_exact) return collected_exact;
-  if (!emptied_exact) return by_collector > by_emptying;
+// Both readings replayed exactly: whether the collector's is taken.
+bool both_exact_reading(const Trace& collected, const Trace& emptied, bool gpu_limit) {
+  // Expandable segments under the GPU's own limit: each release read as malloc's recovery is a refusal the
+  // followed limit is brought down to fit, so an inference server's empty_cache() every few requests near
+  // the limit replays either way. The program's stands where malloc's needs the limit lowered for it, as
+  // before maps were followed (malloc's recoveries lower it where only they replay: a program that never
+  // empties the cache, with max_split_size_mb).
+  if (map_limit_steps(collected) > map_limit_steps(emptied)) return false;
   // Both replay the same calls, and the collector's reading needs a GPU limit no OOM shows: runs that free
   // every cached block are release_cached_blocks either way, and a program's empty_cache() at the end of a
   // step (reserved bytes at their peak, so the next segment passes it) fits a GPU limit at that peak. Only
@@ -169,6 +179,27 @@ bool collector_reading_is_right(const Trace& emptied, Trace& collected) {
   // that other policies replayed on the trace are not handed an empty_cache() the program may not have
   // made, unless it needed more pools told apart by the model.
   return pools_told_apart(collected) <= pools_told_apart(emptied);
+}
+
+}  // namespace
+
+// The importer's marked EmptyCache events (kEmptyCacheOrCollector): the runs of releases before a new
+// segment that torch.cuda.empty_cache() or malloc's garbage collector made. Both readings are replayed
+// (the collector's under the memory fraction that reproduces its releases, capacity_for), each with the
+// pools inferred for it. The one the model reproduces is taken; where both are reproduced, the one that
+// needed fewer pools told apart by the model (rule 7 can absorb a wrong reading into invented pools),
+// malloc's on a tie; where neither is reproduced, the one that agrees longer, from which infer_pools()
+// reads the marks run by run (a history where both happened).
+CollectorRunReading collector_reading_is_right(const Trace& emptied, Trace& collected) {
+  bool emptied_exact = false, collected_exact = false, gpu_limit = false;
+  const uint64_t by_emptying = agreement(emptied, &emptied_exact, &gpu_limit);
+  const uint64_t by_collector = agreement(collected, &collected_exact, &gpu_limit);
+  // Read this way, the runs may be malloc's retries under the GPU's own limit (no fraction: capacity_for):
+  // the trace says so for the replays to come, should this reading be taken.
+  collected.meta.gpu_limit = gpu_limit;
+  if (emptied_exact != collected_exact) return {collected_exact, true};
+  if (!emptied_exact) return {by_collector > by_emptying, false};
+  return {both_exact_reading(collected, emptied, gpu_limit), true};
 }
 
 // Requests try_mempool_fallback served: a request that the rules gave to a private pool (it landed in the

@@ -16,7 +16,7 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace);
 // Whether the importer's kEmptyCacheOrCollector EmptyCache events go: which reading (the program emptied
 // the cache, or malloc's garbage collector released) the model reproduces (pool_checker.cpp). Sets
 // collected.meta.gpu_limit where that reading's retries show the GPU's own limit.
-bool collector_reading_is_right(const Trace& emptied, Trace& collected);
+CollectorRunReading collector_reading_is_right(const Trace& emptied, Trace& collected);
 // The requests a MemPool(use_on_oom=True) served for the default pools at the limit (pool_checker.cpp).
 std::optional<FallbackReading> find_fallbacks(const Trace& trace);
 // fidelity's first divergence (the event index), or nothing where the model replays the trace exactly.

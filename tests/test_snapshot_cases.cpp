@@ -1427,6 +1427,31 @@ TEST_CASE("snapshot cases: a GPU limit higher before the driver took memory, and
   CHECK(note.find("up to 144506880 bytes higher") != std::string::npos);
 }
 
+// Expandable segments at the GPU's own limit (groups probe10, probe11). The limit is followed for maps too,
+// checked page by page: the transformer's maps before the driver took its memory passed the least OOM
+// limit (diverged at entry 151 begun late, 336 from the start). Its malloc's recoveries came below the
+// recorded peak, once the limit had fallen under it, and were read as the program's empty_cache() (it never
+// calls it; with max_split_size_mb:64 the partial releases then diverged at entry 339): runs past the least
+// limit the OOMs show are marked for the model to read, and now read as malloc's. The inference server
+// empties the cache every 8 requests and retries OOM'd requests at half batch: neither reading of all its
+// runs replays (malloc's diverged at entry 12,885, an empty_cache() read as a recovery the cache made
+// needless), so the runs are read one by one; 5 stay the program's.
+TEST_CASE("snapshot cases: expandable segments at a GPU limit that moves, and mixed emptying, replay exactly",
+          "[snapshot_cases][capacity]") {
+  check_cases({"varlen_transformer_train.expandable_left3.pickle.gz",
+               "varlen_transformer_train.expandable_left3_late2.pickle.gz",
+               "varlen_transformer_train.expandable_segments-True_max_split_size_mb-64_left3.pickle.gz",
+               "infer_server.expandable_left2.pickle.gz", "prefetch_pressure.expandable_left1.2.pickle.gz"});
+  auto empty_caches = [](const Trace& t) {
+    return std::count_if(t.events.begin(), t.events.end(),
+                         [](const Event& e) { return e.kind == EventKind::EmptyCache; });
+  };
+  CHECK(empty_caches(load_trace(
+            kCases + "/varlen_transformer_train.expandable_segments-True_max_split_size_mb-64_left3.pickle.gz")) == 0);
+  CHECK(empty_caches(load_trace(kCases + "/varlen_transformer_train.expandable_left3.pickle.gz")) == 0);
+  CHECK(empty_caches(load_trace(kCases + "/infer_server.expandable_left2.pickle.gz")) == 5);
+}
+
 // A memory fraction raised after OOMs (set_per_process_memory_fraction(0.05), two OOMs, then 0.12 after
 // step 4): no one limit fits the recording (granted segments pass what the OOMs refused), so no capacity
 // was inferred and the first OOM was served (diverged at entry 2137). Now the largest the recording

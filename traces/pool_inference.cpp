@@ -791,6 +791,57 @@ void infer_pools_once(Trace& trace, PoolCheck when) {
 
 bool is_collector_mark(const Event& e) { return e.kind == EventKind::EmptyCache && e.id == kEmptyCacheOrCollector; }
 
+// Rounds of the run-by-run reading of collector marks: each is one inference and one replay.
+constexpr int kMixRounds = 8;
+
+// The trace read with the marks `kept` (by mark, in order) as the program's empty_cache() and the others
+// as malloc's releases, its pools inferred.
+Trace read_marks(const Trace& marked, const std::vector<bool>& kept, PoolCheck when) {
+  Trace t = marked;
+  size_t k = 0;
+  std::erase_if(t.events, [&](const Event& e) { return is_collector_mark(e) && !kept[k++]; });
+  infer_pools_once(t, when);
+  return t;
+}
+
+// How many requests come before event `index` (stable across readings: inference moves no Alloc).
+uint64_t allocs_before(const std::vector<Event>& events, uint64_t index) {
+  const auto end = events.begin() + static_cast<std::ptrdiff_t>(std::min<uint64_t>(index, events.size()));
+  return static_cast<uint64_t>(
+      std::count_if(events.begin(), end, [](const Event& e) { return e.kind == EventKind::Alloc; }));
+}
+
+// Neither reading of every mark replayed exactly: from the one taken (`collected`: every mark malloc's),
+// the last mark not yet turned before the model's first disagreement is read the other way, kept while the
+// disagreement moves later. The exact reading found, or nothing.
+std::optional<Trace> read_runs_one_by_one(const Trace& marked, bool collected, PoolCheck when) {
+  std::vector<uint64_t> mark_allocs;  // requests before each mark
+  uint64_t allocs = 0;
+  for (const Event& e : marked.events) {
+    if (is_collector_mark(e)) mark_allocs.push_back(allocs);
+    if (e.kind == EventKind::Alloc) ++allocs;
+  }
+  if (mark_allocs.size() < 2) return std::nullopt;  // one mark: the two readings were all there is
+  std::vector<bool> kept(mark_allocs.size(), !collected), turned(mark_allocs.size(), false);
+  Trace best = read_marks(marked, kept, when);
+  std::optional<uint64_t> diverged = first_divergence_or_start(best);
+  for (int round = 0; round < kMixRounds && diverged; ++round) {
+    const uint64_t at = allocs_before(best.events, *diverged);
+    size_t m = mark_allocs.size();
+    while (m > 0 && (mark_allocs[m - 1] > at || turned[m - 1])) --m;
+    if (m == 0) return std::nullopt;
+    kept[m - 1] = !kept[m - 1];
+    turned[m - 1] = true;
+    Trace next = read_marks(marked, kept, when);
+    const std::optional<uint64_t> next_diverged = first_divergence_or_start(next);
+    if (next_diverged && allocs_before(next.events, *next_diverged) <= at) return std::nullopt;
+    best = std::move(next);
+    diverged = next_diverged;
+  }
+  if (diverged) return std::nullopt;
+  return best;
+}
+
 }  // namespace
 
 // Where the importer could not tell torch.cuda.empty_cache() from malloc's garbage collector, the pools
@@ -803,17 +854,30 @@ void infer_pools(Trace& trace, PoolCheck when) {
     infer_pools_once(trace, when);
     return;
   }
+  const Trace marked = trace;
   Trace collected = trace;
   std::erase_if(collected.events, is_collector_mark);
   infer_pools_once(trace, when);
   infer_pools_once(collected, when);
-  bool take_collected = true;
+  CollectorRunReading reading;
   try {
-    take_collected = resolve(trace, collected);
+    reading = resolve(trace, collected);
   } catch (const std::exception&) {
     // the model could not replay this history: malloc's reading, as with no judge installed
+    reading.exact = true;
   }
-  if (take_collected) trace = std::move(collected);
+  if (reading.collected) trace = std::move(collected);
+  if (reading.exact) return;
+  std::optional<Trace> mixed = read_runs_one_by_one(marked, reading.collected, when);
+  if (!mixed) return;
+  // What the replay of the mixed reading learns of the limit (TraceMeta::gpu_limit), as for the collector's.
+  Trace again = *mixed;
+  try {
+    resolve(*mixed, again);
+    mixed->meta.gpu_limit = again.meta.gpu_limit;
+  } catch (const std::exception&) {
+  }
+  trace = std::move(*mixed);
 }
 
 bool pool_check_pending(const Trace& trace) {

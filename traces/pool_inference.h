@@ -83,9 +83,18 @@ constexpr AllocId kEmptyCacheOrCollector = 2;
 // that rule 6b read as none: the run it stood before was MemPools' destructors alone (each emptying its
 // own pool). The checker counts it among the importer's EmptyCaches; infer_pools() removes it.
 constexpr AllocId kDroppedEmptyCache = 3;
-// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one;
-// it may note in the collected reading's meta what its replay learned of the limit (TraceMeta::gpu_limit).
-using CollectorRunResolver = std::function<bool(const Trace& emptied, Trace& collected)>;
+// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one
+// (`collected`), and whether the model replays the reading taken exactly; it may note in the collected
+// reading's meta what its replay learned of the limit (TraceMeta::gpu_limit). Where neither reading is
+// exact, infer_pools() reads the marks run by run (a history where the program emptied the cache at some
+// runs and malloc released it at others: an inference server's empty_cache() every few requests beside
+// malloc's recoveries at the GPU's limit): from the reading taken, the last mark before the model's first
+// disagreement is read the other way while that moves the disagreement later (first_divergence).
+struct CollectorRunReading {
+  bool collected = true;
+  bool exact = false;
+};
+using CollectorRunResolver = std::function<CollectorRunReading(const Trace& emptied, Trace& collected)>;
 void set_collector_run_resolver(CollectorRunResolver resolver);
 
 // Replays the trace (pools as inferred) and reports the first misplaced block, or nothing.

@@ -422,6 +422,7 @@ class Importer final : public pickle::ListSink {
   uint64_t reserved_ = 0;                         // the recording's reserved bytes as the history goes
   uint64_t reserved_before_run_ = 0;              // ... when the current run of releases began
   uint64_t peak_reserved_ = 0;                    // ... at most
+  uint64_t least_oom_room_ = UINT64_MAX;          // the least reserved + free device memory at an OOM
   StreamInterner streams_{trace_.meta};
   StackInterner stacks_;
   std::vector<uint8_t> claimed_;  // by container index: an entry, segment or block already read
@@ -651,6 +652,7 @@ class Importer final : public pickle::ListSink {
     m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m));
     reserved_ = m.initial.reserved();
     peak_reserved_ = peak_reserved(raw_, reserved_);
+    least_oom_room_ = least_oom_room(raw_, reserved_);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
     // The events are written over the history, in place: the prologue into room made in front of
     // it, then each entry at or before its own slot (an entry makes at most one event).
@@ -849,7 +851,8 @@ class Importer final : public pickle::ListSink {
   // cudaMalloc over the limit, and the limit is at least the recording's peak reserved bytes, so
   // with reserved bytes before the run plus the new segment within that peak the program emptied the
   // cache (torch.cuda.graph() does before it captures). Where the new segment would pass the peak
-  // (reserved bytes were near it, as at the end of a training step that calls empty_cache()), or
+  // (reserved bytes were near it, as at the end of a training step that calls empty_cache()) or the least
+  // limit the GPU's own OOMs show (the driver's memory grew: the limit fell below the peak), or
   // garbage collection may be on (its releases come before a new segment below the limit too), either
   // reading holds: the EmptyCache is marked (kEmptyCacheOrCollector) for a replay of the allocator to
   // keep or drop (pool_inference.h). A run followed by an oom is malloc's.
@@ -861,7 +864,7 @@ class Importer final : public pickle::ListSink {
       bool malloc_path = e.kind == EventKind::Oom;
       bool collector = false;
       if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
-        collector = reserved_before_run_ + e.size > peak_reserved_ || gc_possible();
+        collector = reserved_before_run_ + e.size > std::min(peak_reserved_, least_oom_room_) || gc_possible();
       if (!malloc_path) empty_cache_before_.push_back({release_run_start_, collector});
       release_run_start_ = SIZE_MAX;
     }
@@ -876,6 +879,23 @@ class Importer final : public pickle::ListSink {
     const auto& settings = trace_.meta.allocator_settings;
     auto it = settings.find("garbage_collection_threshold");
     return it == settings.end() || std::strtod(it->second.c_str(), nullptr) != 0.0;
+  }
+
+  // The least of reserved + the free device memory (cudaMemGetInfo) at the history's OOMs: where the GPU
+  // itself ran out, its limit then, which falls as the driver's own memory grows, below the peak reserved
+  // bytes: a run of releases before a new segment that passes it may be malloc's recovery, not the
+  // program's empty_cache(). (Under a memory fraction the GPU had room: far above the peak.)
+  static uint64_t least_oom_room(const std::vector<Event>& history, uint64_t initial) {
+    uint64_t reserved = initial, least = UINT64_MAX;
+    for (const Event& e : history) {
+      if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
+        reserved += e.size;
+      else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap)
+        reserved -= std::min(reserved, e.size);
+      else if (e.kind == EventKind::Oom && e.addr != 0)  // addr: the free memory, 0 where not recorded
+        least = std::min(least, reserved + e.addr);
+    }
+    return least;
   }
 
   // The recording's peak reserved bytes over the history, from the state at the first entry.

@@ -205,6 +205,15 @@ std::optional<uint64_t> first_divergence(const Trace& trace) {
   }
 }
 
+std::optional<uint64_t> first_divergence_or_start(const Trace& trace) {
+  if (!installed_finder()) return 0;
+  try {
+    return installed_finder()(trace);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 void infer_expandable_switches(Trace& trace) {
   TraceMeta& m = trace.meta;
   const bool recorded = recorded_expandable(m);

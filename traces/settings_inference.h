@@ -49,6 +49,9 @@ using DivergenceFinder = std::function<std::optional<uint64_t>(const Trace&)>;
 void set_divergence_finder(DivergenceFinder finder);
 // The installed finder's answer (nothing where none is installed or the model cannot replay the trace).
 std::optional<uint64_t> first_divergence(const Trace& trace);
+// The same where a finder is installed, but a trace the model cannot replay disagrees at its start: for a
+// search among readings, where nothing must mean exact.
+std::optional<uint64_t> first_divergence_or_start(const Trace& trace);
 // How far the installed model follows the trace as read: the events before its first disagreement
 // (2^64-1 where it agrees throughout), the measure by which readings of a trace are compared.
 inline uint64_t agreement(const Trace& trace) { return first_divergence(trace).value_or(UINT64_MAX); }

@@ -356,8 +356,8 @@ bool PytorchCachingAllocator::alloc_block(Params& p, bool is_retry) {
   // The limit followed along the trace, where one limit does not explain its device calls.
   if (limit_drift_.empty()) {
     if (set_fraction_ && total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
-  } else if (past_limit(p.alloc_size)) {
-    return false;
+  } else if ((set_fraction_ || !p.expandable) && past_limit(p.alloc_size)) {
+    return false;  // under the GPU's limit an expandable segment's maps are checked page by page (map_block)
   }
   // A MemPool's own allocator (allocPrimitive's raw_alloc) is a device segment call like cudaMalloc.
   if (p.expandable) {
@@ -615,6 +615,8 @@ bool PytorchCachingAllocator::map_block(uint32_t to_map, uint64_t size) {
   if (begin == end) return false;
   if (begin * es.segment_size != offset) internal_assert("map_block of an unaligned block");
   const uint64_t mapped_size = (end - begin) * es.segment_size;
+  // The GPU's limit followed along the trace: cuMemCreate fails for the pages past it.
+  if (!set_fraction_ && !limit_drift_.empty() && past_limit(mapped_size)) return false;
   if (!device_.map_pages(blocks_[to_map].addr, mapped_size, blocks_[to_map].stream)) return false;
 
   Pool& pool = pool_of(to_map);

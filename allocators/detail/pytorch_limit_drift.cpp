@@ -25,17 +25,22 @@ std::optional<uint64_t> least_oom_limit(const std::vector<Event>& events, uint64
   return least;
 }
 
-// The segment malloc asked for to serve request `e` (an oom entry's size is round_size()'s already).
-uint64_t request_segment(const Event& e, const PytorchAllocatorConfig& config) {
-  return e.kind == EventKind::Oom
-             ? pytorch_allocation_size(e.size, config.large_segment_size)
-             : pytorch_allocation_size(pytorch_round_size(e.size, config), config.large_segment_size);
+// The most the device was asked for to serve request `e` (an oom entry's size is round_size()'s already):
+// the segment malloc asked for, or, where expandable segments map pages (`maps`), the request's size in
+// whole pages (its block may reach into unmapped space: fewer pages, never more).
+uint64_t request_segment(const Event& e, const PytorchAllocatorConfig& config, bool maps) {
+  const uint64_t size = e.kind == EventKind::Oom ? e.size : pytorch_round_size(e.size, config);
+  if (!maps) return pytorch_allocation_size(size, config.large_segment_size);
+  const uint64_t page = size <= kSmallSize ? kSmallBuffer : config.large_segment_size;
+  return (size + page - 1) / page * page;
 }
 
 // The GPU refuses a cudaMalloc past its limit: what was reserved once a segment was granted. A fraction is
 // checked before the call, with the request's whole segment: what was reserved before the grant plus it.
+// Under the GPU's limit with expandable segments (`maps`) an OOM also shows the limit itself: the pages the
+// request needed were more than the free memory, so the limit was reserved + that free memory.
 std::vector<Evidence> evidence(const std::vector<Event>& events, uint64_t reserved,
-                               const PytorchAllocatorConfig& config, PytorchLimit limit) {
+                               const PytorchAllocatorConfig& config, PytorchLimit limit, bool maps) {
   std::vector<Evidence> out;
   Evidence pending;
   bool in_releases = false, emptied = false, after_releases = false, granting = false;
@@ -59,11 +64,13 @@ std::vector<Evidence> evidence(const std::vector<Event>& events, uint64_t reserv
         break;
       case EventKind::Alloc:
       case EventKind::Oom: {
-        const uint64_t segment = request_segment(e, config);
+        const uint64_t segment = request_segment(e, config, maps && limit == PytorchLimit::Gpu);
         // malloc's recovery: the segment failed with the bytes reserved before the releases.
         if (after_releases) pending.failed_below = reserved_before_releases + segment;
         if (e.kind == EventKind::Oom && (limit == PytorchLimit::Fraction || pytorch_oom_was_gpus(e)))
           pending.failed_below = std::min(pending.failed_below, reserved + segment);
+        if (e.kind == EventKind::Oom && maps && limit == PytorchLimit::Gpu && pytorch_oom_was_gpus(e))
+          pending.failed_below = std::min(pending.failed_below, reserved + e.addr + 1);
         if (granting) pending.granted = limit == PytorchLimit::Gpu ? reserved : reserved_before_grant + segment;
         if (pending.failed_below != UINT64_MAX || pending.granted) {
           pending.at = i;
@@ -88,16 +95,16 @@ std::vector<std::pair<uint64_t, int64_t>> limit_drift(const std::vector<Event>& 
                                                       const PytorchAllocatorConfig& config, PytorchLimit limit,
                                                       uint64_t capacity) {
   std::optional<uint64_t> base;
+  const bool maps = config.expandable_segments || std::any_of(events.begin(), events.end(), [](const Event& e) {
+                      return e.kind == EventKind::SegmentMap;
+                    });
   if (limit == PytorchLimit::Gpu) {
-    const bool maps = config.expandable_segments || std::any_of(events.begin(), events.end(), [](const Event& e) {
-                        return e.kind == EventKind::SegmentMap;
-                      });
-    if (!maps) base = least_oom_limit(events, initial_reserved);
+    base = least_oom_limit(events, initial_reserved);
   } else if (config.garbage_collection_threshold <= 0.0) {
     base = capacity;
   }
   if (!base) return {};
-  const std::vector<Evidence> seen = evidence(events, initial_reserved, config, limit);
+  const std::vector<Evidence> seen = evidence(events, initial_reserved, config, limit, maps);
   if (limit == PytorchLimit::Fraction) {
     // One fraction explains the recording where everything granted lies below everything refused: then
     // the capacity stands as given (a what-if's included).

@@ -27,9 +27,12 @@
 namespace fraglab::detail {
 
 // (event index from which it holds, the limit less the device's capacity): empty where one limit
-// explains every device call, where no OOM was the GPU's (limit Gpu), with the garbage collector on
-// (limit Fraction: its releases depend on the limit's exact value), or where expandable segments' maps
-// would have to be followed under the GPU's limit. `capacity`: the limit the replay starts from.
+// explains every device call, where no OOM was the GPU's (limit Gpu), or with the garbage collector on
+// (limit Fraction: its releases depend on the limit's exact value). Expandable segments' maps under the
+// GPU's limit are checked page by page: a refusal bounds the limit by the request's size in whole pages,
+// an OOM by reserved + its free memory. A program's empty_cache() read as malloc's recovery brings the
+// limit down to fit it: where both readings replay, the program's is taken (sim/pool_checker.cpp).
+// `capacity`: the limit the replay starts from.
 std::vector<std::pair<uint64_t, int64_t>> limit_drift(const std::vector<Event>& events, uint64_t initial_reserved,
                                                       const PytorchAllocatorConfig& config, PytorchLimit limit,
                                                       uint64_t capacity);
