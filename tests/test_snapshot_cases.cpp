@@ -1441,7 +1441,11 @@ TEST_CASE("snapshot cases: expandable segments at a GPU limit that moves, and mi
   check_cases({"varlen_transformer_train.expandable_left3.pickle.gz",
                "varlen_transformer_train.expandable_left3_late2.pickle.gz",
                "varlen_transformer_train.expandable_segments-True_max_split_size_mb-64_left3.pickle.gz",
-               "infer_server.expandable_left2.pickle.gz", "prefetch_pressure.expandable_left1.2.pickle.gz"});
+               "infer_server.expandable_left2.pickle.gz", "prefetch_pressure.expandable_left1.2.pickle.gz",
+               // The program's empty_cache() beside malloc's recoveries (probe12).
+               "prefetch_pressure.default_left1.5_empty1.pickle.gz",
+               "varlen_transformer_train.expandable_segments-True_max_split_size_mb-128_left6_empty3.pickle.gz",
+               "infer_server.max_split_size_mb-128_left3.pickle.gz"});
   auto empty_caches = [](const Trace& t) {
     return std::count_if(t.events.begin(), t.events.end(),
                          [](const Event& e) { return e.kind == EventKind::EmptyCache; });
