@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -338,6 +338,16 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=3 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128" infer_server
     rec "DEVICE_LEFT=1.5 EMPTY_CACHE_EVERY=1" prefetch_pressure
     rec "DEVICE_LEFT=2.5 EMPTY_CACHE_EVERY=2" t5_beam_generate ;;
+  probe13)  # the GPU's own limit with CUDA graphs, NCCL buckets, many streams, MemPools, an upward batch search
+    rec "DEVICE_LEFT=8" graphed_amp_train
+    rec "DEVICE_LEFT=8 $E" graphed_amp_train
+    rec "DEVICE_LEFT=20" nccl_bucketed
+    rec "DEVICE_LEFT=6 $E" nccl_bucketed
+    rec "DEVICE_LEFT=1.2" many_streams_raw
+    rec "DEVICE_LEFT=0.35" graph_side_capture
+    rec "DEVICE_LEFT=1.2 $E" mempool_oom_fallback
+    rec "DEVICE_LEFT=8 RECORD=late:3 $E" batch_search
+    rec "DEVICE_LEFT=6 MAX_ENTRIES=8000" batch_search ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch
