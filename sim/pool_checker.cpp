@@ -126,14 +126,6 @@ FidelityResult fidelity_as_read(const Trace& trace, bool* gpu_limit) {
   return check_fidelity(trace, options);
 }
 
-// How far the model follows the recording read one way: the requests it replays before the first
-// disagreement, all of them when it agrees throughout (the capacity inferred as `fidelity` infers it).
-uint64_t agreement(const Trace& trace, bool* exact, bool* gpu_limit) {
-  const FidelityResult r = fidelity_as_read(trace, gpu_limit);
-  *exact = r.exact;
-  return r.replay_events;
-}
-
 // Private pools the model told apart (rule 7): each one a disagreement the pools were made to absorb.
 size_t pools_told_apart(const Trace& trace) {
   return static_cast<size_t>(
@@ -191,15 +183,19 @@ bool both_exact_reading(const Trace& collected, const Trace& emptied, bool gpu_l
 // malloc's on a tie; where neither is reproduced, the one that agrees longer, from which infer_pools()
 // reads the marks run by run (a history where both happened).
 CollectorRunReading collector_reading_is_right(const Trace& emptied, Trace& collected) {
-  bool emptied_exact = false, collected_exact = false, gpu_limit = false;
-  const uint64_t by_emptying = agreement(emptied, &emptied_exact, &gpu_limit);
-  const uint64_t by_collector = agreement(collected, &collected_exact, &gpu_limit);
+  bool gpu_limit = false;
+  // How far the model follows each reading (the capacity inferred as `fidelity` infers it).
+  const FidelityResult by_emptying = fidelity_as_read(emptied, &gpu_limit);
+  const FidelityResult by_collector = fidelity_as_read(collected, &gpu_limit);
   // Read this way, the runs may be malloc's retries under the GPU's own limit (no fraction: capacity_for):
   // the trace says so for the replays to come, should this reading be taken.
   collected.meta.gpu_limit = gpu_limit;
-  if (emptied_exact != collected_exact) return {collected_exact, true};
-  if (!emptied_exact) return {by_collector > by_emptying, false};
-  return {both_exact_reading(collected, emptied, gpu_limit), true};
+  if (by_emptying.exact != by_collector.exact) return {by_collector.exact, true, std::nullopt};
+  if (!by_emptying.exact) {
+    const bool take_collected = by_collector.replay_events > by_emptying.replay_events;
+    return {take_collected, false, (take_collected ? by_collector : by_emptying).event_index};
+  }
+  return {both_exact_reading(collected, emptied, gpu_limit), true, std::nullopt};
 }
 
 // Requests try_mempool_fallback served: a request that the rules gave to a private pool (it landed in the

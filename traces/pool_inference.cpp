@@ -791,8 +791,10 @@ void infer_pools_once(Trace& trace, PoolCheck when) {
 
 bool is_collector_mark(const Event& e) { return e.kind == EventKind::EmptyCache && e.id == kEmptyCacheOrCollector; }
 
-// Rounds of the run-by-run reading of collector marks: each is one inference and one replay.
-constexpr int kMixRounds = 8;
+// Rounds of the run-by-run reading of collector marks: each is one inference and one replay, at most 8
+// and at most about 6M events replayed over all (a long history gets fewer).
+constexpr uint64_t kMixRounds = 8;
+constexpr uint64_t kMixBudget = 6'000'000;
 
 // The trace read with the marks `kept` (by mark, in order) as the program's empty_cache() and the others
 // as malloc's releases, its pools inferred.
@@ -811,27 +813,33 @@ uint64_t allocs_before(const std::vector<Event>& events, uint64_t index) {
       std::count_if(events.begin(), end, [](const Event& e) { return e.kind == EventKind::Alloc; }));
 }
 
-// Neither reading of every mark replayed exactly: from the one taken (`collected`: every mark malloc's),
-// the last mark not yet turned before the model's first disagreement is read the other way, kept while the
-// disagreement moves later. The exact reading found, or nothing.
-std::optional<Trace> read_runs_one_by_one(const Trace& marked, bool collected, PoolCheck when) {
+// Neither reading of every mark replayed exactly: from the one taken (`read`, diverging where `reading`
+// says), a mark right before the model's first disagreement (no request between them: the run it stands
+// for is what the model disagreed with) is read the other way, kept while the disagreement moves later.
+// The exact reading found, or nothing. Where the disagreement lies elsewhere (other settings tried by a
+// search, say) nothing is replayed.
+std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read, const CollectorRunReading& reading,
+                                          PoolCheck when) {
   std::vector<uint64_t> mark_allocs;  // requests before each mark
   uint64_t allocs = 0;
   for (const Event& e : marked.events) {
     if (is_collector_mark(e)) mark_allocs.push_back(allocs);
     if (e.kind == EventKind::Alloc) ++allocs;
   }
-  if (mark_allocs.size() < 2) return std::nullopt;  // one mark: the two readings were all there is
-  std::vector<bool> kept(mark_allocs.size(), !collected), turned(mark_allocs.size(), false);
-  Trace best = read_marks(marked, kept, when);
-  std::optional<uint64_t> diverged = first_divergence_or_start(best);
-  for (int round = 0; round < kMixRounds && diverged; ++round) {
-    const uint64_t at = allocs_before(best.events, *diverged);
-    size_t m = mark_allocs.size();
-    while (m > 0 && (mark_allocs[m - 1] > at || turned[m - 1])) --m;
-    if (m == 0) return std::nullopt;
-    kept[m - 1] = !kept[m - 1];
-    turned[m - 1] = true;
+  const uint64_t rounds = std::min(kMixRounds, kMixBudget / std::max<uint64_t>(marked.events.size(), 1));
+  // One mark: the two readings were all there is.
+  if (mark_allocs.size() < 2) return std::nullopt;
+  std::vector<bool> kept(mark_allocs.size(), !reading.collected), turned(mark_allocs.size(), false);
+  std::optional<Trace> best;
+  std::optional<uint64_t> diverged = reading.diverged_at;
+  for (uint64_t round = 0; round < rounds && diverged; ++round) {
+    const uint64_t at = allocs_before(best ? best->events : read.events, *diverged);
+    auto m = std::find(mark_allocs.begin(), mark_allocs.end(), at);
+    while (m != mark_allocs.end() && *m == at && turned[m - mark_allocs.begin()]) ++m;
+    if (m == mark_allocs.end() || *m != at) return std::nullopt;
+    const size_t k = static_cast<size_t>(m - mark_allocs.begin());
+    kept[k] = !kept[k];
+    turned[k] = true;
     Trace next = read_marks(marked, kept, when);
     const std::optional<uint64_t> next_diverged = first_divergence_or_start(next);
     if (next_diverged && allocs_before(next.events, *next_diverged) <= at) return std::nullopt;
@@ -847,7 +855,7 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, bool collected, P
 // Where the importer could not tell torch.cuda.empty_cache() from malloc's garbage collector, the pools
 // are inferred for both readings (the model's checks differ: one empties the cache there, the other
 // collects under a limit) and the resolver picks one.
-void infer_pools(Trace& trace, PoolCheck when) {
+void infer_pools(Trace& trace, PoolCheck when, RunReading runs) {
   const CollectorRunResolver& resolve = installed_resolver();
   if (!resolve) std::erase_if(trace.events, is_collector_mark);  // no judge: malloc's reading, as before
   if (!resolve || std::none_of(trace.events.begin(), trace.events.end(), is_collector_mark)) {
@@ -867,8 +875,11 @@ void infer_pools(Trace& trace, PoolCheck when) {
     reading.exact = true;
   }
   if (reading.collected) trace = std::move(collected);
-  if (reading.exact) return;
-  std::optional<Trace> mixed = read_runs_one_by_one(marked, reading.collected, when);
+  // A deferred check reads as the rules do: the reading run by run is the checked import's, which the
+  // disagreement left sends to (pools_confirmed).
+  if (reading.exact || runs == RunReading::AsTaken || (when == PoolCheck::Deferrable && trace.meta.pools.size() == 1))
+    return;
+  std::optional<Trace> mixed = read_runs_one_by_one(marked, trace, reading, when);
   if (!mixed) return;
   // What the replay of the mixed reading learns of the limit (TraceMeta::gpu_limit), as for the collector's.
   Trace again = *mixed;

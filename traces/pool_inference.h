@@ -88,11 +88,12 @@ constexpr AllocId kDroppedEmptyCache = 3;
 // reading's meta what its replay learned of the limit (TraceMeta::gpu_limit). Where neither reading is
 // exact, infer_pools() reads the marks run by run (a history where the program emptied the cache at some
 // runs and malloc released it at others: an inference server's empty_cache() every few requests beside
-// malloc's recoveries at the GPU's limit): from the reading taken, the last mark before the model's first
+// malloc's recoveries at the GPU's limit): from the reading taken, a mark right before the model's first
 // disagreement is read the other way while that moves the disagreement later (first_divergence).
 struct CollectorRunReading {
   bool collected = true;
   bool exact = false;
+  std::optional<uint64_t> diverged_at;  // where the reading taken first disagrees (event index), when not exact
 };
 using CollectorRunResolver = std::function<CollectorRunReading(const Trace& emptied, Trace& collected)>;
 void set_collector_run_resolver(CollectorRunResolver resolver);
@@ -121,7 +122,10 @@ void set_fallback_reader(FallbackReader reader);
 // defer_pool_check): the trace is then exactly what the check starts from, and pools_confirmed()
 // can run it later on the trace as it is.
 enum class PoolCheck { Now, Deferrable };
-void infer_pools(Trace& trace, PoolCheck check = PoolCheck::Now);
+// Whether collector marks that neither reading explains are read run by run (an import), or left as the
+// better reading has them (a candidate of a search over settings, compared as it stands).
+enum class RunReading { OneByOne, AsTaken };
+void infer_pools(Trace& trace, PoolCheck check = PoolCheck::Now, RunReading runs = RunReading::OneByOne);
 
 // Whether a trace read with PoolCheck::Deferrable still awaits its check.
 bool pool_check_pending(const Trace& trace);

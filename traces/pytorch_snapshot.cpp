@@ -423,6 +423,7 @@ class Importer final : public pickle::ListSink {
   uint64_t reserved_before_run_ = 0;              // ... when the current run of releases began
   uint64_t peak_reserved_ = 0;                    // ... at most
   uint64_t least_oom_room_ = UINT64_MAX;          // the least reserved + free device memory at an OOM
+  RunReading runs_ = RunReading::OneByOne;        // AsTaken while the settings search tries a candidate
   StreamInterner streams_{trace_.meta};
   StackInterner stacks_;
   std::vector<uint8_t> claimed_;  // by container index: an entry, segment or block already read
@@ -702,7 +703,9 @@ class Importer final : public pickle::ListSink {
     if (!unrecorded) return;
     infer_unrecorded_settings(trace_, unread, [this](Trace& t) {
       std::swap(trace_, t);
+      runs_ = RunReading::AsTaken;  // a candidate: compared as its better reading has it
       infer_under_settings();
+      runs_ = RunReading::OneByOne;
       std::swap(trace_, t);
     });
   }
@@ -714,7 +717,7 @@ class Importer final : public pickle::ListSink {
     const PoolCheck when = options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now;
     infer_expandable_switches(trace_);
     if (trace_.meta.expandable_flipped.empty()) {
-      infer_pools(trace_, when);
+      infer_pools(trace_, when, runs_);
       infer_expandable_switches(trace_);  // MemPools' own allocators left out
       if (trace_.meta.expandable_flipped.empty()) return;
     }
@@ -724,7 +727,7 @@ class Importer final : public pickle::ListSink {
     if (on_at_end) {
       own_allocator = trace_;
       own_allocator.meta.expandable_flipped.clear();
-      infer_pools(own_allocator, PoolCheck::Now);
+      infer_pools(own_allocator, PoolCheck::Now, runs_);
       infer_expandable_switches(own_allocator);
     }
     infer_pools_under_switches();
@@ -737,14 +740,14 @@ class Importer final : public pickle::ListSink {
     const Trace unread = trace_;
     for (int round = 0; round < 4; ++round) {
       const auto windows = trace_.meta.expandable_flipped;
-      infer_pools(trace_, PoolCheck::Now);
+      infer_pools(trace_, PoolCheck::Now, runs_);
       infer_expandable_switches(trace_);
       if (trace_.meta.expandable_flipped == windows) return;
       const auto revised = trace_.meta.expandable_flipped;
       trace_ = unread;
       trace_.meta.expandable_flipped = revised;
     }
-    infer_pools(trace_, PoolCheck::Now);
+    infer_pools(trace_, PoolCheck::Now, runs_);
   }
 
   void apply_entry(Event e) {
