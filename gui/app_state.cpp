@@ -101,7 +101,7 @@ void AppState::start_pair() {
   pair.reset();
   if (!trace || !other || !primary_run()) return;
   const std::string& spec = primary_run()->spec();
-  other_run = std::make_unique<PolicyRun>(other, spec, device, notify_);
+  other_run = std::make_unique<PolicyRun>(other, spec, device_for(*other), notify_);
   // The diff replays both under one policy; the recorded lane is no policy, PyTorch's model stands in.
   pair = std::make_unique<TracePairRun>(trace, other, is_recorded_spec(spec) ? "pytorch" : spec, notify_);
 }
@@ -176,7 +176,7 @@ void AppState::start_runs() {
   oom.reset();
   if (!trace) return;
   for (const auto& spec : policies) {
-    runs.push_back(std::make_unique<PolicyRun>(trace, spec, device, notify_));
+    runs.push_back(std::make_unique<PolicyRun>(trace, spec, device_for(*trace), notify_));
     runs.back()->request_snapshot(cursor);
   }
   primary = std::min(primary, runs.empty() ? 0 : runs.size() - 1);
@@ -186,7 +186,7 @@ void AppState::add_policy(const std::string& spec) {
   if (spec.empty()) return;
   policies.push_back(spec);
   if (!trace) return;
-  runs.push_back(std::make_unique<PolicyRun>(trace, spec, device, notify_));
+  runs.push_back(std::make_unique<PolicyRun>(trace, spec, device_for(*trace), notify_));
   runs.back()->request_snapshot(cursor);
 }
 

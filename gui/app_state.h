@@ -85,6 +85,13 @@ class AppState {
   bool auto_recorded = true;
   std::vector<std::unique_ptr<PolicyRun>> runs;  // one a policy, for the loaded trace
   SimDeviceConfig device;
+  // The device a policy replays `t` on: `device`, its capacity the one the recording's OOMs show where
+  // --capacity gives none (TraceInfo::inferred_capacity), as `fraglab replay` does.
+  SimDeviceConfig device_for(const TraceInfo& t) const {
+    SimDeviceConfig d = device;
+    if (!d.capacity) d.capacity = t.inferred_capacity;
+    return d;
+  }
   // The GPU whose history a multi-GPU snapshot is read for (--device; kAnyDevice: device 0, or the only
   // one with data). Set before the first open; loader threads read it.
   int trace_device = kAnyDevice;

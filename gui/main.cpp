@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   cli.add_option("--search", o.search, "Events view: search for this (0xADDR, size:A..B, action:NAME, frame text)");
   cli.add_option("--align", o.align, "Two traces: align the second's timeline by time, step or events")
       ->check(CLI::IsMember({"time", "step", "events"}));
-  cli.add_option("--capacity", o.capacity, "Simulated device capacity, e.g. 80GiB (default unlimited)");
+  cli.add_option(
+      "--capacity", o.capacity,
+      "Simulated device capacity, e.g. 80GiB (default: the limit a recording's OOMs show, as `fraglab replay` infers it; else unlimited)");
   cli.add_option("--device", o.device,
                  "The GPU whose history to show from a snapshot of several (default: device 0, or the only one "
                  "with data)")

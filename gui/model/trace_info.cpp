@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "gui/model/recorded_run.h"
+#include "sim/capacity.h"
 #include "traces/alloc_site.h"
 #include "traces/pool_inference.h"
 #include "traces/trace_io.h"
@@ -90,6 +91,7 @@ std::shared_ptr<TraceInfo> derive(Trace trace, std::string path) {
     return compute_stats(source);
   });
   assign_sites(*info);
+  info->inferred_capacity = capacity_for(info->trace, std::nullopt, &info->capacity_note);
   info->free_index = frees.get();
   info->stats = stats.get();
   info->recorded_layout = has_recorded_layout(info->trace);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct TraceInfo {
   bool has_stacks = false;
   bool recorded_layout = false;  // block addresses and segment calls recorded (gui/model/recorded_run.h)
   bool pools_pending = false;    // its pools await the model's check (load_trace_info), which AppState runs
+  // The limit a recording ran under, inferred from its OOMs and retries as the CLI infers it (capacity_for),
+  // which policies replay under when no --capacity is given; the note says how it was read.
+  std::optional<uint64_t> inferred_capacity;
+  std::string capacity_note;
 
   uint64_t events() const { return trace.events.size(); }
   int64_t time_at(uint64_t index) const;
