@@ -11,6 +11,7 @@
 #if FRAGLAB_HAVE_CUDA
 #include "allocators/policy_options.h"
 #include "cuda/cuda_report.h"
+#include "sim/capacity.h"
 #endif
 
 namespace fraglab::cli {
@@ -37,7 +38,11 @@ int run_cuda_replay(const CudaReplayRequest& request) {
   std::string why;
   if (!cuda::CudaDevice::available(&why)) throw std::invalid_argument("--device cuda: no usable GPU (" + why + ")");
   Trace trace = load_trace(request.path, {request.trace_device});
-  if (!request.capacity.empty()) options.capacity = parse_size(request.capacity);
+  // As on the simulator: a recording that ran out of memory replays under the limit it shows.
+  std::string note;
+  options.capacity = capacity_for(
+      trace, request.capacity.empty() ? std::nullopt : std::optional<uint64_t>(parse_size(request.capacity)), &note);
+  if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
   options.touch = request.touch;
   options.on_oom = request.on_oom == "skip" ? OnOom::Skip : OnOom::Stop;
   std::vector<cuda::CudaReplayResult> results;

@@ -6,6 +6,7 @@
 #include "cuda/cuda_error.h"
 #include "cuda/cuda_streams.h"
 #include "cuda/native_baselines.h"
+#include "device/limiting_device.h"
 #include "device/tracking_device.h"
 #include "sim/replay_simulated.h"
 
@@ -45,7 +46,10 @@ CudaReplayResult replay_policy(const Trace& trace, const PolicySpec& spec, const
   out.policy = spec.text;
   out.kind = "policy";
   out.touched = options.touch;
-  CudaDevice device({options.ordinal, options.capacity});
+  // The capacity is enforced by the same adaptor as in the simulator (a policy that keeps itself within it,
+  // PyTorch's under a memory fraction, checks it itself there and here): the GPU refuses only what it lacks.
+  CudaDevice device({options.ordinal, std::nullopt});
+  LimitingDevice limited(device, options.capacity);
   out.gpu = device.name();
   out.ordinal = device.ordinal();
   if (options.simulate) out.simulated = predict(trace, spec, options, device.granularity());
@@ -55,8 +59,9 @@ CudaReplayResult replay_policy(const Trace& trace, const PolicySpec& spec, const
   device.reset_driver_baseline();
   out.free_before = device.driver().free_at_start;
   {
-    TrackingDevice tracking(device);
+    TrackingDevice tracking(limited);
     auto policy = make_policy(spec, tracking, trace.meta, &trace.events);
+    let_policy_enforce(*policy, limited);
     ReplayOptions replay;
     replay.on_oom = options.on_oom;
     ReplayEngine engine(*policy, tracking, replay);

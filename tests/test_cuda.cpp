@@ -10,14 +10,16 @@
 #if FRAGLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_replay.h"
 #endif
 
 namespace {
 
-int run_cli(const std::string& args) {
-  int status = std::system((std::string(FRAGLAB_CLI) + " " + args + " >/dev/null 2>&1").c_str());
+int run_cli(const std::string& args, const std::string& stdout_to = "/dev/null") {
+  int status = std::system((std::string(FRAGLAB_CLI) + " " + args + " >" + stdout_to + " 2>/dev/null").c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -171,6 +173,25 @@ TEST_CASE("GPU replay: policy count equals the simulator's, memory comes back", 
     if (r.simulated && r.kind == "policy") CHECK(r.counted.reserved.bytes == r.simulated->reserved.bytes);
     if (r.kind == "cuda_malloc_async") CHECK(*r.pool_used_high >= (43u << 20));
   }
+}
+
+// A recording that ran out of memory replays on the GPU under the limit its OOMs show, as on the simulator
+// (capacity_for; the limit enforced by the same adaptor, which PyTorch's model under a fraction checks
+// itself): the recorded OOMs recur and the peak is the recording's. Before, the GPU served every OOM'd
+// request (10,372,513,792 bytes reserved at the peak).
+TEST_CASE("GPU replay: a recording's OOMs recur under the limit they show", "[cuda]") {
+  if (!gpu_or_skip()) return;
+  const std::string out = (std::filesystem::temp_directory_path() / "fraglab_test_cuda_oom.json").string();
+  const std::string snapshot =
+      std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/gpt2_oom_backoff.expandable_cap0.12.pickle.gz";
+  REQUIRE(run_cli("replay " + snapshot + " --device cuda --policy pytorch --json", out) == 0);
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  CHECK(j["counted"]["peak_reserved"]["bytes"] == 10162798592ull);  // the recording's peak
+  CHECK(j["simulated"]["peak_reserved"]["bytes"] == 10162798592ull);
+  CHECK(j["counted"]["recorded_ooms_served"] == 0);
+  CHECK(j["counted"]["recorded_ooms"].size() == 3);
+  CHECK(j["held_at_end"] == 0);
 }
 
 TEST_CASE("GPU replay: out of memory stops the run like the simulated one", "[cuda]") {
