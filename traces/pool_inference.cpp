@@ -826,9 +826,8 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
     if (is_collector_mark(e)) mark_allocs.push_back(allocs);
     if (e.kind == EventKind::Alloc) ++allocs;
   }
+  if (mark_allocs.size() < 2) return std::nullopt;  // one mark: the two readings were all there is
   const uint64_t rounds = std::min(kMixRounds, kMixBudget / std::max<uint64_t>(marked.events.size(), 1));
-  // One mark: the two readings were all there is.
-  if (mark_allocs.size() < 2) return std::nullopt;
   std::vector<bool> kept(mark_allocs.size(), !reading.collected), turned(mark_allocs.size(), false);
   std::optional<Trace> best;
   std::optional<uint64_t> diverged = reading.diverged_at;
@@ -887,6 +886,7 @@ void infer_pools(Trace& trace, PoolCheck when, RunReading runs) {
     resolve(*mixed, again);
     mixed->meta.gpu_limit = again.meta.gpu_limit;
   } catch (const std::exception&) {
+    // it replayed exactly a moment ago: the meta stays as read
   }
   trace = std::move(*mixed);
 }
