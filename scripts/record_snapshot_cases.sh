@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -348,6 +348,14 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=1.2 $E" mempool_oom_fallback
     rec "DEVICE_LEFT=8 RECORD=late:3 $E" batch_search
     rec "DEVICE_LEFT=6 MAX_ENTRIES=8000" batch_search ;;
+  probe14)  # expandable segments at the GPU's limit with the program's own emptying: late, rings, max_split_size_mb
+    rec "DEVICE_LEFT=1.8 MAX_ENTRIES=8000 $E" infer_server
+    rec "DEVICE_LEFT=2.2 RECORD=late:1 $E" infer_server
+    rec "DEVICE_LEFT=2.5 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128" infer_server
+    rec "DEVICE_LEFT=6 $E" batch_search
+    rec "DEVICE_LEFT=7 EMPTY_CACHE_EVERY=2 $E" vit_train
+    rec "DEVICE_LEFT=4 EMPTY_CACHE_EVERY=2 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" varlen_transformer_train
+    rec "DEVICE_LEFT=3 EMPTY_CACHE_EVERY=1 MAX_ENTRIES=3000 $E" varlen_transformer_train ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch
