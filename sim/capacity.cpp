@@ -308,17 +308,21 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
 
 }  // namespace
 
+std::vector<std::pair<uint64_t, int64_t>> gpu_limit_drift(const Trace& trace, const InferredCapacity& inferred) {
+  if (!inferred.device_limit || inferred.ooms == 0) return {};
+  const std::optional<detail::PytorchAllocatorConfig> config = recorded_config(trace.meta);
+  if (!config) return {};
+  return detail::limit_drift(trace.events, trace.meta.initial.reserved(), *config, detail::PytorchLimit::Gpu,
+                             inferred.bytes);
+}
+
 namespace {
 
 // Where the GPU's limit moved along the run (the driver's own memory grew): above the least its OOMs show
 // before the driver took its memory, below it after; the pytorch model follows it
 // (allocators/detail/pytorch_limit_drift.h); the note says by how much.
 std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
-  if (!inferred.device_limit || inferred.ooms == 0) return "";
-  const std::optional<detail::PytorchAllocatorConfig> config = recorded_config(trace.meta);
-  if (!config) return "";
-  const auto steps = detail::limit_drift(trace.events, trace.meta.initial.reserved(), *config,
-                                         detail::PytorchLimit::Gpu, inferred.bytes);
+  const auto steps = gpu_limit_drift(trace, inferred);
   if (steps.empty()) return "";
   const auto [lowest, highest] =
       std::minmax_element(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.second < b.second; });

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "traces/trace.h"
@@ -50,6 +52,10 @@ struct InferredCapacity {
 
 // nullopt when the trace records no OOM.
 std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = detail::kH100TotalMemory);
+
+// Where the OOMs show the GPU's own limit: that limit followed along the trace as read (detail::limit_drift,
+// offsets from `inferred.bytes`); empty elsewhere, or where the recorded settings do not parse.
+std::vector<std::pair<uint64_t, int64_t>> gpu_limit_drift(const Trace& trace, const InferredCapacity& inferred);
 
 // The capacity to replay a recording with: `given` (--capacity) when set; else, for a recording that ran
 // under a limit (OOMs, retries, garbage collection), the one inferred, described in `note`; else none.

@@ -4,7 +4,6 @@
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_config.h"
-#include "allocators/detail/pytorch_limit_drift.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/hinted_device.h"
@@ -132,23 +131,14 @@ size_t pools_told_apart(const Trace& trace) {
       std::count_if(trace.meta.pools.begin(), trace.meta.pools.end(), [](const PoolInfo& p) { return p.inferred(); }));
 }
 
-// Steps of the GPU's own limit followed along the trace as read (detail::limit_drift), where expandable
+// Steps of the GPU's own limit followed along the trace as read (gpu_limit_drift), where expandable
 // segments map pages under it; 0 elsewhere.
 size_t map_limit_steps(const Trace& trace) {
-  const std::optional<InferredCapacity> inferred = infer_capacity(trace);
-  if (!inferred || !inferred->device_limit) return 0;
   if (std::none_of(trace.events.begin(), trace.events.end(),
                    [](const Event& e) { return e.kind == EventKind::SegmentMap; }))
     return 0;
-  detail::PytorchAllocatorConfig config;
-  try {
-    config.apply_recorded(trace.meta.allocator_settings);
-  } catch (const std::exception&) {
-    return 0;
-  }
-  return detail::limit_drift(trace.events, trace.meta.initial.reserved(), config, detail::PytorchLimit::Gpu,
-                             inferred->bytes)
-      .size();
+  const std::optional<InferredCapacity> inferred = infer_capacity(trace);
+  return inferred ? gpu_limit_drift(trace, *inferred).size() : 0;
 }
 
 // Both readings replayed exactly: whether the collector's is taken.

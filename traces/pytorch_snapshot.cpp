@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include <unordered_map>
 #include <unordered_set>
@@ -652,8 +653,7 @@ class Importer final : public pickle::ListSink {
     note_large_segment_size(m, raw_);
     m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m));
     reserved_ = m.initial.reserved();
-    peak_reserved_ = peak_reserved(raw_, reserved_);
-    least_oom_room_ = least_oom_room(raw_, reserved_);
+    std::tie(peak_reserved_, least_oom_room_) = reserved_bounds(raw_, reserved_);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
     // The events are written over the history, in place: the prologue into room made in front of
     // it, then each entry at or before its own slot (an entry makes at most one event).
@@ -884,33 +884,22 @@ class Importer final : public pickle::ListSink {
     return it == settings.end() || std::strtod(it->second.c_str(), nullptr) != 0.0;
   }
 
-  // The least of reserved + the free device memory (cudaMemGetInfo) at the history's OOMs: where the GPU
-  // itself ran out, its limit then, which falls as the driver's own memory grows, below the peak reserved
-  // bytes: a run of releases before a new segment that passes it may be malloc's recovery, not the
-  // program's empty_cache(). (Under a memory fraction the GPU had room: far above the peak.)
-  static uint64_t least_oom_room(const std::vector<Event>& history, uint64_t initial) {
-    uint64_t reserved = initial, least = UINT64_MAX;
-    for (const Event& e : history) {
-      if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
-        reserved += e.size;
-      else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap)
-        reserved -= std::min(reserved, e.size);
-      else if (e.kind == EventKind::Oom && e.addr != 0)  // addr: the free memory, 0 where not recorded
-        least = std::min(least, reserved + e.addr);
-    }
-    return least;
-  }
-
-  // The recording's peak reserved bytes over the history, from the state at the first entry.
-  static uint64_t peak_reserved(const std::vector<Event>& history, uint64_t initial) {
-    uint64_t reserved = initial, peak = initial;
+  // Over the history, from the state at the first entry: the recording's peak reserved bytes, and the least
+  // of reserved + the free device memory (cudaMemGetInfo) at its OOMs. Where the GPU itself ran out, that is
+  // its limit then, which falls as the driver's own memory grows, below the peak reserved bytes: a run of
+  // releases before a new segment that passes it may be malloc's recovery, not the program's empty_cache().
+  // (Under a memory fraction the GPU had room: far above the peak.)
+  static std::pair<uint64_t, uint64_t> reserved_bounds(const std::vector<Event>& history, uint64_t initial) {
+    uint64_t reserved = initial, peak = initial, least_oom_room = UINT64_MAX;
     for (const Event& e : history) {
       if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
         peak = std::max(peak, reserved += e.size);
       else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap)
         reserved -= std::min(reserved, e.size);
+      else if (e.kind == EventKind::Oom && e.addr != 0)  // addr: the free memory, 0 where not recorded
+        least_oom_room = std::min(least_oom_room, reserved + e.addr);
     }
-    return peak;
+    return {peak, least_oom_room};
   }
 
   void insert_empty_caches() {

@@ -37,10 +37,10 @@ uint64_t request_segment(const Event& e, const PytorchAllocatorConfig& config, b
 
 // The GPU refuses a cudaMalloc past its limit: what was reserved once a segment was granted. A fraction is
 // checked before the call, with the request's whole segment: what was reserved before the grant plus it.
-// Under the GPU's limit with expandable segments (`maps`) an OOM also shows the limit itself: the pages the
-// request needed were more than the free memory, so the limit was reserved + that free memory.
+// Under the GPU's limit with expandable segments (`gpu_maps`) an OOM also shows the limit itself: the pages
+// the request needed were more than the free memory, so the limit was reserved + that free memory.
 std::vector<Evidence> evidence(const std::vector<Event>& events, uint64_t reserved,
-                               const PytorchAllocatorConfig& config, PytorchLimit limit, bool maps) {
+                               const PytorchAllocatorConfig& config, PytorchLimit limit, bool gpu_maps) {
   std::vector<Evidence> out;
   Evidence pending;
   bool in_releases = false, emptied = false, after_releases = false, granting = false;
@@ -64,13 +64,13 @@ std::vector<Evidence> evidence(const std::vector<Event>& events, uint64_t reserv
         break;
       case EventKind::Alloc:
       case EventKind::Oom: {
-        const uint64_t segment = request_segment(e, config, maps && limit == PytorchLimit::Gpu);
+        const uint64_t segment = request_segment(e, config, gpu_maps);
         // malloc's recovery: the segment failed with the bytes reserved before the releases.
         if (after_releases) pending.failed_below = reserved_before_releases + segment;
-        if (e.kind == EventKind::Oom && (limit == PytorchLimit::Fraction || pytorch_oom_was_gpus(e)))
+        if (e.kind == EventKind::Oom && (limit == PytorchLimit::Fraction || pytorch_oom_was_gpus(e))) {
           pending.failed_below = std::min(pending.failed_below, reserved + segment);
-        if (e.kind == EventKind::Oom && maps && limit == PytorchLimit::Gpu && pytorch_oom_was_gpus(e))
-          pending.failed_below = std::min(pending.failed_below, reserved + e.addr + 1);
+          if (gpu_maps) pending.failed_below = std::min(pending.failed_below, reserved + e.addr + 1);
+        }
         if (granting) pending.granted = limit == PytorchLimit::Gpu ? reserved : reserved_before_grant + segment;
         if (pending.failed_below != UINT64_MAX || pending.granted) {
           pending.at = i;
@@ -104,7 +104,8 @@ std::vector<std::pair<uint64_t, int64_t>> limit_drift(const std::vector<Event>& 
     base = capacity;
   }
   if (!base) return {};
-  const std::vector<Evidence> seen = evidence(events, initial_reserved, config, limit, maps);
+  const std::vector<Evidence> seen =
+      evidence(events, initial_reserved, config, limit, maps && limit == PytorchLimit::Gpu);
   if (limit == PytorchLimit::Fraction) {
     // One fraction explains the recording where everything granted lies below everything refused: then
     // the capacity stands as given (a what-if's included).

@@ -3,8 +3,6 @@
 #include <atomic>
 #include <thread>
 
-#include "sim/capacity.h"
-
 namespace fraglab::gui {
 
 namespace {
@@ -17,7 +15,9 @@ OomDiagnosisRun::OomDiagnosisRun(std::shared_ptr<const TraceInfo> trace, std::op
                                  std::function<void()> notify)
     : shared_(std::make_shared<Shared>()) {
   shared_->notify = std::move(notify);
-  std::optional<uint64_t> cap = capacity_for(trace->trace, capacity, &note_);
+  // --capacity as given, else the limit read with the trace (TraceInfo::inferred_capacity, capacity_for's).
+  std::optional<uint64_t> cap = capacity ? capacity : trace->inferred_capacity;
+  if (!capacity) note_ = trace->capacity_note;
   ++running;
   std::thread([shared = shared_, trace = std::move(trace), cap] {
     work(shared, trace, cap);
