@@ -171,6 +171,7 @@ void add_info(CLI::App& app, CommandFn& run) {
             {"peak_live_count", s.peak_live_count},
             {"never_freed", s.never_freed},
             {"dropped_unknown_frees", m.dropped_unknown_frees},
+            {"dropped_stale_entries", m.dropped_stale_entries},
             {"recorded_peak_reserved", s.recorded_peak_reserved},
             {"allocator_settings", m.allocator_settings},
             // allocator_settings were inferred from the recording (the snapshot records none).
@@ -221,6 +222,12 @@ void add_info(CLI::App& app, CommandFn& run) {
       if (m.dropped_unknown_frees)
         fmt::print("dropped      {} frees of blocks that lie in no segment the snapshot shows\n",
                    m.dropped_unknown_frees);
+      if (m.dropped_stale_entries)
+        fmt::print(
+            "dropped      {} history entries older than those before them: the ring was made smaller while it "
+            "recorded (_record_memory_history called again with a lower max_entries), and PyTorch kept the old "
+            "ring's entries past the new size\n",
+            m.dropped_stale_entries);
       fmt::print("sizes        {}\n", dist_line(s.sizes, true));
       fmt::print("lifetimes    {} events\n", dist_line(s.lifetimes_events, false));
       fmt::print("lifetimes    {} us\n", dist_line(s.lifetimes_us, false));

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -356,6 +356,28 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=7 EMPTY_CACHE_EVERY=2 $E" vit_train
     rec "DEVICE_LEFT=4 EMPTY_CACHE_EVERY=2 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" varlen_transformer_train
     rec "DEVICE_LEFT=3 EMPTY_CACHE_EVERY=1 MAX_ENTRIES=3000 $E" varlen_transformer_train ;;
+  probe15)  # empty_cache() inside use_mem_pool; the history stopped and restarted, cleared, its ring resized mid-run
+    rec "X=1" mempool_empty_inside
+    rec "$E" mempool_empty_inside
+    rec "RECORD=late:1" mempool_empty_inside
+    rec "MAX_ENTRIES=60" mempool_empty_inside
+    rec "HISTORY_AT=2:off|3:on" gpt2_train
+    rec "HISTORY_AT=2:clear $E" gpt2_train
+    rec "HISTORY_AT=1:ring=1000" gpt2_train
+    rec "MAX_ENTRIES=2000 HISTORY_AT=2:ring=5000" gpt2_train
+    rec "MAX_ENTRIES=5000 HISTORY_AT=2:ring=800 $E" gpt2_train ;;
+  probe15b)  # LoRA fine-tuning on a frozen model; a contrastive two-tower model with a batch-squared similarity matrix
+    rec "X=1" lora_finetune
+    rec "$E" lora_finetune
+    rec "RECORD=late:2" lora_finetune
+    rec "DEVICE_LEFT=3" lora_finetune
+    rec "FRACTION=0.05 $E" lora_finetune
+    rec "X=1" clip_contrastive
+    rec "$E" clip_contrastive
+    rec "MAX_ENTRIES=4000" clip_contrastive
+    rec "DEVICE_LEFT=4" clip_contrastive
+    rec "DEVICE_LEFT=4 $E" clip_contrastive
+    rec "FRACTION=0.06" clip_contrastive ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

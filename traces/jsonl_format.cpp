@@ -112,6 +112,7 @@ struct JsonlParser {
     }
     if (auto s = h.find("source"); s != h.end() && s->is_string()) m.source = s->get<std::string>();
     m.dropped_unknown_frees = get_u64(h, "dropped_unknown_frees", 0);
+    m.dropped_stale_entries = get_u64(h, "dropped_stale_entries", 0);
     if (auto t = h.find("has_times"); t != h.end() && t->is_boolean()) m.has_times = t->get<bool>();
     if (auto t = h.find("history_absent"); t != h.end() && t->is_boolean()) m.history_absent = t->get<bool>();
     if (auto t = h.find("gpu_limit"); t != h.end() && t->is_boolean()) m.gpu_limit = t->get<bool>();
@@ -215,6 +216,7 @@ class JsonlWriter final : public TraceWriter {
     h["allocator_settings"] = meta.allocator_settings;
     if (!meta.source.empty()) h["source"] = meta.source;
     if (meta.dropped_unknown_frees) h["dropped_unknown_frees"] = meta.dropped_unknown_frees;
+    if (meta.dropped_stale_entries) h["dropped_stale_entries"] = meta.dropped_stale_entries;
     if (!meta.has_times) h["has_times"] = false;
     if (meta.history_absent) h["history_absent"] = true;
     if (meta.gpu_limit) h["gpu_limit"] = true;

@@ -286,6 +286,7 @@ json meta_to_json(const TraceMeta& m) {
               {"pools", pools_to_json(m.pools)}};
   if (m.gpu_limit) out["gpu_limit"] = true;  // only when set: files without it read as before
   if (m.settings_inferred) out["settings_inferred"] = true;
+  if (m.dropped_stale_entries) out["dropped_stale_entries"] = m.dropped_stale_entries;
   if (!m.expandable_flipped.empty()) out["expandable_flipped"] = ranges_to_json(m.expandable_flipped);
   return out;
 }
@@ -331,6 +332,8 @@ TraceMeta meta_from_json(const json& j) {
   if (auto it = j.find("history_absent"); it != j.end()) m.history_absent = it->get<bool>();
   if (auto it = j.find("gpu_limit"); it != j.end()) m.gpu_limit = it->get<bool>();
   if (auto it = j.find("settings_inferred"); it != j.end()) m.settings_inferred = it->get<bool>();
+  if (auto it = j.find("dropped_stale_entries"); it != j.end())
+    m.dropped_stale_entries = meta_u64(*it, "dropped_stale_entries");
   if (auto it = j.find("expandable_flipped"); it != j.end()) m.expandable_flipped = ranges_from_json(*it);
   if (auto it = j.find("unreplayed"); it != j.end())
     for (const auto& [k, v] : it->items()) m.unreplayed.emplace_back(k, meta_u64(v, "an unreplayed item count"));

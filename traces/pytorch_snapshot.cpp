@@ -648,6 +648,7 @@ class Importer final : public pickle::ListSink {
   Trace build(bool history) {
     TraceMeta& m = trace_.meta;
     m.history_absent = !history;
+    drop_stale_entries();
     if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
     std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
     note_large_segment_size(m, raw_);
@@ -691,6 +692,27 @@ class Importer final : public pickle::ListSink {
     raw_ = {};
     raw_offsets_ = {};
     return std::move(trace_);
+  }
+
+  // PyTorch's history ring (RingBuffer in CUDACachingAllocator.cpp) is not trimmed when
+  // _record_memory_history is called again with a smaller max_entries while recording: setMaxEntries only
+  // lowers the bound, the slots past it keep their entries and are never written again, and getEntries
+  // returns them between the ring's older and newer halves. A recording's times never go back (entries are
+  // stamped under the allocator's lock), so those stale entries are the ones earlier than an entry ahead of
+  // them: dropped, the history then begins mid-run like any ring.
+  void drop_stale_entries() {
+    if (!trace_.meta.has_times) return;
+    int64_t latest = INT64_MIN;
+    size_t kept = 0;
+    for (size_t i = 0; i < raw_.size(); ++i) {
+      if (raw_[i].time_us < latest) continue;
+      latest = raw_[i].time_us;
+      raw_[kept] = raw_[i];
+      raw_offsets_[kept++] = raw_offsets_[i];
+    }
+    trace_.meta.dropped_stale_entries += raw_.size() - kept;
+    raw_.resize(kept);
+    raw_offsets_.resize(kept);
   }
 
   // A snapshot that records no settings is read again under those its recording shows

@@ -173,6 +173,9 @@ struct TraceMeta {
   std::vector<std::vector<StackFrame>> stacks{{}};
   // Frees of blocks allocated before recording started (their allocs are not in the trace).
   uint64_t dropped_unknown_frees = 0;
+  // Entries of an earlier, larger ring that PyTorch kept when the history's ring was made smaller while it
+  // recorded (PyTorch snapshots only): out of time order, dropped.
+  uint64_t dropped_stale_entries = 0;
   // The recording allocator's segments when the trace ended (PyTorch snapshots only).
   std::vector<RecordedSegment> segments;
   // The state at the first event, when the history began mid-run (empty for a history from process start).
