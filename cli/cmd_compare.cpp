@@ -24,7 +24,7 @@ struct CompareArgs {
   std::vector<std::string> grids;
   unsigned jobs = 0;
   std::string capacity;
-  std::string addresses = "cuda";
+  std::string addresses = "auto";
   std::string pools;  // --pools: separate|merge for every configuration that does not say
   std::string shard;
   ReportPaths out;

@@ -24,7 +24,7 @@ struct ReplayArgs {
   std::string path;
   std::vector<std::string> policies{"bestfit"};
   std::string capacity;
-  std::string addresses = "cuda";
+  std::string addresses = "auto";
   std::string pools;  // --pools: separate|merge for every policy that does not say
   std::string timeline;
   uint64_t timeline_every = 1;
@@ -80,6 +80,9 @@ void print_one(const ReplayResult& r, uint64_t bound) {
              format_size(f.free_bytes), f.free_ranges, format_size(f.largest_free), f.external());
   fmt::print("device calls      {} segment allocs, {} segment frees, {} maps, {} unmaps ({} failed)\n",
              r.calls.segment_allocs, r.calls.segment_frees, r.calls.maps, r.calls.unmaps, r.calls.failed);
+  fmt::print("addresses         {}\n", r.addresses == AddressModel::Recorded
+                                           ? "the recording's, where the replay asked for the recorded segments"
+                                           : address_model_name(r.addresses));
   fmt::print("final             reserved {}, allocated {}\n", format_size(r.final_reserved),
              format_size(r.final_allocated));
   for (const auto& o : r.ooms)

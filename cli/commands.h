@@ -31,7 +31,7 @@ void add_diff(CLI::App& app, CommandFn& run);
 void add_diagnose(CLI::App& app, CommandFn& run);
 
 // --capacity text ("80GiB", "" = unlimited) and --addresses ("cuda", "bump") -> device config.
-SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "cuda");
+SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "auto");
 // --addresses cuda|bump: the simulated device's address model (device/address_space.h).
 void add_addresses_option(CLI::App* cmd, std::string& addresses);
 // --pools separate|merge: how policies treat a snapshot's private pools (allocators/pool_adaptors.h).

@@ -19,7 +19,7 @@ namespace fraglab::cli {
 SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses) {
   SimDeviceConfig config;
   if (!capacity.empty()) config.capacity = parse_size(capacity);
-  config.addresses = parse_address_model(addresses).value_or(AddressModel::Cuda);
+  config.addresses = parse_address_model(addresses).value_or(AddressModel::Auto);
   return config;
 }
 
@@ -82,9 +82,11 @@ void add_plugin_option(CLI::App& app) {
 
 void add_addresses_option(CLI::App* cmd, std::string& addresses) {
   cmd->add_option("--addresses", addresses,
-                  "Simulated segment addresses: cuda (the driver's measured placement, default) or bump "
-                  "(only growing, never reused)")
-      ->check(CLI::IsMember({"cuda", "bump"}));
+                  "Segment addresses: auto (default: the recording's own for the pytorch policy at the trace's "
+                  "settings, which makes the recorded calls; cuda for the rest), cuda (the driver's measured "
+                  "placement), bump (only growing, never reused) or recorded (the recording's wherever a policy asks "
+                  "for the segment the recording asked for next)")
+      ->check(CLI::IsMember({"auto", "cuda", "bump", "recorded"}));
 }
 
 void add_pools_option(CLI::App* cmd, std::string& pools) {

@@ -57,16 +57,29 @@ class BumpAddressSpace final : public AddressSpace {
 
 }  // namespace
 
+namespace {
+// The models by name: the table the option's parser and the reports share.
+constexpr std::pair<AddressModel, const char*> kAddressModelNames[] = {{AddressModel::Cuda, "cuda"},
+                                                                       {AddressModel::Bump, "bump"},
+                                                                       {AddressModel::Recorded, "recorded"},
+                                                                       {AddressModel::Auto, "auto"}};
+}  // namespace
+
 std::optional<AddressModel> parse_address_model(std::string_view name) {
-  if (name == "cuda") return AddressModel::Cuda;
-  if (name == "bump") return AddressModel::Bump;
+  for (const auto& [model, text] : kAddressModelNames)
+    if (name == text) return model;
   return std::nullopt;
 }
 
-const char* address_model_name(AddressModel model) { return model == AddressModel::Cuda ? "cuda" : "bump"; }
+const char* address_model_name(AddressModel model) {
+  for (const auto& [m, text] : kAddressModelNames)
+    if (m == model) return text;
+  return "?";
+}
 
 std::unique_ptr<AddressSpace> make_address_space(AddressModel model, uint64_t alignment) {
-  if (model == AddressModel::Bump) return std::make_unique<BumpAddressSpace>(alignment);
+  if (model == AddressModel::Bump || model == AddressModel::Recorded)
+    return std::make_unique<BumpAddressSpace>(alignment);
   return std::make_unique<CudaAddressSpace>();
 }
 

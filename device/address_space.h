@@ -8,6 +8,12 @@
 //    allocations packed into the free tails of the newest chunks, freed chunks reused.
 //  - Bump: addresses only grow and are never reused, with a gap between allocations so that no two
 //    segments ever look contiguous (readable block maps; stale addresses in a policy stand out).
+// Two more say where a replay of a recording takes its addresses from (SimulatedGpu, sim/replay_simulated.h);
+// an AddressSpace itself is one of the two above:
+//  - Recorded: the recording's own, wherever the replay asks for the segment the recording asked for next
+//    (HintedDevice over the bump model, whose addresses keep away from the recorded ones).
+//  - Auto: Recorded for the model of the allocator that made the recording under its own settings, which
+//    makes the recorded calls; Cuda for everything else.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +25,9 @@
 
 namespace fraglab {
 
-enum class AddressModel { Cuda, Bump };
+enum class AddressModel { Cuda, Bump, Recorded, Auto };
 
-// "cuda" / "bump"; nullopt for anything else.
+// "cuda" / "bump" / "recorded" / "auto"; nullopt for anything else.
 std::optional<AddressModel> parse_address_model(std::string_view name);
 const char* address_model_name(AddressModel model);
 
@@ -46,7 +52,8 @@ class AddressSpace {
   virtual bool place_range_at(Addr addr, uint64_t size) = 0;
 };
 
-// `alignment`: the bump model's segment alignment (the CUDA model measures its own).
+// `alignment`: the bump model's segment alignment (the CUDA model measures its own). Recorded is the
+// bump model (the space under the recorded addresses), Auto the CUDA model.
 std::unique_ptr<AddressSpace> make_address_space(AddressModel model, uint64_t alignment);
 
 }  // namespace fraglab

@@ -77,6 +77,8 @@ struct RecordedOomOutcome {
 
 struct ReplayResult {
   std::string policy;  // the policy string as given
+  // Where its segments went: the simulated driver's placement (Cuda, Bump) or the recording's (Recorded).
+  AddressModel addresses = AddressModel::Cuda;
   uint64_t events = 0, allocs = 0, frees = 0, empty_caches = 0;
   Peak requested, allocated, reserved;  // peaks of live requested, live block and reserved bytes
   Fragmentation at_peak;                // fragmentation when reserved memory peaked

@@ -7,10 +7,39 @@
 
 namespace fraglab {
 
+namespace {
+
+bool has_recorded_segments(const std::vector<Event>& events, const InitialState& initial) {
+  if (!initial.segments.empty()) return true;
+  return std::any_of(events.begin(), events.end(), [](const Event& e) {
+    return e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap;
+  });
+}
+
+}  // namespace
+
+AddressModel addresses_for(AddressModel asked, const PolicySpec& spec, const TraceMeta& meta,
+                           const std::vector<Event>* events) {
+  if (asked != AddressModel::Auto && asked != AddressModel::Recorded) return asked;
+  const bool recorded = events && has_recorded_segments(*events, meta.initial);
+  if (asked == AddressModel::Recorded) return recorded ? AddressModel::Recorded : AddressModel::Cuda;
+  // The recording allocator's model under its own settings asks for the recorded segments, call for call
+  // where `fidelity` is exact: the driver's own answers are the truth there, and the CUDA model's only a
+  // good guess (a process takes device memory the trace does not show, which moves later segments).
+  // (Its `limit` option only says how to read the recording's limit, and `pools=separate` is the default.)
+  const auto& options = spec.options.values();
+  const bool own_model = spec.name == "pytorch" && std::all_of(options.begin(), options.end(), [](const auto& kv) {
+                           return kv.first == "limit" || (kv.first == "pools" && kv.second == "separate");
+                         });
+  return recorded && own_model ? AddressModel::Recorded : AddressModel::Cuda;
+}
+
 ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
                               const ReplayOptions& options, const std::vector<Event>* events,
                               std::vector<DeviceCall>* calls) {
-  SimulatedGpu gpu(device_config);
+  SimDeviceConfig config = device_config;
+  config.addresses = addresses_for(device_config.addresses, spec, source.meta(), events);
+  SimulatedGpu gpu(config, events, &source.meta().initial);
   TrackingDevice device(gpu);
   std::optional<CallLogDevice> log;  // over the engine's stack, so the policy's calls pass it first
   if (calls) log.emplace(device);
@@ -22,6 +51,7 @@ ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const
   ReplayResult result = engine.take_result();
   if (log) *calls = log->take_calls();
   result.policy = spec.text;
+  result.addresses = config.addresses;
   std::optional<TraceBounds> bounds = options.bounds;
   if (!bounds && events) bounds = compute_bounds(*events, options.oracle_bound, options.stop_before);
   if (bounds) {

@@ -13,7 +13,14 @@
 
 namespace fraglab {
 
-// Builds the policy from `spec` on a fresh SimDevice and replays `source` through it.
+// The address model a replay of `spec` runs on when `asked` (Auto, Recorded) leaves it to the trace:
+// Recorded needs a trace with recorded segment calls (else Cuda); Auto is Recorded for the `pytorch`
+// policy at the trace's own settings on such a trace, Cuda otherwise.
+AddressModel addresses_for(AddressModel asked, const PolicySpec& spec, const TraceMeta& meta,
+                           const std::vector<Event>* events);
+
+// Builds the policy from `spec` on a fresh SimDevice and replays `source` through it (`device_config.addresses`
+// resolved by addresses_for; `events` gives the recorded addresses).
 // `events` (the whole trace, may be null) is handed to offline policies. With `calls`, the policy's
 // device calls are logged there in order, each tagged with its event (device/call_log_device.h).
 ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,

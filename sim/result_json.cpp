@@ -28,6 +28,7 @@ nlohmann::json to_json(const ReplayResult& r) {
                         {"allocated", o.allocated}});
   return {
       {"policy", r.policy},
+      {"addresses", address_model_name(r.addresses)},
       {"events", r.events},
       {"allocs", r.allocs},
       {"frees", r.frees},

@@ -1519,3 +1519,67 @@ TEST_CASE("snapshot cases: an inference server with retried OOMs and a growing c
   check_cases({"infer_server.default_cap0.04_ring4000.pickle.gz", "infer_server.expandable_left3.pickle.gz",
                "unet_like.default_left8_late2.pickle.gz", "unet_like.expandable_cap0.1.pickle.gz"});
 }
+
+// Group probe15 (H100, 2026-11-26). The history stopped and restarted, cleared while recording, its ring grown:
+// each begins mid-run like a late start. Its ring made smaller while recording (_record_memory_history called
+// again with max_entries=1000 after a run without a bound): PyTorch's ring keeps the 3,898 entries past the
+// new size and returns them between the ring's halves, out of time order; read as history they diverged at
+// entry 1,663, dropped they leave a 1,003-entry window that replays exactly. torch.cuda.empty_cache() inside
+// use_mem_pool (the default pools' cache stays while the pool is in use, a deleted graph's pool goes).
+TEST_CASE(
+    "snapshot cases: histories restarted, cleared or re-ringed mid-run, and empty_cache in a pool, replay exactly",
+    "[snapshot_cases]") {
+  check_cases({"gpt2_train.default_hist1-ring1000.pickle.gz", "gpt2_train.default_hist2-off_hist3-on.pickle.gz",
+               "gpt2_train.default_ring2000_hist2-ring5000.pickle.gz", "gpt2_train.expandable_hist2-clear.pickle.gz",
+               "mempool_empty_inside.default.pickle.gz", "mempool_empty_inside.default_late1.pickle.gz",
+               "mempool_empty_inside.default_ring60.pickle.gz", "lora_finetune.default_left3.pickle.gz",
+               "lora_finetune.expandable_cap0.05.pickle.gz"});
+  Trace stale = load_trace(kCases + "/gpt2_train.default_hist1-ring1000.pickle.gz");
+  CHECK(stale.meta.dropped_stale_entries == 3898);
+  CHECK(stale.meta.initial.reserved() == 15286140928u);
+  for (size_t i = 1; i < stale.events.size(); ++i) REQUIRE(stale.events[i].time_us >= stale.events[i - 1].time_us);
+  // No other history has an entry earlier than one before it.
+  CHECK(load_trace(kCases + "/gpt2_train.default_hist2-off_hist3-on.pickle.gz").meta.dropped_stale_entries == 0);
+}
+
+// A contrastive two-tower model (probe15): `fidelity` is exact, but the process took device memory outside
+// the allocator early on (352 MiB below its fourth segment, later reused by its segments), so the CUDA
+// model's addresses order equal-sized free blocks otherwise and plain replay on them misses the recorded
+// peak. Replayed as `fraglab replay` does by default (AddressModel::Auto), the pytorch policy at the trace's
+// own settings asks for the recorded segments and gets the recorded addresses: the recorded peak. Any other
+// policy, or other settings, gets the CUDA model.
+TEST_CASE("replay: the recording's own addresses for the model of its allocator", "[snapshot_cases][addresses]") {
+  auto stats = case_stats();
+  for (const char* file : {"clip_contrastive.default_left4.pickle.gz", "clip_contrastive.default_cap0.06.pickle.gz"}) {
+    INFO(file);
+    REQUIRE(stats.count(file) == 1);
+    check_exact(file, stats[file]);
+    Trace trace = load_trace(kCases + "/" + file);
+    const std::optional<uint64_t> capacity = capacity_for(trace, std::nullopt);
+    auto replay = [&](const char* policy, AddressModel addresses) {
+      SimDeviceConfig config;
+      config.capacity = capacity;
+      config.addresses = addresses;
+      MemorySource source(trace);
+      ReplayOptions options;
+      options.oracle_bound = false;
+      options.on_oom = OnOom::Skip;
+      return replay_simulated(source, PolicySpec::parse(policy), config, options, &trace.events);
+    };
+    ReplayResult own = replay("pytorch", AddressModel::Auto);
+    CHECK(own.addresses == AddressModel::Recorded);
+    CHECK(own.reserved.bytes == recorded_peak(trace));
+    CHECK(replay("pytorch", AddressModel::Cuda).reserved.bytes > recorded_peak(trace));  // the model's addresses
+    CHECK(replay("pytorch:limit=auto", AddressModel::Auto).addresses == AddressModel::Recorded);
+    CHECK(replay("pytorch:max_split_size_mb=64", AddressModel::Auto).addresses == AddressModel::Cuda);
+    CHECK(replay("bestfit", AddressModel::Auto).addresses == AddressModel::Cuda);
+  }
+  // A trace with no recorded segment calls has nothing to follow: the CUDA model, even when asked.
+  Trace generated;
+  generated.events = {Event{.kind = EventKind::Alloc, .id = 0, .size = 4096}, Event{.kind = EventKind::Free, .id = 0}};
+  CHECK(addresses_for(AddressModel::Recorded, PolicySpec::parse("pytorch"), generated.meta, &generated.events) ==
+        AddressModel::Cuda);
+  CHECK(addresses_for(AddressModel::Auto, PolicySpec::parse("pytorch"), generated.meta, &generated.events) ==
+        AddressModel::Cuda);
+  CHECK(addresses_for(AddressModel::Bump, PolicySpec::parse("pytorch"), generated.meta, nullptr) == AddressModel::Bump);
+}
