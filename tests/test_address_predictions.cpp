@@ -113,8 +113,13 @@ TEST_CASE("plain replay of mid-run and OOM'd snapshots reaches their recorded pe
     // Where the address model is known to part from the driver (docs/pytorch-model.md), in runs whose
     // releases fall by address among equal sizes: recorded on an H200 (the model follows the H100
     // driver's placement), and after the program's empty_cache() at every other step (the driver reuses
-    // the freed ranges in an order the model does not follow). `fidelity` is exact on both.
-    if (name.find("_h200_") != std::string::npos || name == "resnet50_train.default_empty2.pickle.gz") continue;
+    // the freed ranges in an order the model does not follow); and a CLIP-style model whose process took
+    // 352 MiB of device memory outside the allocator early on, which its later segments reused (the model
+    // cannot see it). `fidelity` is exact on all; `fraglab replay` takes the recording's own addresses for
+    // the pytorch policy at the recorded settings and reaches each peak (test_snapshot_cases.cpp).
+    if (name.find("_h200_") != std::string::npos || name == "resnet50_train.default_empty2.pickle.gz" ||
+        name.starts_with("clip_contrastive."))
+      continue;
     INFO(name);
     Trace trace = load_trace(entry.path().string());
     MemorySource stats_source(trace);
