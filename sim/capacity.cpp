@@ -318,8 +318,9 @@ std::vector<std::pair<uint64_t, int64_t>> gpu_limit_drift(const Trace& trace, co
 
 namespace {
 
-// Where the GPU's limit moved along the run (the driver's own memory grew): above the least its OOMs show
-// before the driver took its memory, below it after; the pytorch model follows it
+// Where the GPU's limit moved along the run (the driver's own memory grew, or another process on the GPU
+// took or gave back memory): above the least its OOMs show where more was free, below it where less; the
+// pytorch model follows it
 // (allocators/detail/pytorch_limit_drift.h); the note says by how much.
 std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
   const auto steps = gpu_limit_drift(trace, inferred);
@@ -330,8 +331,8 @@ std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
   if (highest->second > 0) moved = fmt::format("up to {} bytes higher", highest->second);
   if (lowest->second < 0) moved += fmt::format("{}up to {} bytes lower", moved.empty() ? "" : " and ", -lowest->second);
   return fmt::format(
-      "; the driver's own memory grew along the run: from event {} the device calls show the limit {}, which the "
-      "model follows",
+      "; the GPU's free memory changed along the run (the driver's own memory, or another process's): from event {} "
+      "the device calls show the limit {}, which the model follows",
       steps.front().first, moved);
 }
 
