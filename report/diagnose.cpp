@@ -304,7 +304,9 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
   plain.on_oom = OnOom::Skip;
   plain.oracle_bound = false;
   MemorySource source(trace);
-  ReplayResult whole = replay_simulated(source, spec, SimDeviceConfig{capacity}, plain, &trace.events);
+  SimDeviceConfig device{capacity};
+  device.addresses = AddressModel::Auto;  // as `fraglab replay`: the recording's addresses for its own allocator
+  ReplayResult whole = replay_simulated(source, spec, device, plain, &trace.events);
   rep.peak_reserved = whole.reserved.bytes;
 
   struct Moment {

@@ -1,5 +1,7 @@
 #include "report/stepped_replay.h"
 
+#include "sim/replay_simulated.h"
+
 namespace fraglab {
 
 std::optional<Addr> StreamRecordingDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
@@ -58,8 +60,23 @@ PoolIndex StreamRecordingDevice::pool_at(Addr addr) const {
   return p ? p->pool : 0;
 }
 
+namespace {
+
+// The simulated card for `spec` on `trace`: as `fraglab replay` places segments (AddressModel::Auto), so that
+// the state shown for the model of the recording allocator is the recording's own, block for block.
+SimDeviceConfig device_for(const Trace& trace, const PolicySpec& spec, std::optional<uint64_t> capacity) {
+  SimDeviceConfig config{capacity};
+  config.addresses = addresses_for(AddressModel::Auto, spec, trace.meta, &trace.events);
+  return config;
+}
+
+}  // namespace
+
 SteppedReplay::SteppedReplay(const Trace& trace, const PolicySpec& spec, std::optional<uint64_t> capacity)
-    : trace_(trace), sim_(SimDeviceConfig{capacity}), streams_(sim_), tracking_(streams_) {
+    : trace_(trace),
+      sim_(device_for(trace, spec, capacity), &trace.events, &trace.meta.initial),
+      streams_(sim_),
+      tracking_(streams_) {
   policy_ = make_policy(spec, tracking_, trace.meta, &trace.events);
   let_policy_enforce(*policy_, sim_.limiter());
   ReplayOptions options;
