@@ -84,7 +84,14 @@ class AppState {
   // unless the policies were given on the command line.
   bool auto_recorded = true;
   std::vector<std::unique_ptr<PolicyRun>> runs;  // one a policy, for the loaded trace
-  SimDeviceConfig device;
+  // Segments as `fraglab replay` places them by default: the recording's own addresses for the pytorch
+  // policy at its recorded settings, the CUDA driver's model for the rest (sim/replay_simulated.h).
+  SimDeviceConfig device = auto_addresses();
+  static SimDeviceConfig auto_addresses() {
+    SimDeviceConfig d;
+    d.addresses = AddressModel::Auto;
+    return d;
+  }
   // The device a policy replays `t` on: `device`, its capacity the one the recording's OOMs show where
   // --capacity gives none (TraceInfo::inferred_capacity), as `fraglab replay` does.
   SimDeviceConfig device_for(const TraceInfo& t) const {

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -390,6 +390,16 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=4 HOG_AT=5:+2 $E" infer_server
     rec "DEVICE_LEFT=6 HOG_AT=2:+4" batch_search
     rec "DEVICE_LEFT=10 HOG_AT=3:-5 $E" batch_search ;;
+  probe17)  # snapshots taken along one run (DUMP_AT); private pools at the GPU's limit or a fraction
+    rec "DUMP_AT=2|4" gpt2_train
+    rec "DUMP_AT=2|4 MAX_ENTRIES=3000 $E" gpt2_train
+    rec "DUMP_AT=1|3 RECORD=late:1" llama_train_ckpt
+    rec "DUMP_AT=3|6 DEVICE_LEFT=4" infer_server
+    rec "DUMP_AT=2 X=1" graph_mlp_train
+    rec "DEVICE_LEFT=3 $E" compile_graph_trees_train
+    rec "DEVICE_LEFT=2" graphed_callables_train
+    rec "FRACTION=0.03 $E" mempool_graph_capture
+    rec "DEVICE_LEFT=1.5 $E" graph_shared_pool ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch
