@@ -702,9 +702,12 @@ class Importer final : public pickle::ListSink {
   // them: dropped, the history then begins mid-run like any ring.
   void drop_stale_entries() {
     if (!trace_.meta.has_times) return;
-    int64_t latest = INT64_MIN;
-    size_t kept = 0;
-    for (size_t i = 0; i < raw_.size(); ++i) {
+    auto goes_back = std::adjacent_find(raw_.begin(), raw_.end(),
+                                        [](const Event& a, const Event& b) { return b.time_us < a.time_us; });
+    if (goes_back == raw_.end()) return;  // every recording but a shrunk ring: nothing moves
+    size_t kept = static_cast<size_t>(goes_back - raw_.begin()) + 1;
+    int64_t latest = goes_back->time_us;
+    for (size_t i = kept; i < raw_.size(); ++i) {
       if (raw_[i].time_us < latest) continue;
       latest = raw_[i].time_us;
       raw_[kept] = raw_[i];
