@@ -72,6 +72,7 @@ void print_json(const TuneReport& r) {
       {"capacity", r.capacity ? nlohmann::json(*r.capacity) : nlohmann::json(nullptr)},
       {"capacity_inferred", r.capacity_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.capacity_note)},
       {"oom_live_excess", r.oom_live_excess},
+      {"oom_live_room", r.oom_live_room},
       {"best", candidate_json(r.best())},
       {"best_env", "PYTORCH_CUDA_ALLOC_CONF=" + r.best().conf},
       {"recorded", candidate_json(r.recorded)},
@@ -110,7 +111,7 @@ void print_text(const TuneReport& r, size_t top) {
       fmt::print(
           "recorded OOMs     all {} would have been served under the best setting (the recorded one serves {})\n",
           best.recorded_ooms, r.recorded.recorded_ooms_served);
-    else
+    else if (r.oom_live_excess)
       fmt::print(
           "recorded OOMs     no setting serves them all: the best serves {} of {}; at the worst OOM the live "
           "bytes exceed the capacity by {} (reduce the batch by about {:.0f}%)\n",
@@ -118,6 +119,12 @@ void print_text(const TuneReport& r, size_t top) {
           r.capacity && *r.capacity
               ? 100.0 * static_cast<double>(r.oom_live_excess) / static_cast<double>(*r.capacity + r.oom_live_excess)
               : 0.0);
+    else
+      fmt::print(
+          "recorded OOMs     no setting tried serves them all: the best serves {} of {}. The live bytes fit the "
+          "capacity at every one ({} to spare at the tightest): fragmentation, rounding and segment sizes take "
+          "the rest (`fraglab diagnose` shows where the free bytes lie)\n",
+          best.recorded_ooms_served, best.recorded_ooms, format_size(r.oom_live_room));
   }
   if (r.capacity)
     fmt::print("capacity          {}: {}\n", format_size(*r.capacity),

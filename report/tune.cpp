@@ -205,10 +205,10 @@ std::vector<Choice> product(const std::vector<std::vector<size_t>>& lists) {
 }  // namespace
 
 // The largest excess of live requested bytes (the failed request included) over the capacity at a
-// recorded OOM: what no setting can serve.
-uint64_t oom_live_excess(const Trace& trace, uint64_t capacity) {
+// recorded OOM (what no setting can serve), and where there is none the least room they leave.
+std::pair<uint64_t, uint64_t> oom_live_fit(const Trace& trace, uint64_t capacity) {
   std::vector<uint64_t> size_of;
-  uint64_t live = 0, excess = 0;
+  uint64_t live = 0, excess = 0, room = UINT64_MAX;
   for (const Event& e : trace.events) {
     if (e.kind == EventKind::Alloc) {
       if (e.id >= size_of.size()) size_of.resize(e.id + 1u);
@@ -216,11 +216,14 @@ uint64_t oom_live_excess(const Trace& trace, uint64_t capacity) {
       live += e.size;
     } else if (e.kind == EventKind::Free && e.id < size_of.size()) {
       live -= std::min(live, size_of[e.id]);
-    } else if (e.kind == EventKind::Oom && live + e.size > capacity) {
-      excess = std::max(excess, live + e.size - capacity);
+    } else if (e.kind == EventKind::Oom) {
+      if (live + e.size > capacity)
+        excess = std::max(excess, live + e.size - capacity);
+      else
+        room = std::min(room, capacity - live - e.size);
     }
   }
-  return excess;
+  return {excess, excess || room == UINT64_MAX ? 0 : room};
 }
 
 TuneReport tune(const std::string& trace_path, const TuneOptions& o, int trace_device) {
@@ -313,7 +316,7 @@ TuneReport tune(Trace trace, const std::string& trace_path, const TuneOptions& o
   report.recorded = s.at(recorded_conf);
   report.ranking = s.ranking();
   if (report.capacity && report.best().recorded_ooms_failed())
-    report.oom_live_excess = oom_live_excess(trace, *report.capacity);
+    std::tie(report.oom_live_excess, report.oom_live_room) = oom_live_fit(trace, *report.capacity);
   return report;
 }
 

@@ -66,8 +66,10 @@ struct TuneReport {
   std::optional<uint64_t> capacity;
   std::string capacity_note;  // how the capacity was inferred, when it was
   // When even the best setting fails a recorded OOM: by how much the live bytes at that OOM (the
-  // request included) exceed the capacity, the largest over the recorded OOMs (0: they fit in bytes).
+  // request included) exceed the capacity, the largest over the recorded OOMs (0: they fit in bytes);
+  // where they fit at every one, the least room they leave (what fragmentation and rounding must not eat).
   uint64_t oom_live_excess = 0;
+  uint64_t oom_live_room = 0;
   TuneCandidate recorded;              // the recorded setting, replayed
   std::vector<TuneCandidate> ranking;  // every setting tried, best first
   size_t search_space_size = 0;        // settings an exhaustive grid would replay

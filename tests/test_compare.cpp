@@ -367,3 +367,19 @@ TEST_CASE("tune under a tight capacity answers fits or does not fit, never an in
       CHECK((code == 0 || code == 1));
     }
 }
+
+// An OOM'd job whose live bytes fit the GPU at every recorded OOM (a CLIP-style model with all but 4 GiB of
+// the GPU taken, six OOMs): no setting tried serves them all, and what stands between is fragmentation, not
+// the batch: tune reports the room the live bytes left, not a batch cut of 0%.
+TEST_CASE("tune on an OOM'd snapshot says whether the live bytes fit the capacity", "[compare][tune]") {
+  TuneOptions o;
+  o.jobs = 2;
+  TuneReport r =
+      tune(std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/clip_contrastive.default_left4.pickle.gz", o);
+  REQUIRE(r.capacity);
+  CHECK(*r.capacity == 4039311360u);
+  CHECK(r.oom_live_excess == 0);
+  CHECK(r.oom_live_room > 0);
+  CHECK(r.oom_live_room < (100ull << 20));
+  CHECK(r.best().recorded_ooms == 6);
+}
