@@ -221,7 +221,7 @@ uint32_t PytorchCachingAllocator::malloc_block(uint64_t orig_size, StreamIndex s
     ++stats_.num_ooms;
     return kNoNode;
   }
-  bool split_remainder = should_split(p.block, size, p.expandable);
+  bool split_remainder = should_split(p);
   return alloc_found_block(p, split_remainder);
 }
 
@@ -277,7 +277,9 @@ bool PytorchCachingAllocator::try_mempool_fallback(Params& p) {
   auto same_stream = [&](auto i) { return i != pool.blocks.end() && (i->hi >> kSizeBits) == rank; };
   if (!same_stream(it)) return false;
 
-  if (blocks_[it->node()].segment != kNoNode) {
+  // Only where an expandable segment was ever made can a block belong to one: elsewhere nothing below needs
+  // the block itself, whose record (a likely cache miss) is then first read where the block is split.
+  if (!segments_.empty() && blocks_[it->node()].segment != kNoNode) {
     if (p.expandable) {
       // A block followed by unmapped space counts as the size it can grow to: look for a
       // block whose reach is smaller (the source's expandable_size loop).
@@ -297,7 +299,7 @@ bool PytorchCachingAllocator::try_mempool_fallback(Params& p) {
       if (!same_stream(it)) return false;
     }
   }
-  const uint64_t found_size = blocks_[it->node()].size;
+  const uint64_t found_size = it->hi & kSizeMask;
   // Do not return an oversized block for a request below max_split_size.
   if (p.size < config_.max_split_size && found_size >= config_.max_split_size) return false;
   // An oversized block may serve a large request only when it wastes less than this.
@@ -305,17 +307,19 @@ bool PytorchCachingAllocator::try_mempool_fallback(Params& p) {
   // The block leaves the pool in alloc_found_block: one move if its remainder goes back.
   p.block = it->node();
   p.block_in_pool = true;
+  p.found_size = found_size;
   p.position = it;
   return true;
 }
 
-[[gnu::always_inline]] inline bool PytorchCachingAllocator::should_split(uint32_t b, uint64_t size,
-                                                                         bool expandable) const {
-  const Pool& pool = pool_at(blocks_[b].pool);
+// The block is in p.pool (found there, or a new segment of it); a found block's size is its key's.
+[[gnu::always_inline]] inline bool PytorchCachingAllocator::should_split(const Params& p) const {
+  const Pool& pool = *p.pool;
   if (pool.no_split) [[unlikely]]  // no_split_pools (MemPool(no_split=True))
     return false;
-  uint64_t remaining = blocks_[b].size - size;
-  if (pool.small || expandable) return remaining >= kMinBlockSize;
+  const uint64_t size = p.size;
+  uint64_t remaining = (p.block_in_pool ? p.found_size : blocks_[p.block].size) - size;
+  if (pool.small || p.expandable) return remaining >= kMinBlockSize;
   return size < config_.max_split_size && remaining > kSmallSize;
 }
 

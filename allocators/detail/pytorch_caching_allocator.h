@@ -242,6 +242,7 @@ class PytorchCachingAllocator {
     bool expandable;  // AllocParams::is_expandable_segments_active
     uint32_t block = kNoNode;
     bool block_in_pool = false;             // found by get_free_block, still in the pool's set
+    uint64_t found_size = 0;                // its size then (read from its key, not from the block)
     OrderedKeys<Key>::iterator position{};  // its place there
   };
 
@@ -278,7 +279,7 @@ class PytorchCachingAllocator {
   int64_t limit_offset() const;
   bool past_limit(uint64_t bytes) const;
   bool get_free_block(Params& p);
-  bool should_split(uint32_t b, uint64_t size, bool expandable) const;
+  bool should_split(const Params& p) const;
   bool try_mempool_fallback(Params& p);
   uint32_t alloc_found_block(const Params& p, bool split_remainder);
   bool alloc_block(Params& p, bool is_retry);
