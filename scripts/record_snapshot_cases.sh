@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17 probe18)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -400,6 +400,17 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=2" graphed_callables_train
     rec "FRACTION=0.03 $E" mempool_graph_capture
     rec "DEVICE_LEFT=1.5 $E" graph_shared_pool ;;
+  probe18)  # an RLHF-style loop (generation and training alternating); a server with its KV cache taken up front
+    rec "X=1" rlhf_loop
+    rec "$E" rlhf_loop
+    rec "RECORD=late:2" rlhf_loop
+    rec "DEVICE_LEFT=5" rlhf_loop
+    rec "FRACTION=0.07 $E" rlhf_loop
+    rec "X=1" kv_prealloc_serve
+    rec "$E" kv_prealloc_serve
+    rec "DEVICE_LEFT=6" kv_prealloc_serve
+    rec "DEVICE_LEFT=6 $E" kv_prealloc_serve
+    rec "FRACTION=0.2 MAX_ENTRIES=3000" kv_prealloc_serve ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

@@ -1592,7 +1592,11 @@ TEST_CASE("snapshot cases: the GPU's limit rising mid-run as another process fre
           "[snapshot_cases][capacity]") {
   check_cases({"varlen_transformer_train.default_left5_hog4+3.pickle.gz",
                "varlen_transformer_train.expandable_left5_hog4+3.pickle.gz",
-               "infer_server.default_left4_hog5+2.pickle.gz"});
+               "infer_server.default_left4_hog5+2.pickle.gz",
+               // probe18: a server that takes 85% of the free memory for its KV cache up front (one tensor, as
+               // vLLM's gpu_memory_utilization does) and serves in the rest, OOM'd requests retried at half batch.
+               "kv_prealloc_serve.default_left6.pickle.gz", "kv_prealloc_serve.expandable_left6.pickle.gz",
+               "kv_prealloc_serve.default_cap0.2_ring3000.pickle.gz"});
   Trace trace = load_trace(kCases + "/varlen_transformer_train.default_left5_hog4+3.pickle.gz");
   std::string note;
   const uint64_t capacity = *capacity_for(trace, std::nullopt, &note);
