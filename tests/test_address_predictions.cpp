@@ -116,9 +116,12 @@ TEST_CASE("plain replay of mid-run and OOM'd snapshots reaches their recorded pe
     // the freed ranges in an order the model does not follow); and a CLIP-style model whose process took
     // 352 MiB of device memory outside the allocator early on, which its later segments reused (the model
     // cannot see it). `fidelity` is exact on all; `fraglab replay` takes the recording's own addresses for
-    // the pytorch policy at the recorded settings and reaches each peak (test_snapshot_cases.cpp).
+    // the pytorch policy at the recorded settings and reaches each peak (test_snapshot_cases.cpp). And a
+    // transformer at the GPU's limit whose limit rose mid-run: a tie among equal-sized blocks broken
+    // otherwise on the model's addresses left one 128 MiB segment fewer releasable at a later recovery
+    // (diverged at entry 2,164 without the recorded addresses; the peak then 1.5 GB lower).
     if (name.find("_h200_") != std::string::npos || name == "resnet50_train.default_empty2.pickle.gz" ||
-        name.starts_with("clip_contrastive."))
+        name.starts_with("clip_contrastive.") || name == "varlen_transformer_train.default_left5_hog4+3.pickle.gz")
       continue;
     INFO(name);
     Trace trace = load_trace(entry.path().string());
