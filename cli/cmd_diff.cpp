@@ -58,6 +58,7 @@ nlohmann::json run_json(const RunSummary& s) {
           {"recorded_peak_reserved", s.recorded_peak_reserved},
           {"recorded_device_calls", s.recorded_device_calls},
           {"recorded_ooms", s.recorded_ooms},
+          {"capacity", s.capacity ? nlohmann::json(*s.capacity) : nlohmann::json(nullptr)},
           {"peak_reserved", s.peak_reserved},
           {"peak_reserved_event", s.peak_reserved_event},
           {"peak_allocated", s.peak_allocated},
@@ -140,9 +141,15 @@ void print_groups(const char* title, const std::vector<GroupDiff>& groups, size_
 void print_text(const TraceDiff& d, size_t top) {
   const RunSummary &a = d.a, &b = d.b;
   fmt::print("A  {}\nB  {}\n", a.trace, b.trace);
-  fmt::print(
-      "replayed under {} on {}\n\n", d.policy,
-      d.capacity ? "a simulated device of " + format_size(*d.capacity) : std::string("an unlimited simulated device"));
+  auto device = [](const std::optional<uint64_t>& c) {
+    return c ? "a simulated device of " + format_size(*c) : std::string("an unlimited simulated device");
+  };
+  if (d.capacity || a.capacity == b.capacity)
+    fmt::print("replayed under {} on {}{}\n\n", d.policy, device(a.capacity),
+               d.capacity || !a.capacity ? "" : " (the limit both recordings' OOMs show)");
+  else
+    fmt::print("replayed under {}, each on the limit its recording's OOMs show: A on {}, B on {}\n\n", d.policy,
+               device(a.capacity), device(b.capacity));
   fmt::print("{:<24} {:>26} {:>26} {:>22}\n", "", "A", "B", "B - A");
   auto conf = [](const std::string& c) { return c.empty() ? std::string("(default)") : c; };
   text_row("recorded settings", conf(a.recorded_conf), conf(b.recorded_conf));
@@ -179,7 +186,9 @@ void add_diff(CLI::App& app, CommandFn& run) {
   cmd->add_option("--policy", a.policy,
                   "Policy both are replayed under (default pytorch: each trace's recorded settings; "
                   "pytorch:recorded_settings=false for the same settings)");
-  cmd->add_option("--capacity", a.capacity, "Simulated device capacity, e.g. 20GiB (default unlimited)");
+  cmd->add_option("--capacity", a.capacity,
+                  "Simulated device capacity for both, e.g. 20GiB (default: each the limit its recording's OOMs show, "
+                  "as replay infers it; unlimited where none)");
   cmd->add_option("--top", a.top, "Rows per grouping in the text output");
   cmd->add_flag("--json", a.json, "Print JSON: objects a, b and delta, and every group");
   cmd->callback([&run] {

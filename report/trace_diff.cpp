@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "allocators/registry.h"
+#include "sim/capacity.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
 #include "traces/trace_io.h"
@@ -40,7 +41,9 @@ RunSummary summarize_run(const Trace& trace, const std::string& path, const Diff
   options.on_oom = OnOom::Skip;
   options.oracle_bound = false;  // the diff shows no oracle bound: skip its planning
   SimDeviceConfig config;
-  config.capacity = o.capacity;
+  config.capacity = capacity_for(trace, o.capacity);  // the limit its OOMs show where none is given
+  s.capacity = config.capacity;
+  config.addresses = AddressModel::Auto;  // as `fraglab replay`: each run's own addresses for its own allocator
   MemorySource source(trace);
   ReplayResult r = replay_simulated(source, PolicySpec::parse(o.policy), config, options, &trace.events);
   s.peak_reserved = r.reserved.bytes;

@@ -24,7 +24,9 @@ struct RunSummary {
   uint64_t live_bytes_bound = 0, live_peak_event = 0;  // peak live requested bytes and where
   // What the recording allocator did (0 when the trace has no segment events).
   uint64_t recorded_peak_reserved = 0, recorded_device_calls = 0, recorded_ooms = 0;
-  // The replay under the diff's policy.
+  // The replay under the diff's policy, on the capacity given, else on the limit the recording shows (its
+  // OOMs, as `fraglab replay` infers it; unlimited where it shows none).
+  std::optional<uint64_t> capacity;
   uint64_t peak_reserved = 0, peak_reserved_event = 0, peak_allocated = 0, ooms = 0;
   Fragmentation at_peak;  // free space inside reserved memory when reserved peaked
   DeviceCallCounts calls;
@@ -43,7 +45,7 @@ struct GroupDiff {
 
 struct TraceDiff {
   std::string policy;
-  std::optional<uint64_t> capacity;
+  std::optional<uint64_t> capacity;  // as given (each run's own is RunSummary::capacity)
   RunSummary a, b;
   // Matched groups, largest |difference| first (live bytes at the peak, then bytes, then allocations).
   std::vector<GroupDiff> by_site, by_size_class, by_stream;
