@@ -28,8 +28,6 @@ class SimulatedGpu {
   Device& device() { return limited_; }
   LimitingDevice& limiter() { return limited_; }
   operator Device&() { return limited_; }
-  // Segments and ranges placed at the recording's addresses (0 without hints).
-  uint64_t recorded_addresses_used() const { return hinted_ ? hinted_->hints_used() : 0; }
 
   static SimDeviceConfig without_capacity(SimDeviceConfig config) {
     config.capacity.reset();
