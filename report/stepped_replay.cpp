@@ -62,11 +62,11 @@ PoolIndex StreamRecordingDevice::pool_at(Addr addr) const {
 
 namespace {
 
-// The simulated card for `spec` on `trace`: as `fraglab replay` places segments (AddressModel::Auto), so that
-// the state shown for the model of the recording allocator is the recording's own, block for block.
-SimDeviceConfig device_for(const Trace& trace, const PolicySpec& spec, std::optional<uint64_t> capacity) {
+// Segments placed as `fraglab replay` places them (AddressModel::Auto), so that the state shown for the model
+// of the recording allocator is the recording's own, block for block.
+SimDeviceConfig auto_addresses(std::optional<uint64_t> capacity) {
   SimDeviceConfig config{capacity};
-  config.addresses = addresses_for(AddressModel::Auto, spec, trace.meta, &trace.events);
+  config.addresses = AddressModel::Auto;
   return config;
 }
 
@@ -74,7 +74,8 @@ SimDeviceConfig device_for(const Trace& trace, const PolicySpec& spec, std::opti
 
 SteppedReplay::SteppedReplay(const Trace& trace, const PolicySpec& spec, std::optional<uint64_t> capacity)
     : trace_(trace),
-      sim_(device_for(trace, spec, capacity), &trace.events, &trace.meta.initial),
+      sim_(with_addresses_for(auto_addresses(capacity), spec, trace.meta, &trace.events), &trace.events,
+           &trace.meta.initial),
       streams_(sim_),
       tracking_(streams_) {
   policy_ = make_policy(spec, tracking_, trace.meta, &trace.events);

@@ -21,8 +21,8 @@ bool has_recorded_segments(const std::vector<Event>& events, const InitialState&
 AddressModel addresses_for(AddressModel asked, const PolicySpec& spec, const TraceMeta& meta,
                            const std::vector<Event>* events) {
   if (asked != AddressModel::Auto && asked != AddressModel::Recorded) return asked;
-  const bool recorded = events && has_recorded_segments(*events, meta.initial);
-  if (asked == AddressModel::Recorded) return recorded ? AddressModel::Recorded : AddressModel::Cuda;
+  auto recorded = [&] { return events && has_recorded_segments(*events, meta.initial); };
+  if (asked == AddressModel::Recorded) return recorded() ? AddressModel::Recorded : AddressModel::Cuda;
   // The recording allocator's model under its own settings asks for the recorded segments, call for call
   // where `fidelity` is exact: the driver's own answers are the truth there, and the CUDA model's only a
   // good guess (a process takes device memory the trace does not show, which moves later segments).
@@ -31,14 +31,19 @@ AddressModel addresses_for(AddressModel asked, const PolicySpec& spec, const Tra
   const bool own_model = spec.name == "pytorch" && std::all_of(options.begin(), options.end(), [](const auto& kv) {
                            return kv.first == "limit" || (kv.first == "pools" && kv.second == "separate");
                          });
-  return recorded && own_model ? AddressModel::Recorded : AddressModel::Cuda;
+  return own_model && recorded() ? AddressModel::Recorded : AddressModel::Cuda;  // other policies scan nothing
+}
+
+SimDeviceConfig with_addresses_for(SimDeviceConfig config, const PolicySpec& spec, const TraceMeta& meta,
+                                   const std::vector<Event>* events) {
+  config.addresses = addresses_for(config.addresses, spec, meta, events);
+  return config;
 }
 
 ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const SimDeviceConfig& device_config,
                               const ReplayOptions& options, const std::vector<Event>* events,
                               std::vector<DeviceCall>* calls) {
-  SimDeviceConfig config = device_config;
-  config.addresses = addresses_for(device_config.addresses, spec, source.meta(), events);
+  const SimDeviceConfig config = with_addresses_for(device_config, spec, source.meta(), events);
   SimulatedGpu gpu(config, events, &source.meta().initial);
   TrackingDevice device(gpu);
   std::optional<CallLogDevice> log;  // over the engine's stack, so the policy's calls pass it first

@@ -18,6 +18,10 @@ namespace fraglab {
 // policy at the trace's own settings on such a trace, Cuda otherwise.
 AddressModel addresses_for(AddressModel asked, const PolicySpec& spec, const TraceMeta& meta,
                            const std::vector<Event>* events);
+// `config` with its addresses so resolved: what a SimulatedGpu for `spec` on the trace is built from (with the
+// trace's events and initial state, which a Recorded card follows).
+SimDeviceConfig with_addresses_for(SimDeviceConfig config, const PolicySpec& spec, const TraceMeta& meta,
+                                   const std::vector<Event>* events);
 
 // Builds the policy from `spec` on a fresh SimDevice and replays `source` through it (`device_config.addresses`
 // resolved by addresses_for; `events` gives the recorded addresses).

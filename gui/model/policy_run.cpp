@@ -21,15 +21,12 @@ struct Replayer {
   ReplayEngine engine;
 
   Replayer(const TraceInfo& info, const PolicySpec& spec, const SimDeviceConfig& config, ReplayOptions options)
-      : gpu(resolved(config, spec, info), &info.trace.events, &info.trace.meta.initial),
+      // Segments placed as the whole-trace replay places them (replay_simulated), so both agree at every event.
+      : gpu(with_addresses_for(config, spec, info.trace.meta, &info.trace.events), &info.trace.events,
+            &info.trace.meta.initial),
         policy(make_policy(spec, tracking, info.trace.meta, &info.trace.events)),
         engine(*policy, tracking, std::move(options)) {
     let_policy_enforce(*policy, gpu.limiter());
-  }
-  // Segments placed as the whole-trace replay places them (replay_simulated), so both agree at every event.
-  static SimDeviceConfig resolved(SimDeviceConfig config, const PolicySpec& spec, const TraceInfo& info) {
-    config.addresses = addresses_for(config.addresses, spec, info.trace.meta, &info.trace.events);
-    return config;
   }
 };
 
