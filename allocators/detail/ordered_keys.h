@@ -14,9 +14,14 @@
 // lower_bound is a search inside one bin or else the front of the next non-empty bin (two
 // count-trailing-zeros), and an insert or erase moves one bin's keys, a handful where
 // sizes vary and the same run of equal sizes the vector moved where they do not.
+// A bin stores its keys largest first (as SizeBins' best fit does): what a search hands
+// out is most often a bin's smallest key (the front of the next non-empty bin, or the
+// lowest address of an exact size), which then leaves from the array's back without
+// moving the others (PyTorch model on bert_varlen_train 10% faster; gmlake, whose free
+// pBlocks pile up by the hundred in one bin, 1.7x on a random trace).
 //
-// Iterators are positions (group, bin, index); like a vector's, they are invalidated by
-// any insert or erase.
+// Iterators are positions (group, bin, index) in the set's order; like a vector's, they are
+// invalidated by any insert or erase.
 #pragma once
 
 #include <algorithm>
@@ -49,7 +54,10 @@ class OrderedKeys {
     using pointer = const Key*;
     using reference = const Key&;
     iterator() = default;
-    const Key& operator*() const { return set_->groups_[group()]->bins[bin()].keys[pos()]; }
+    const Key& operator*() const {
+      const Bin& b = set_->groups_[group()]->bins[bin()];
+      return b.keys[b.size - 1 - pos()];  // stored largest first
+    }
     const Key* operator->() const { return &**this; }
     iterator& operator++() {
       set_->step_forward(*this);
@@ -105,10 +113,11 @@ class OrderedKeys {
     Bin& bin = group.bins[b];
     const uint32_t n = bin.size;
     const uint32_t pos = position(bin, k);
-    if (pos < n && same(bin.keys[pos], k)) return false;
+    if (pos < n && same(bin.keys[n - 1 - pos], k)) return false;
     if (n == bin.cap) grow(bin);
-    shift_up(bin.keys + pos, n - pos);
-    bin.keys[pos] = k;
+    // Stored largest first: the `pos` keys less than k, at the back, move up one.
+    shift_up(bin.keys + (n - pos), pos);
+    bin.keys[n - pos] = k;
     bin.size = n + 1;
     if (n == 0) group.set_bit(b);
     ++count_;
@@ -121,7 +130,7 @@ class OrderedKeys {
     const uint32_t b = bin_of(k.hi);
     const Bin& bin = groups_[g]->bins[b];
     const uint32_t pos = position(bin, k);
-    if (pos == bin.size || !same(bin.keys[pos], k)) return 0;
+    if (pos == bin.size || !same(bin.keys[bin.size - 1 - pos], k)) return 0;
     erase(iterator{this, g, b, pos});
     return 1;
   }
@@ -130,26 +139,18 @@ class OrderedKeys {
     Group& group = *groups_[at.group()];
     Bin& bin = group.bins[at.bin()];
     const uint32_t n = --bin.size;
-    shift_down(bin.keys + at.pos(), n - at.pos());
+    // Stored largest first: the keys less than it (at.pos() of them, behind it) move down one; the
+    // smallest, which a search takes most often, leaves from the back without moving any.
+    shift_down(bin.keys + (n - at.pos()), at.pos());
     if (n == 0) group.clear_bit(at.bin());
     --count_;
   }
 
-  // erase(at) + insert(now); when both lie in one bin (a split or merge that keeps the
-  // size class), the keys between the two places shift by one instead.
+  // erase(at) + insert(now): a split's remainder or a merged block nearly always changes bin (on a
+  // random trace 4,373 of 6.3M replacements stayed in theirs).
   void replace(iterator at, const Key& now) {
-    if (group_of(now) != at.group() || bin_of(now.hi) != at.bin()) {
-      erase(at);
-      insert(now);
-      return;
-    }
-    Bin& bin = groups_[at.group()]->bins[at.bin()];
-    Key* from = bin.keys + at.pos();
-    Key* to = std::lower_bound(bin.keys, bin.keys + bin.size, now, less);
-    if (to > from)
-      std::move(from + 1, to, from), *(to - 1) = now;
-    else
-      std::move_backward(to, from, from + 1), *to = now;
+    erase(at);
+    insert(now);
   }
   // The same for the key `old` (which must be in the set).
   void replace(const Key& old, const Key& now) { replace(lower_bound(old), now); }
@@ -196,12 +197,17 @@ class OrderedKeys {
     for (uint32_t i = 0; i < count; ++i) to[i] = to[i + 1];
   }
 
-  // lower_bound inside one bin: a short bin (the usual case) is scanned, a long one halved.
+  // lower_bound inside one bin, as a place in the set's order: how many of its keys are less than k.
+  // A bin stores its keys largest first, so those lie at its back: a short bin (the usual case) is
+  // scanned from there, a long one halved.
   static uint32_t position(const Bin& bin, const Key& k) {
     const uint32_t n = bin.size;
-    if (n > 8) return static_cast<uint32_t>(std::lower_bound(bin.keys, bin.keys + n, k, less) - bin.keys);
+    if (n > 8) {
+      const Key* not_less = std::partition_point(bin.keys, bin.keys + n, [&k](const Key& x) { return !less(x, k); });
+      return n - static_cast<uint32_t>(not_less - bin.keys);
+    }
     uint32_t i = 0;
-    while (i < n && less(bin.keys[i], k)) ++i;
+    while (i < n && less(bin.keys[n - 1 - i], k)) ++i;
     return i;
   }
 
