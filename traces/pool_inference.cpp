@@ -91,13 +91,18 @@ std::vector<bool> surviving_segment_allocs(const std::vector<Event>& events) {
   return survives;
 }
 
+// A segment's memory given back: cudaFree of a segment or an unmap of an expandable range.
+bool is_segment_release(const Event& e) {
+  return e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
+}
+
 // By initial segment (sorted by address, disjoint): whether the history frees or unmaps any of it.
 std::vector<bool> initial_segments_released(const std::vector<RecordedSegment>& initial,
                                             const std::vector<Event>& events) {
   std::vector<bool> released(initial.size(), false);
   if (initial.empty()) return released;
   for (const Event& e : events) {
-    if (e.kind != EventKind::SegmentFree && e.kind != EventKind::SegmentUnmap) continue;
+    if (!is_segment_release(e)) continue;
     auto it = std::upper_bound(initial.begin(), initial.end(), e.addr,
                                [](Addr a, const RecordedSegment& s) { return a < s.address; });
     if (it != initial.begin()) --it;
@@ -107,20 +112,22 @@ std::vector<bool> initial_segments_released(const std::vector<RecordedSegment>& 
   return released;
 }
 
-// Takes out what an earlier pass added, so that a pass starts from the importer's events: the inserted
-// events go, and an importer's EmptyCache that rule 6b moved after the releases of deleted MemPools goes
-// back before the run (the importer never puts one right after a release).
+// Whether an earlier pass left anything in the events: a pool set, an inserted event, an EmptyCache moved
+// after a run of releases.
 bool has_inferred(const std::vector<Event>& events) {
   bool after_release = false;
   for (const Event& e : events) {
     if (e.pool != 0 || e.kind == EventKind::PoolRelease ||
         (e.kind == EventKind::EmptyCache && (after_release || e.id == kInferredEmptyCache)))
       return true;
-    after_release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
+    after_release = is_segment_release(e);
   }
   return false;
 }
 
+// Takes out what an earlier pass added, so that a pass starts from the importer's events: the inserted
+// events go, and an importer's EmptyCache that rule 6b moved after the releases of deleted MemPools goes
+// back before the run (the importer never puts one right after a release).
 void strip_inferred(std::vector<Event>& events) {
   // A trace without private pools, as most are, has nothing to take out: one pass that only reads tells
   // (three that write every event cost 0.4 s on a 12M-entry snapshot).
@@ -131,13 +138,10 @@ void strip_inferred(std::vector<Event>& events) {
   std::erase_if(events, [](const Event& e) {
     return e.kind == EventKind::PoolRelease || (e.kind == EventKind::EmptyCache && e.id == kInferredEmptyCache);
   });
-  auto is_release = [](const Event& e) {
-    return e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
-  };
   size_t run = SIZE_MAX;  // where the current run of releases began
   for (size_t i = 0; i < events.size(); ++i) {
     events[i].pool = 0;
-    if (is_release(events[i])) {
+    if (is_segment_release(events[i])) {
       if (run == SIZE_MAX) run = i;
       continue;
     }
@@ -291,8 +295,7 @@ class PoolInference {
     for (size_t i = 0; i < trace_.events.size(); ++i) {
       Event e = trace_.events[i];
       if (e.kind == stop.kind && seen++ == stop.ordinal) return i;
-      const bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
-      if (!release && run_start_ != SIZE_MAX) end_release_run(e, i);
+      if (!is_segment_release(e) && run_start_ != SIZE_MAX) end_release_run(e, i);
       switch (e.kind) {
         case EventKind::SegmentAlloc:
         case EventKind::SegmentMap: {

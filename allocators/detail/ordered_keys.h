@@ -153,7 +153,10 @@ class OrderedKeys {
     insert(now);
   }
   // The same for the key `old` (which must be in the set).
-  void replace(const Key& old, const Key& now) { replace(lower_bound(old), now); }
+  void replace(const Key& old, const Key& now) {
+    erase(old);
+    insert(now);
+  }
 
  private:
   static constexpr uint32_t kNoBin = UINT32_MAX;
