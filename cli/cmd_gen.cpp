@@ -32,11 +32,15 @@ void common_options(CLI::App* cmd, GenCommon& common) {
   cmd->add_option("--to", common.to, "Output format: " + writable_format_list() + " (default: from the extension)");
 }
 
+// The trace's source: the command without its output (and --to), so that the same seed and options
+// write the same bytes wherever the file goes. Each option under its long name (get_name(false, true)
+// would list every name, "-o,--output").
 std::string command_line(const std::string& kind, const CLI::App* cmd) {
   std::string line = "fraglab gen " + kind;
   for (const auto* opt : cmd->get_options()) {
-    if (opt->count() == 0 || opt->get_name() == "--help" || opt->get_name() == "-o,--output") continue;
-    for (const auto& r : opt->results()) line += " " + opt->get_name(false, true) + " " + r;
+    const std::string name = opt->get_name();
+    if (opt->count() == 0 || name == "--help" || name == "--output" || name == "--to") continue;
+    for (const auto& r : opt->results()) line += " " + name + " " + r;
   }
   return line;
 }
