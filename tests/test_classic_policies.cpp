@@ -334,11 +334,22 @@ TEMPLATE_TEST_CASE_SIG("SizeBins gives the exact best fit and the largest block"
   std::mt19937_64 rng(42);
   detail::SizeBins<L> bins;
   std::set<std::tuple<uint64_t, Addr, uint32_t>> model;
+  std::set<Addr> used;  // addresses stay distinct
   uint32_t next_node = 0;
+  Addr last = 0;
   for (int step = 0; step < 20000; ++step) {
     if (model.empty() || rng() % 3 != 0) {
-      uint64_t size = (rng() % 4 == 0) ? 512 * (1 + rng() % 64) : 512 * (1 + rng() % (1u << 20));
-      Addr addr = 512 * ((static_cast<uint64_t>(step) * 2654435761ull) % (1ull << 30));  // distinct
+      // Short bins and long ones (64 sizes), and now and then a size near the address space's.
+      uint64_t size = (rng() % 4 == 0)    ? 512 * (1 + rng() % 64)
+                      : (rng() % 16 == 0) ? 512 * (1 + rng() % (1ull << 38))
+                                          : 512 * (1 + rng() % (1u << 20));
+      // Anywhere below 2^48 (the device's address space), and a quarter of the time one high bit away
+      // from the last.
+      Addr addr = 0;
+      do {
+        addr = (last && rng() % 4 == 0) ? last ^ (uint64_t{1} << (33 + rng() % 15)) : 512 * (rng() % (1ull << 39));
+      } while (!used.insert(addr).second);
+      last = addr;
       bins.insert(next_node, size, addr);
       model.emplace(size, addr, next_node++);
     } else {
