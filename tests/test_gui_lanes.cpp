@@ -15,6 +15,7 @@
 #include "gui/model/recorded_run.h"
 #include "gui/model/trace_info.h"
 #include "gui/model/trace_pair.h"
+#include "sim/replay_simulated.h"
 #include "tests/gui_test_traces.h"
 #include "traces/trace_io.h"
 
@@ -81,7 +82,8 @@ TEST_CASE("the recorded lane follows the recording's segment calls and block add
   auto result = recorded_result(*info, {});
   REQUIRE(result);
   CHECK(result->replay.reserved.bytes == 6u << 20);
-  CHECK(result->replay.reserved.event_index == 4);
+  // The map that set the peak (event 4) was made for the allocation after it: the peak is that request's.
+  CHECK(result->replay.reserved.event_index == 5);
   CHECK(result->series[static_cast<int>(Series::Allocated)].bytes_at(5) == 1024 + 4096 + (3u << 20));
   CHECK(result->series[static_cast<int>(Series::Requested)].bytes_at(6) ==
         ByteSeries::to_bytes(ByteSeries::to_kib(4096 + (3u << 20))));
@@ -125,6 +127,30 @@ TEST_CASE("at its last event the recorded lane shows the snapshot's own segments
     std::vector<Addr> shown;
     for (const auto& b : end.blocks) shown.push_back(b.addr);
     CHECK(shown == live);
+  }
+}
+
+TEST_CASE("the recorded lane's peak is the request the peak's segment call served, as the pytorch lane's is",
+          "[gui][recorded]") {
+  const std::string corpus = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/";
+  for (const char* name : {"gpt2_train.default.pickle.gz", "bert_varlen_train.expandable.pickle.gz"}) {
+    INFO(name);
+    auto info = load_trace_info(corpus + name);
+    const std::vector<Event>& events = info->trace.events;
+    auto recorded = recorded_result(*info, {});
+    REQUIRE(recorded);
+    const Peak peak = recorded->replay.reserved;
+    REQUIRE(peak.event_index > 0);
+    CHECK(events[peak.event_index].kind == EventKind::Alloc);
+    const EventKind before = events[peak.event_index - 1].kind;
+    CHECK((before == EventKind::SegmentAlloc || before == EventKind::SegmentMap));
+    // The model replays these exactly (fidelity): its engine puts the same peak at the same request.
+    ReplayOptions plain;
+    plain.oracle_bound = false;
+    MemorySource source(info->trace);
+    ReplayResult model = replay_simulated(source, PolicySpec::parse("pytorch"), {}, plain, &events);
+    CHECK(model.reserved.bytes == peak.bytes);
+    CHECK(model.reserved.event_index == peak.event_index);
   }
 }
 

@@ -143,6 +143,10 @@ std::unique_ptr<RunResult> recorded_result(const TraceInfo& info, const std::fun
   uint64_t n = trace.events.size();
   for (auto& s : result->series) s.reserve(n);
   RecordedState state(trace, false);
+  // PyTorch records a segment call before the request it serves (segment_alloc or segment_map, then the
+  // alloc): a call that sets the reserved peak hands the peak to that request, whose state has its block
+  // placed, as a policy lane's peak (the replay engine's) is the request's and `diagnose` looks there.
+  bool peak_awaits_request = false;
   for (uint64_t i = 0; i < n; ++i) {
     if ((i & 0xffff) == 0 && progress && !progress(i)) return nullptr;
     const Event& e = trace.events[i];
@@ -183,6 +187,13 @@ std::unique_ptr<RunResult> recorded_result(const TraceInfo& info, const std::fun
     };
     peak(r.requested, state.requested);
     peak(r.allocated, state.allocated);
+    const bool grows = e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap;
+    if (state.reserved > r.reserved.bytes) {
+      peak_awaits_request = grows;
+    } else if (peak_awaits_request && !grows) {
+      if (e.kind == EventKind::Alloc) r.reserved.event_index = i;
+      peak_awaits_request = false;
+    }
     peak(r.reserved, state.reserved);
     result->series[0].set(i, state.requested);
     result->series[1].set(i, state.allocated);
