@@ -93,6 +93,9 @@ TEST_CASE("export snapshot: stacks survive the round trip", "[export]") {
   std::string path = out_path("stacks.pickle");
   export_snapshot(trace, PolicySpec::parse("passthrough"), {}, path);
   Trace back = read_pytorch_snapshot(path, {});
+  // Read as it streams, as a recording is: the segments, written after the entries, name no list of
+  // theirs (the whole file in memory instead: 5.3x the pickle on a 2.4M-entry export, 2x streamed).
+  CHECK(last_snapshot_import_streamed());
   std::vector<const Event*> ra, rb;
   for (const auto& e : trace.events)
     if (e.kind == EventKind::Alloc) ra.push_back(&e);

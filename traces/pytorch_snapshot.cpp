@@ -219,21 +219,29 @@ class StackInterner {
 
   void add_frame(Value f, std::string& key) {
     if (f.kind() != Kind::Dict) return;
-    if (doc_->transient(f)) throw pickle::StreamAbandoned{};  // frame dicts are identified by container
-    uint32_t id = frame_of(f);
+    // A frame dict that no memo names (written inline in its entry, as fraglab's export and picklers that
+    // do not memoize write it) lasts only while its entry is read: its container is reused, so it is
+    // known by its content alone (its str values are spans of the input, which last).
+    uint32_t id = doc_->transient(f) ? frame_of_content(f) : frame_of(f);
     key.append(reinterpret_cast<const char*>(&id), sizeof id);
   }
 
-  uint32_t frame_of(Value dict) {
-    uint32_t index = doc_->container_index(dict);
-    if (index < frame_of_dict_.size() && frame_of_dict_[index]) return frame_of_dict_[index] - 1;
+  uint32_t frame_of_content(Value dict) {
     FrameKey k{text_id(doc_->find(dict, "name")), text_id(doc_->find(dict, "filename")), 0};
     if (const Value* v = doc_->find(dict, "line"); v && v->is_int()) k.line = doc_->as_int(*v, "line");
     auto [it, inserted] = frame_of_key_.try_emplace(k, static_cast<uint32_t>(frames_.size()));
     if (inserted) frames_.push_back(k);
-    if (index >= frame_of_dict_.size()) frame_of_dict_.resize(std::max<size_t>(index + 1, 2 * frame_of_dict_.size()));
-    frame_of_dict_[index] = it->second + 1;
     return it->second;
+  }
+
+  // By container first: a memoized frame dict is named by every stack it is in.
+  uint32_t frame_of(Value dict) {
+    uint32_t index = doc_->container_index(dict);
+    if (index < frame_of_dict_.size() && frame_of_dict_[index]) return frame_of_dict_[index] - 1;
+    const uint32_t id = frame_of_content(dict);
+    if (index >= frame_of_dict_.size()) frame_of_dict_.resize(std::max<size_t>(index + 1, 2 * frame_of_dict_.size()));
+    frame_of_dict_[index] = id + 1;
+    return id;
   }
 
   // Id of a str value's text ("" for anything else): by identity first, then by content.
