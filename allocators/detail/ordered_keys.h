@@ -34,6 +34,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "allocators/detail/key_bin.h"
+
 namespace fraglab::detail {
 
 // Key: any struct with uint64_t hi and lo (and more, if the caller likes); the order is (hi, lo).
@@ -114,7 +116,7 @@ class OrderedKeys {
     const uint32_t n = bin.size;
     const uint32_t pos = position(bin, k);
     if (pos < n && same(bin.keys[n - 1 - pos], k)) return false;
-    if (n == bin.cap) grow(bin);
+    if (n == bin.cap) bin.grow();
     // Stored largest first: the `pos` keys less than k, at the back, move up one.
     shift_up(bin.keys + (n - pos), pos);
     bin.keys[n - pos] = k;
@@ -173,13 +175,7 @@ class OrderedKeys {
   static_assert(kBins <= 4096, "an iterator holds the bin in 12 bits");
   static constexpr uint64_t kValueMask = (1ull << kValueBits) - 1;
 
-  // A bin's keys in a heap array that only grows (a vector's three pointers cost a subtraction
-  // and a shift for each size() and make the bin table half as large again).
-  struct Bin {
-    Key* keys = nullptr;
-    uint32_t size = 0;
-    uint32_t cap = 0;
-  };
+  using Bin = KeyBin<Key>;
 
   // An insert or erase moves the keys after its place by one. Most bins hold a key or two, where
   // moving by hand beats a memmove call; a long run (gmlake's free pBlocks pile up hundreds of one
@@ -214,16 +210,6 @@ class OrderedKeys {
     return i;
   }
 
-  // Out of line: rare once the bins a trace uses have grown.
-  [[gnu::noinline]] static void grow(Bin& bin) {
-    const uint32_t cap = bin.cap ? 2 * bin.cap : 2;
-    Key* keys = std::allocator<Key>().allocate(cap);
-    if (bin.size) std::memcpy(static_cast<void*>(keys), bin.keys, bin.size * sizeof(Key));
-    if (bin.keys) std::allocator<Key>().deallocate(bin.keys, bin.cap);
-    bin.keys = keys;
-    bin.cap = cap;
-  }
-
   static uint32_t group_of(const Key& k) { return static_cast<uint32_t>(k.hi >> kValueBits); }
   static uint32_t bin_of(uint64_t hi) {
     const uint64_t value = hi & kValueMask;
@@ -243,8 +229,7 @@ class OrderedKeys {
     Group(const Group&) = delete;
     Group& operator=(const Group&) = delete;
     ~Group() {
-      for (Bin& bin : bins)
-        if (bin.keys) std::allocator<Key>().deallocate(bin.keys, bin.cap);
+      for (Bin& bin : bins) bin.release();
     }
 
     void set_bit(uint32_t b) {

@@ -29,6 +29,7 @@
 #include <memory>
 #include <utility>
 
+#include "allocators/detail/key_bin.h"
 #include "traces/free_slots.h"
 #include "traces/trace.h"
 
@@ -68,7 +69,7 @@ class SizeBins {
     uint32_t b = bin_of(size);
     Bin& bin = bins_[b];
     const Entry e{size, addr, node};
-    if (bin.size == bin.cap) grow(bin);
+    if (bin.size == bin.cap) bin.grow();
     if (bin.size > kShortBin) [[unlikely]] {
       insert_long(bin, e);
     } else {
@@ -210,14 +211,9 @@ class SizeBins {
     return {kNoBin, 0};
   }
 
-  // A bin's entries in a heap array that only grows, as in OrderedKeys: a vector's three pointers
-  // cost a division by the 24-byte entry for each size() and make the bin table half as large again
-  // (bestfit, worstfit and slab 2-3% faster on the generated random trace, alternated).
-  struct Bin {
-    Entry* keys = nullptr;
-    uint32_t size = 0;
-    uint32_t cap = 0;
-  };
+  // As in OrderedKeys (a std::vector per bin divided by the 24-byte entry for each size(): bestfit,
+  // worstfit and slab 2-3% slower on the generated random trace, alternated).
+  using Bin = KeyBin<Entry>;
 
   // Out of line, so that the short path (most inserts, run on every split and free) saves no
   // registers for a binary search, a memmove or a reallocation.
@@ -231,18 +227,9 @@ class SizeBins {
     std::memmove(static_cast<void*>(bin.keys + pos), bin.keys + pos + 1, (bin.size - pos - 1) * sizeof(Entry));
     --bin.size;
   }
-  [[gnu::noinline]] static void grow(Bin& bin) {
-    const uint32_t cap = bin.cap ? 2 * bin.cap : 2;
-    Entry* keys = std::allocator<Entry>().allocate(cap);
-    if (bin.size) std::memcpy(static_cast<void*>(keys), bin.keys, bin.size * sizeof(Entry));
-    if (bin.keys) std::allocator<Entry>().deallocate(bin.keys, bin.cap);
-    bin.keys = keys;
-    bin.cap = cap;
-  }
   void release() {
     if (!bins_) return;
-    for (uint32_t b = 0; b < kBins; ++b)
-      if (bins_[b].keys) std::allocator<Entry>().deallocate(bins_[b].keys, bins_[b].cap);
+    for (uint32_t b = 0; b < kBins; ++b) bins_[b].release();
     bins_.reset();
   }
 
