@@ -8,6 +8,7 @@
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/fit_output.h"
 #include "report/alloc_groups.h"
 #include "report/diagnose.h"
 #include "report/diagnose_html.h"
@@ -21,6 +22,7 @@ namespace {
 
 struct DiagnoseArgs {
   std::string path, capacity, at = "oom", policy = "pytorch", html;
+  std::vector<std::string> probes;
   DeviceOptions device;  // the snapshot's device; the diagnosis replays on the simulated device only
   unsigned jobs = 0;
   size_t top = 8;
@@ -61,9 +63,30 @@ nlohmann::json verdict_json(const Verdict& v) {
           {"recorded_setting_peak", v.recorded_setting_peak},
           {"needed_bytes", v.needed_bytes},
           {"excess_bytes", v.excess_bytes},
-          {"reduce_batch_percent", v.reduce_percent},
           {"settings_tried", v.settings_tried},
           {"text", v.text}};
+}
+
+nlohmann::json frames_json(const std::vector<StackFrame>& frames) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : frames) out.push_back({{"filename", f.filename}, {"line", f.line}, {"name", f.name}});
+  return out;
+}
+
+nlohmann::json live_json(const std::vector<LiveShare>& shares, bool with_stack) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : shares) {
+    nlohmann::json j = {{"key", s.key}, {"bytes", s.bytes}, {"count", s.count}, {"largest", s.largest}};
+    if (with_stack) {
+      j["via"] = s.detail;
+      nlohmann::json cats = nlohmann::json::object();
+      for (const auto& [c, b] : s.categories) cats[c] = b;
+      j["by_category"] = cats;
+      j["stack_of_largest"] = frames_json(s.stack);
+    }
+    out.push_back(j);
+  }
+  return out;
 }
 
 nlohmann::json diagnosis_json(const Diagnosis& d, const Trace& trace, const nlohmann::json& verdict) {
@@ -102,14 +125,26 @@ nlohmann::json diagnosis_json(const Diagnosis& d, const Trace& trace, const nloh
           {"attributed_by", d.by_site ? "call_site" : "size_class"},
           {"could_serve_if_merged", could},
           {"stranded_by", shares_json(d.stranded_by)},
+          {"request_site", d.request_site.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.request_site)},
+          {"request_stack", frames_json(d.request_stack)},
+          {"live_bytes", d.live.live_bytes},
+          {"live_blocks_requested", d.live.live_count},
+          {"live_by", d.live.by_stacks ? "call_site" : "size_class"},
+          {"live_inferred_from", d.live.inferred_from},
+          {"live_by_site", live_json(d.live.by_site, true)},
+          {"live_by_category", live_json(d.live.by_category, false)},
+          {"live_by_phase", live_json(d.live.by_phase, false)},
           {"verdict", verdict}};
 }
 
-std::string report_json(const DiagnoseReport& r, const Trace& trace) {
+std::string report_json(const DiagnoseReport& r, const Trace& trace, const BatchModel* probes) {
   nlohmann::json verdict = verdict_json(r.verdict);
+  if (r.verdict.fit && probes) verdict["fit"] = fit_json(*probes, *r.verdict.fit, "");
   nlohmann::json ooms = nlohmann::json::array();
   for (const auto& d : r.ooms) ooms.push_back(diagnosis_json(d, trace, verdict));
-  nlohmann::json out = {{"trace", r.trace},
+  nlohmann::json out = {{"schema_version", 1},
+                        {"command", "diagnose"},
+                        {"trace", r.trace},
                         {"policy", r.policy},
                         {"capacity", r.capacity ? nlohmann::json(*r.capacity) : nlohmann::json(nullptr)},
                         {"live_bytes_bound", r.live_bytes_bound},
@@ -131,6 +166,28 @@ std::string shares_line(const std::vector<ByteShare>& shares) {
 
 std::string age_text(const ByteShare& s) {
   return fmt::format("oldest allocated {} events ({:.2f} s) before", s.oldest_events, s.oldest_seconds);
+}
+
+void print_live(const Diagnosis& d, size_t top) {
+  const LiveAttribution& l = d.live;
+  if (!d.request_site.empty()) fmt::print("  the request came from {}\n", d.request_site);
+  fmt::print("  live {} in {} tensors; by category ({}):\n", format_size(l.live_bytes), l.live_count, l.inferred_from);
+  for (const auto& c : l.by_category) fmt::print("    {:>10}  {:>6}  {}\n", format_size(c.bytes), c.count, c.key);
+  fmt::print("  live by {}:\n",
+             l.by_stacks ? "the line of your code that allocated it" : "size class (no stacks recorded)");
+  for (size_t k = 0; k < l.by_site.size() && k < top; ++k) {
+    const auto& s = l.by_site[k];
+    std::string cats;
+    for (size_t c = 0; c < s.categories.size() && c < 2; ++c)
+      cats += fmt::format("{}{} {}", c ? ", " : "", s.categories[c].first, format_size(s.categories[c].second));
+    fmt::print("    {:>10}  {:>6}  {}  [{}]{}\n", format_size(s.bytes), s.count, s.key, cats,
+               s.detail.empty() ? "" : "\n                        " + s.detail);
+  }
+  if (l.by_site.size() > top) fmt::print("    ({} more: --top or --json)\n", l.by_site.size() - top);
+  fmt::print("  live by step and phase:");
+  for (size_t k = 0; k < l.by_phase.size() && k < 4; ++k)
+    fmt::print("{} {} {}", k ? " ·" : "", l.by_phase[k].key, format_size(l.by_phase[k].bytes));
+  fmt::print("\n");
 }
 
 void print_diagnosis(const Diagnosis& d, const DiagnoseReport& r, const Trace& trace, size_t top) {
@@ -178,6 +235,7 @@ void print_diagnosis(const Diagnosis& d, const DiagnoseReport& r, const Trace& t
                    c.pinned_by[k].key, age_text(c.pinned_by[k]));
     }
   }
+  print_live(d, top);
   fmt::print("  stranded free bytes by the {} of the blocks pinning their segments:\n", by);
   for (size_t k = 0; k < d.stranded_by.size() && k < top; ++k) {
     const auto& s = d.stranded_by[k];
@@ -221,10 +279,15 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
   cmd->add_flag("--no-search", a.no_search, "Skip the verdict's search over allocator settings");
   cmd->add_flag("--json", a.json, "Print JSON (top-level `ooms`, one entry per moment diagnosed, and `verdict`)");
   cmd->add_option("--html", a.html, "Also write a self-contained HTML page with the block map at each OOM");
+  cmd->add_option("--probe", a.probes,
+                  "A snapshot of the same program at a smaller batch, PATH@BATCH (two or more): the verdict names the "
+                  "largest batch that fits (fraglab fit)");
   add_device_options(cmd, a.device);
   cmd->callback([&run] {
     run = [] {
       DiagnoseOptions o;
+      for (const auto& p : a.probes) parse_probe_arg(p);  // a usage error before any loading
+      if (a.probes.size() == 1) throw std::invalid_argument("--probe needs two or more snapshots at different batches");
       o.policy = a.policy;
       o.at = DiagnoseAt::parse(a.at);
       o.jobs = a.jobs;
@@ -236,6 +299,12 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
       std::string note;
       capacity = capacity_for(trace, capacity, &note);
       if (!note.empty() && !a.json) fmt::print("note      {}\n", note);
+      std::optional<BatchModel> probes;
+      if (!a.probes.empty()) {
+        probes.emplace(
+            load_batch_model(a.probes, a.device.simulated_trace_device("diagnose replays on the simulated device")));
+        o.probes = &*probes;
+      }
       DiagnoseReport r = diagnose(trace, a.path, capacity, o);
       if (!a.html.empty()) {
         AtomicFile out(a.html);
@@ -243,9 +312,13 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
         out.commit();
       }
       if (a.json)
-        fmt::print("{}", report_json(r, trace));
+        fmt::print("{}", report_json(r, trace, o.probes));
       else
         print_text(r, trace, a.top);
+      if (!a.json && r.verdict.fit) {
+        fmt::print("\n== the batch what-if (fraglab fit)\n");
+        print_fit(*o.probes, *r.verdict.fit, "");
+      }
       return 0;
     };
   });

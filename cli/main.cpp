@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   cli::add_ops(app, run);
   cli::add_diff(app, run);
   cli::add_diagnose(app, run);
+  cli::add_fit(app, run);
   cli::add_plugin_option(app);
   try {
     app.parse(argc, argv);

@@ -231,26 +231,36 @@ Verdict verdict_for_ooms(const Trace& trace, const std::string& name, uint64_t c
     return v;
   }
   v.kind = Verdict::Kind::NoSettingFits;
-  double needed = static_cast<double>(v.needed_bytes);
+  // Who holds the live bytes at the worst OOM: the answer is the program's, not the allocator's.
+  const Diagnosis* worst = &rep.ooms.front();
+  for (size_t k = 0; k < rep.ooms.size(); ++k)
+    if (live[k] + rep.ooms[k].request_bytes >= worst->live.live_bytes + worst->request_bytes) worst = &rep.ooms[k];
+  std::string holders;
+  for (size_t k = 0; k < worst->live.by_site.size() && k < 2; ++k)
+    holders += fmt::format("{}{} holds {}", k ? ", " : "", worst->live.by_site[k].key,
+                           format_size(worst->live.by_site[k].bytes));
+  std::string categories;
+  for (size_t k = 0; k < worst->live.by_category.size() && k < 3; ++k)
+    categories += fmt::format("{}{} {}", k ? ", " : "", worst->live.by_category[k].key,
+                              format_size(worst->live.by_category[k].bytes));
+  std::string who = fmt::format(" At the OOM at event {}, {} ({} by {}{}).", worst->event_index, holders, categories,
+                                worst->live.by_stacks ? "call site" : "size class",
+                                worst->live.by_stacks ? "" : "; categories inferred from lifetimes alone");
   if (v.excess_bytes > 0) {
-    v.reduce_percent = 100.0 * static_cast<double>(v.excess_bytes) / needed;
     v.text = fmt::format(
-        "no setting fits: live bytes exceed the capacity by {} ({} needed, {} available); reduce the "
-        "batch by about {:.0f}% (if memory scales with it; {} settings tried).",
+        "no setting fits: the program's live bytes exceed the capacity by {} ({} needed, {} available; {} settings "
+        "tried).{}",
         format_size(static_cast<uint64_t>(v.excess_bytes)), format_size(v.needed_bytes), format_size(capacity),
-        std::ceil(v.reduce_percent), v.settings_tried);
+        v.settings_tried, who);
   } else {
-    // The live bytes fit, the allocator's overhead does not: size the cut by the best setting's.
     uint64_t free_at_oom = 0;
     for (const auto& d : rep.ooms) free_at_oom = std::max(free_at_oom, d.state.free_bytes);
-    double over = static_cast<double>(v.needed_bytes + free_at_oom) - static_cast<double>(capacity);
-    v.reduce_percent = over > 0 ? 100.0 * over / static_cast<double>(v.needed_bytes + free_at_oom) : 0.0;
     v.text = fmt::format(
-        "no setting of {} tried fits, although the live bytes ({}) are {} below the capacity: the "
-        "rest is stranded in free ranges too small for the requests (up to {} free at an OOM); reduce "
-        "the batch by about {:.0f}%, or free or reuse the pinning blocks listed above.",
+        "no setting of {} tried fits, although the live bytes ({}) are {} below the capacity: the rest is stranded "
+        "in free ranges too small for the requests (up to {} free at an OOM); free or reuse the pinning blocks "
+        "listed above.{}",
         v.settings_tried, format_size(v.needed_bytes), format_size(static_cast<uint64_t>(-v.excess_bytes)),
-        format_size(free_at_oom), std::ceil(v.reduce_percent));
+        format_size(free_at_oom), who);
   }
   return v;
 }
@@ -360,9 +370,17 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
         {std::min<uint64_t>(whole.reserved.event_index + 1, trace.events.size()), 0, 0, Diagnosis::Source::Peak});
 
   SteppedReplay replay(trace, spec, capacity);
+  ProgramAttribution program(trace);
   for (const Moment& m : moments) {
     replay.advance_to(m.index);
-    rep.ooms.push_back(diagnose_state(replay, spec, m.source, m.request, m.stream, o.top));
+    Diagnosis d = diagnose_state(replay, spec, m.source, m.request, m.stream, o.top);
+    d.live = program.live_before(m.index);
+    if (m.request && m.index < trace.events.size()) {
+      const Event& e = trace.events[m.index];
+      d.request_site = program.site_of(e);
+      d.request_stack = program.stack_of(e);
+    }
+    rep.ooms.push_back(std::move(d));
   }
 
   bool any_oom = std::any_of(rep.ooms.begin(), rep.ooms.end(), [](const Diagnosis& d) {
@@ -383,6 +401,35 @@ DiagnoseReport diagnose(const Trace& trace, const std::string& name, std::option
         "device's memory, or the memory the job could use) to search for a setting that fits.";
   } else {
     rep.verdict = verdict_for_ooms(trace, name, *capacity, rep, recorded, o);
+  }
+  if (o.probes && capacity) {
+    FitOptions f;
+    f.capacity = *capacity;
+    f.jobs = o.jobs;
+    f.search_best = o.search;
+    rep.verdict.fit = fit_batch(*o.probes, f);
+    const SettingAnswer& first = rep.verdict.fit->answers.front();
+    const SettingAnswer* most = &first;
+    for (const auto& a : rep.verdict.fit->answers)
+      if (a.largest_batch > most->largest_batch) most = &a;
+    std::string best = most == &first
+                           ? std::string()
+                           : fmt::format(" ({} with PYTORCH_CUDA_ALLOC_CONF=\"{}\")", most->largest_batch, most->conf);
+    rep.verdict.text += fmt::format(
+        " From the probes ({}), the largest batch that fits {} is {} under the recorded setting{}; confidence {}.",
+        fmt::format("batches {}",
+                    [&] {
+                      std::string b;
+                      for (const auto& p : o.probes->probes()) b += (b.empty() ? "" : ", ") + std::to_string(p.batch);
+                      return b;
+                    }()),
+        format_size(*capacity), first.largest_batch, best, rep.verdict.fit->confidence);
+  } else if (o.probes) {
+    rep.verdict.text += " (The probes need the device's capacity: give --capacity.)";
+  } else if (rep.verdict.kind == Verdict::Kind::NoSettingFits) {
+    rep.verdict.text +=
+        " For the largest batch that fits, record the program at two smaller batches and give them with --probe "
+        "PATH@BATCH (fraglab fit, docs/diagnose.md).";
   }
   return rep;
 }

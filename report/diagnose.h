@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "report/batch_fit.h"
 #include "report/memory_state.h"
+#include "report/program_attribution.h"
 #include "report/tune.h"
 
 namespace fraglab {
@@ -38,6 +40,9 @@ struct DiagnoseOptions {
   bool search = true;  // run tune's search for the verdict
   unsigned jobs = 0;
   size_t top = 8;  // segments and pinning groups listed per OOM
+  // Probe snapshots of the same program at smaller batches (`--probe PATH@BATCH`): the verdict then
+  // names the largest batch that fits (report/batch_fit.h).
+  const BatchModel* probes = nullptr;
 };
 
 // The OOMs a trace recorded (EventKind::Oom): the requests its allocator could not serve.
@@ -74,6 +79,11 @@ struct Diagnosis {
   // being released (in proportion to their sizes), by call site or size class.
   std::vector<ByteShare> stranded_by;
   bool by_site = false;  // stranded_by/pinned_by group by call site (the trace has stacks)
+  // Who holds the live memory here: by the line of the user's code, by category, by step and phase
+  // (report/program_attribution.h); and where the failing request came from.
+  LiveAttribution live;
+  std::string request_site;
+  std::vector<StackFrame> request_stack;
 };
 
 struct Verdict {
@@ -85,9 +95,9 @@ struct Verdict {
   bool recorded_conf_inferred = false;  // the snapshot recorded no settings: these were read from it
   uint64_t needed_bytes = 0;            // NoSettingFits: the most live bytes (with the request) at an OOM
   int64_t excess_bytes = 0;             // needed - capacity
-  double reduce_percent = 0;            // excess / needed
   size_t settings_tried = 0;
-  std::string text;  // one paragraph for people
+  std::optional<FitReport> fit;  // with probe snapshots: the largest batch that fits, per setting
+  std::string text;              // one paragraph for people
 };
 
 struct DiagnoseReport {

@@ -34,4 +34,28 @@ std::string site_label(const std::vector<StackFrame>& frames) {
   return frame_label(it == frames.end() ? frames.front() : *it);
 }
 
+// Installed packages and the interpreter's own library: torch, transformers, accelerate, timm, the
+// standard library. What is left is the user's code: their scripts, their package checked out beside
+// them, a notebook cell (IPython names cells "<ipython-input-N-...>" or ".../ipykernel_P/N.py").
+bool is_library_frame(const StackFrame& f) {
+  const std::string& file = f.filename;
+  if (is_torch_internal(f)) return true;
+  return file.find("/site-packages/") != std::string::npos || file.find("/dist-packages/") != std::string::npos ||
+         file.find("/lib/python3") != std::string::npos || file.rfind("<frozen", 0) == 0 ||
+         file.find("/lib/python2") != std::string::npos;
+}
+
+const StackFrame* user_frame(const std::vector<StackFrame>& frames) {
+  auto it = std::find_if(frames.begin(), frames.end(), [](const StackFrame& f) { return !is_library_frame(f); });
+  return it == frames.end() ? nullptr : &*it;
+}
+
+std::string user_site_label(const std::vector<StackFrame>& frames) {
+  if (frames.empty()) return "(no stack recorded)";
+  if (const StackFrame* f = user_frame(frames)) return frame_label(*f);
+  return site_label(frames);
+}
+
+std::string frame_text(const StackFrame& frame) { return frame_label(frame); }
+
 }  // namespace fraglab

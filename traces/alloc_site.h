@@ -20,4 +20,16 @@ bool is_torch_internal(const StackFrame& frame);
 // is PyTorch's own; "(no stack recorded)" for an empty stack.
 std::string site_label(const std::vector<StackFrame>& frames);
 
+// True for frames of libraries (anything installed: site-/dist-packages, the standard library) and
+// PyTorch's own; false for the user's code.
+bool is_library_frame(const StackFrame& frame);
+// The innermost frame of the user's own code (a script, a notebook cell), or nullptr when every frame is
+// a library's.
+const StackFrame* user_frame(const std::vector<StackFrame>& frames);
+// "name  file:line" of that frame: the line in the user's code that holds the memory (falls back to
+// site_label when every frame is a library's).
+std::string user_site_label(const std::vector<StackFrame>& frames);
+// "name  file:line" of one frame.
+std::string frame_text(const StackFrame& frame);
+
 }  // namespace fraglab

@@ -23,7 +23,9 @@ the snapshot holds the state at the failure and the ``oom`` entry of the history
 
 from __future__ import annotations
 
+import gc
 import gzip
+import json
 import os
 import pickle
 import shlex
@@ -34,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence
 
-__all__ = ["enable", "disable", "Hook"]
+__all__ = ["enable", "disable", "Hook", "probe"]
 
 
 @dataclass
@@ -186,3 +188,66 @@ def disable() -> None:
         _hook.active = False
         _hook = None
     torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def probe(step_fn: Callable[[int], object], batches: Sequence[int] = (4, 6), *, steps: int = 3,
+          out_dir: str = "fraglab-probes", capacity: Optional[int] = None, fraglab: str = "fraglab",
+          device: int = 0, timeout: float = 600.0, print_fn: Optional[Callable[[str], None]] = None) -> dict:
+    """The largest batch that fits, from probe snapshots taken in this process: ``fraglab fit``'s answer.
+
+    ``step_fn(batch)`` runs one step of the program at that batch (forward, backward, optimizer step).
+    One warm-up step at the smallest batch first (so the optimizer's state exists for every probe, as it
+    does in a real run from its second step), then for each batch: ``gc.collect()``,
+    ``torch.cuda.empty_cache()``, the history recorded with Python stacks for ``steps`` steps, the snapshot
+    written as ``<out_dir>/probe_b<B>.pickle.gz``. Then ``fraglab fit`` runs on the probes under
+    ``capacity`` (default: the memory fraction's limit, else the device's total memory) and its JSON is
+    returned (``answers[i].largest_batch`` per setting; docs/diagnose.md). Probes taken in one process
+    begin from the state the program left, so the answer is a good estimate; for the exact answer record
+    each probe in a fresh process and run ``fraglab fit`` on them (docs/diagnose.md).
+    """
+    import torch
+
+    say = print_fn or (lambda text: print(text, file=sys.stderr, flush=True))
+    batches = sorted({int(b) for b in batches})
+    if len(batches) < 2 or batches[0] <= 0:
+        raise ValueError("probe needs two or more distinct positive batches")
+    if steps <= 0:
+        raise ValueError("steps must be positive")
+    os.makedirs(out_dir, exist_ok=True)
+    step_fn(batches[0])  # warm-up: the optimizer's state, cuBLAS's workspaces
+    paths = []
+    for batch in batches:
+        torch.cuda.synchronize()
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python")
+        try:
+            for _ in range(steps):
+                step_fn(batch)
+            torch.cuda.synchronize()
+            snapshot = torch.cuda.memory._snapshot()
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        path = os.path.join(out_dir, f"probe_b{batch}.pickle.gz")
+        partial = path + ".part"
+        with gzip.open(partial, "wb") as out:
+            pickle.dump(snapshot, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(partial, path)
+        paths.append(f"{path}@{batch}")
+    if capacity is None:
+        capacity = _fraction_capacity(device)
+    if capacity is None:
+        capacity = int(torch.cuda.get_device_properties(device).total_memory)
+    command = [fraglab, "fit", *paths, "--capacity", str(capacity), "--json"]
+    say(f"fraglab_hook: probes written; running {shlex.join(command)}")
+    executable = shutil.which(fraglab) or (fraglab if os.path.isfile(fraglab) else None)
+    if executable is None:
+        raise FileNotFoundError(f"{fraglab} is not on PATH: run the command above where it is")
+    done = subprocess.run([executable] + command[1:], capture_output=True, text=True, timeout=timeout)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"fraglab fit failed (exit {done.returncode}): {done.stderr.strip()}")
+    answer = json.loads(done.stdout)
+    for a in answer["answers"]:
+        say(f"fraglab_hook: largest batch that fits: {a['largest_batch']} under "
+            f"{a['env'] if a['conf'] else 'the default settings'} ({a['label']})")
+    return answer

@@ -32,6 +32,8 @@ class StubTorch:
         memory._record_memory_history = lambda **kw: self.history_calls.append(kw)
         memory._snapshot = lambda device=None: snapshot
         cuda.memory = memory
+        cuda.synchronize = lambda device=None: None
+        cuda.empty_cache = lambda: self.history_calls.append({"empty_cache": True})
         if fraction is not None:
             cuda.get_per_process_memory_fraction = lambda device=None: fraction
         cuda.get_device_properties = lambda device: types.SimpleNamespace(total_memory=total_memory)
@@ -158,6 +160,27 @@ class HookTest(unittest.TestCase):
         text = "\n".join(self.printed)
         self.assertIn("verdict", text)
         self.assertRegex(text, r"OOM at event \d+")
+
+    @unittest.skipUnless(os.environ.get("FRAGLAB_CLI"), "FRAGLAB_CLI not set")
+    def test_probe_records_each_batch_and_returns_fits_answer(self):
+        stub = StubTorch(self.snapshot)
+        stub.install()
+        calls = []
+        answer = self.hook_module.probe(calls.append, batches=(4, 2), steps=2, out_dir=self.out,
+                                        capacity=3 << 30, fraglab=os.environ["FRAGLAB_CLI"],
+                                        print_fn=self.printed.append)
+        # a warm-up step at the smallest batch, then `steps` steps per batch, smallest first
+        self.assertEqual(calls, [2, 2, 2, 4, 4])
+        for b in (2, 4):
+            self.assertTrue(os.path.exists(os.path.join(self.out, f"probe_b{b}.pickle.gz")))
+        self.assertEqual(answer["command"], "fit")
+        self.assertEqual([p["batch"] for p in answer["probes"]], [2, 4])
+        # the same snapshot at both batches: nothing grows, and the 2 GiB peak fits 3 GiB at any batch searched
+        self.assertEqual(answer["size_laws"]["linear"], 0)
+        self.assertGreater(answer["answers"][0]["largest_batch"], 4)
+        self.assertIn("largest batch that fits", "\n".join(self.printed))
+        with self.assertRaises(ValueError):
+            self.hook_module.probe(calls.append, batches=(4,), out_dir=self.out)
 
 
 if __name__ == "__main__":
