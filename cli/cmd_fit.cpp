@@ -48,7 +48,8 @@ void add_fit(CLI::App& app, CommandFn& run) {
   cmd->add_option("--capacity", a.capacity,
                   "The device's capacity: set_per_process_memory_fraction x total memory, or what the GPU leaves "
                   "(e.g. 20GiB)");
-  cmd->add_option("--oom", a.oom, "A snapshot of the program's OOM at a larger batch: the capacity is inferred from it");
+  cmd->add_option("--oom", a.oom,
+                  "A snapshot of the program's OOM at a larger batch: the capacity is inferred from it");
   cmd->add_option("--setting", a.settings, "A PYTORCH_CUDA_ALLOC_CONF to answer for too (repeatable)");
   cmd->add_option("--batch", a.batches, "A batch whose predicted peak to show too (repeatable)");
   cmd->add_option("--max-batch", a.max_batch, "The largest batch searched (default 2^20)")
@@ -73,18 +74,19 @@ void add_fit(CLI::App& app, CommandFn& run) {
       if (!a.capacity.empty()) o.capacity = parse_size(a.capacity);
       if (!a.oom.empty()) {
         Trace oom = load_trace(a.oom, {dev});
-        auto inferred = capacity_for(oom, a.capacity.empty() ? std::nullopt : std::optional<uint64_t>(o.capacity),
-                                     &capacity_note);
+        auto inferred =
+            capacity_for(oom, a.capacity.empty() ? std::nullopt : std::optional<uint64_t>(o.capacity), &capacity_note);
         if (!inferred)
           throw std::invalid_argument("--oom " + a.oom + ": the snapshot records no OOM to infer the capacity from");
         o.capacity = *inferred;
       }
-      if (!o.capacity) throw std::invalid_argument("fit needs the device's capacity: --capacity SIZE or --oom SNAPSHOT");
+      if (!o.capacity)
+        throw std::invalid_argument("fit needs the device's capacity: --capacity SIZE or --oom SNAPSHOT");
       BatchModel model = load_batch_model(a.probes, dev);
       FitReport r = fit_batch(model, o);
       if (a.json)
-        fmt::print("{}\n", fit_json(model, r, capacity_note).dump(2, ' ', false,
-                                                                    nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n",
+                   fit_json(model, r, capacity_note).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       else
         print_fit(model, r, capacity_note);
       return r.answers.front().largest_batch ? 0 : 1;

@@ -12,8 +12,7 @@ namespace {
 
 std::string conf_label(const SettingAnswer& s) {
   std::string conf = s.conf.empty() ? "every default" : "PYTORCH_CUDA_ALLOC_CONF=" + s.conf;
-  return s.label == "default" || s.label == "expandable segments" || s.label == "given" ? conf
-                                                                                        : s.label + ": " + conf;
+  return s.label == "default" || s.label == "expandable segments" || s.label == "given" ? conf : s.label + ": " + conf;
 }
 
 const BatchPoint* point_at(const SettingAnswer& s, uint64_t batch) {
@@ -62,13 +61,14 @@ nlohmann::json fit_json(const BatchModel& model, const FitReport& r, const std::
     nlohmann::json points = nlohmann::json::array();
     for (const auto& p : s.points) points.push_back(point_json(p));
     const BatchPoint* at = point_at(s, s.largest_batch);
-    answers.push_back({{"conf", s.conf},
-                       {"env", "PYTORCH_CUDA_ALLOC_CONF=" + s.conf},
-                       {"label", s.label},
-                       {"largest_batch", s.largest_batch},
-                       {"peak_reserved_at_largest", at ? nlohmann::json(at->peak_reserved) : nlohmann::json(nullptr)},
-                       {"first_failing_batch", s.first_failing ? nlohmann::json(*s.first_failing) : nlohmann::json(nullptr)},
-                       {"points", points}});
+    answers.push_back(
+        {{"conf", s.conf},
+         {"env", "PYTORCH_CUDA_ALLOC_CONF=" + s.conf},
+         {"label", s.label},
+         {"largest_batch", s.largest_batch},
+         {"peak_reserved_at_largest", at ? nlohmann::json(at->peak_reserved) : nlohmann::json(nullptr)},
+         {"first_failing_batch", s.first_failing ? nlohmann::json(*s.first_failing) : nlohmann::json(nullptr)},
+         {"points", points}});
   }
   nlohmann::json growth = nlohmann::json::array();
   for (const auto& g : r.growth)
@@ -112,9 +112,10 @@ void print_fit(const BatchModel& model, const FitReport& r, const std::string& c
   }
   const auto& al = model.alignment();
   if (al.exact)
-    fmt::print("\naligned   exactly: every probe made the same {} allocations, frees and cache releases in the same "
-               "order\n",
-               al.reference_allocs);
+    fmt::print(
+        "\naligned   exactly: every probe made the same {} allocations, frees and cache releases in the same "
+        "order\n",
+        al.reference_allocs);
   else
     fmt::print("\naligned   allocation by allocation, {} of the reference's {} without a counterpart ({})\n",
                al.unmatched_allocs, al.reference_allocs, format_size(al.unmatched_bytes));
@@ -132,8 +133,9 @@ void print_fit(const BatchModel& model, const FitReport& r, const std::string& c
     const BatchPoint* at = point_at(s, s.largest_batch);
     const BatchPoint* fail = s.first_failing ? point_at(s, *s.first_failing) : nullptr;
     fmt::print("  {:>6}  {}\n", s.largest_batch, conf_label(s));
-    if (at) fmt::print("          predicted peak reserved there {} ({} bytes)\n", format_size(at->peak_reserved),
-                       at->peak_reserved);
+    if (at)
+      fmt::print("          predicted peak reserved there {} ({} bytes)\n", format_size(at->peak_reserved),
+                 at->peak_reserved);
     if (fail && !fail->fits)
       fmt::print("          batch {} runs out: a {} request at event {} is not served\n", fail->batch,
                  format_size(fail->fail_request), fail->fail_event);

@@ -28,7 +28,8 @@ std::pair<std::string, uint64_t> parse_probe_arg(const std::string& text) {
     throw std::invalid_argument("probe '" + text + "' has no batch: write PATH@BATCH (e.g. run_bs4.pickle.gz@4)");
   std::string digits = text.substr(at + 1);
   if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos || std::stoull(digits) == 0)
-    throw std::invalid_argument("probe '" + text + "': the batch '" + digits + "' is not a positive integer below 10^9");
+    throw std::invalid_argument("probe '" + text + "': the batch '" + digits +
+                                "' is not a positive integer below 10^9");
   return {text.substr(0, at), std::stoull(digits)};
 }
 
@@ -40,8 +41,8 @@ const char* size_law_name(SizeLaw law) {
 namespace {
 
 bool is_structural(EventKind k) {
-  return k == EventKind::Alloc || k == EventKind::Free || k == EventKind::FreeRequested ||
-         k == EventKind::EmptyCache || k == EventKind::PoolRelease;
+  return k == EventKind::Alloc || k == EventKind::Free || k == EventKind::FreeRequested || k == EventKind::EmptyCache ||
+         k == EventKind::PoolRelease;
 }
 
 // A probe's history as the alignment reads it: its allocations in order, and a token per structural
@@ -145,12 +146,40 @@ BatchModel::BatchModel(std::vector<BatchProbe> probes) : probes_(std::move(probe
     std::string conf;
     if (auto c = detail::recorded_conf(p.trace.meta.allocator_settings)) conf = *c.text;
     if (conf != recorded_conf_)
-      alignment_.notes.push_back(fmt::format("{} ran under \"{}\", the reference under \"{}\": sizes are compared "
-                                             "as they were requested, the settings of the reference are replayed",
-                                             p.name, conf, recorded_conf_));
+      alignment_.notes.push_back(
+          fmt::format("{} ran under \"{}\", the reference under \"{}\": sizes are compared "
+                      "as they were requested, the settings of the reference are replayed",
+                      p.name, conf, recorded_conf_));
   }
   align();
   fit_laws();
+  find_optional();
+}
+
+void BatchModel::find_optional() {
+  const Trace& ref = reference().trace;
+  auto conv = [](const std::vector<StackFrame>& frames) {
+    return std::any_of(frames.begin(), frames.end(), [](const StackFrame& f) {
+      return f.filename.find("torch/nn/modules/conv.py") != std::string::npos ||
+             (f.filename.find("torch/nn/functional.py") != std::string::npos && f.name.rfind("conv", 0) == 0);
+    });
+  };
+  std::vector<bool> conv_stack(ref.meta.stacks.size());
+  bool convolves = false;
+  for (size_t k = 0; k < ref.meta.stacks.size(); ++k)
+    convolves = convolves || (conv_stack[k] = conv(ref.meta.stacks[k]));
+  std::vector<const Event*> kept;
+  for (const Event& e : ref.events)
+    if (is_structural(e.kind)) kept.push_back(&e);
+  optional_events_.assign(kept.size(), false);
+  if (!convolves) return;
+  for (size_t i = 0; i + 1 < kept.size(); ++i) {
+    const Event& e = *kept[i];
+    const Event& next = *kept[i + 1];
+    bool scratch = e.kind == EventKind::Alloc && next.kind == EventKind::Free && next.id == e.id;
+    bool conv_context = e.stack < conv_stack.size() && (conv_stack[e.stack] || ref.meta.stacks[e.stack].empty());
+    optional_events_[i] = scratch && conv_context;
+  }
 }
 
 void BatchModel::align() {
@@ -269,7 +298,7 @@ void BatchModel::fit_laws() {
     };
     if (passes(1))
       laws_[a] = SizeLaw::Linear;
-    else if (n >= 3 && passes(2))
+    else if (n >= 4 && passes(2))
       laws_[a] = SizeLaw::Quadratic;
     else
       laws_[a] = SizeLaw::Irregular;
@@ -424,8 +453,10 @@ class FitSearch {
       lo = higher;
     }
     s.largest_batch = lo;
-    if (lo + 1 <= limit) s.first_failing = lo + 1;
-    else s.first_failing = limit + 1;  // by the live bytes alone
+    if (lo + 1 <= limit)
+      s.first_failing = lo + 1;
+    else
+      s.first_failing = limit + 1;  // by the live bytes alone
     return s;
   }
 
@@ -439,33 +470,39 @@ class FitSearch {
     std::lock_guard lock(mutex_);
     for (uint64_t b : batches) s.points.push_back(done_.at({s.conf, b}));
     std::sort(s.points.begin(), s.points.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
-    s.points.erase(std::unique(s.points.begin(), s.points.end(),
-                               [](const auto& a, const auto& b) { return a.batch == b.batch; }),
-                   s.points.end());
+    s.points.erase(
+        std::unique(s.points.begin(), s.points.end(), [](const auto& a, const auto& b) { return a.batch == b.batch; }),
+        s.points.end());
   }
 
  private:
   BatchPoint replay(const std::string& conf, uint64_t batch) const {
     Trace trace = model_.at(batch);
     ReplayOptions options;
-    options.on_oom = OnOom::Stop;
+    options.on_oom = OnOom::Skip;  // a failed workspace is survived; any other failure ends the run (below)
     options.oracle_bound = false;
     options.recorded_ooms = false;
     SimDeviceConfig config;
     config.capacity = o_.capacity;
     config.addresses = AddressModel::Cuda;
     MemorySource source(trace);
-    ReplayResult r = replay_simulated(source, PolicySpec::parse(policy_string("pytorch", conf)), config, options,
-                                      &trace.events);
+    ReplayResult r =
+        replay_simulated(source, PolicySpec::parse(policy_string("pytorch", conf)), config, options, &trace.events);
     BatchPoint p;
     p.batch = batch;
-    p.fits = r.ooms.empty() && !r.stopped_on_oom;
+    const std::vector<bool>& optional = model_.optional_events();
+    auto fatal = std::find_if(r.ooms.begin(), r.ooms.end(), [&](const OomRecord& o) {
+      return o.event_index >= optional.size() || !optional[o.event_index];
+    });
+    p.fits = fatal == r.ooms.end();
+    p.skipped_workspaces = static_cast<uint64_t>(r.ooms.size()) - (p.fits ? 0 : 0);
     p.peak_reserved = r.reserved.bytes;
     p.peak_allocated = r.allocated.bytes;
     p.live_peak = r.live_bytes_bound;
-    if (!r.ooms.empty()) {
-      p.fail_event = r.ooms.front().event_index;
-      p.fail_request = r.ooms.front().size;
+    if (!p.fits) {
+      p.fail_event = fatal->event_index;
+      p.fail_request = fatal->size;
+      // What the program would have reserved up to its death (a replay that goes on past it counts more).
     }
     return p;
   }
@@ -655,17 +692,23 @@ FitReport fit_batch(const BatchModel& model, const FitOptions& o) {
   for (const auto& c : r.checks) worst = std::max(worst, std::abs(c.error()));
   std::vector<uint64_t> laws = model.law_counts();
   uint64_t odd = laws[static_cast<size_t>(SizeLaw::Irregular)] + laws[static_cast<size_t>(SizeLaw::Unmatched)];
-  if (al.exact && odd == 0 && worst == 0)
-    r.confidence = "high: every probe made the same allocations in the same order, every size follows a polynomial "
-                   "in the batch exactly, and the model replays each probe's recorded peak to the byte";
+  if (r.checks.empty())
+    r.confidence = fmt::format("unchecked: the probes record no allocator calls to check the model against ({})",
+                               al.exact ? "they align exactly" : "they align allocation by allocation");
+  else if (al.exact && odd == 0 && worst == 0)
+    r.confidence =
+        "high: every probe made the same allocations in the same order, every size follows a polynomial "
+        "in the batch exactly, and the model replays each probe's recorded peak to the byte";
   else if (al.unmatched_bytes * 20 > recorded_peak(model.reference().trace) && al.unmatched_allocs)
-    r.confidence = fmt::format("low: the probes do not align ({} allocations, {} of the reference unmatched): the "
-                               "program's allocations depend on more than the batch",
-                               al.unmatched_allocs, format_size(al.unmatched_bytes));
+    r.confidence = fmt::format(
+        "low: the probes do not align ({} allocations, {} of the reference unmatched): the "
+        "program's allocations depend on more than the batch",
+        al.unmatched_allocs, format_size(al.unmatched_bytes));
   else
-    r.confidence = fmt::format("{}: {} of {} allocations irregular or unmatched (extrapolated or kept), the worst "
-                               "check {:.2f}% off its recorded peak",
-                               worst <= 0.01 ? "medium" : "low", odd, model.allocs(), 100.0 * worst);
+    r.confidence = fmt::format(
+        "{}: {} of {} allocations irregular or unmatched (extrapolated or kept), the worst "
+        "check {:.2f}% off its recorded peak",
+        worst <= 0.01 ? "medium" : "low", odd, model.allocs(), 100.0 * worst);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -9,7 +9,8 @@
 //    that could belong to the same tensor; the reference's unmatched allocations keep their size.
 // 2. Model each allocation's requested size as a function of the batch: constant, linear, or (with
 //    three or more probes) quadratic, the lowest degree that passes through every probe exactly, in
-//    integers (sequence length enters attention squared). Sizes no such polynomial passes through
+//    integers (sequence length enters attention squared; a square is believed from four probes, since
+//    three points always lie on one). Sizes no such polynomial passes through
 //    are "irregular" (cuDNN workspaces whose algorithm changes with the shape) and are extrapolated
 //    linearly from the two largest probes.
 // 3. Synthesize the reference's history at batch B with the modelled sizes (the recording's own
@@ -66,31 +67,38 @@ class BatchModel {
   const std::string& recorded_conf() const { return recorded_conf_; }
 
   struct Alignment {
-    bool exact = true;                    // every probe made the same events in the same order
-    uint64_t reference_allocs = 0;        // allocations of the reference
-    uint64_t unmatched_allocs = 0;        // of the reference, in some probe without a counterpart
-    uint64_t unmatched_bytes = 0;         // their bytes in the reference
-    uint64_t others_unmatched_allocs = 0; // allocations of other probes left out
-    std::vector<std::string> notes;       // what was assumed, for people
+    bool exact = true;                     // every probe made the same events in the same order
+    uint64_t reference_allocs = 0;         // allocations of the reference
+    uint64_t unmatched_allocs = 0;         // of the reference, in some probe without a counterpart
+    uint64_t unmatched_bytes = 0;          // their bytes in the reference
+    uint64_t others_unmatched_allocs = 0;  // allocations of other probes left out
+    std::vector<std::string> notes;        // what was assumed, for people
   };
   const Alignment& alignment() const { return alignment_; }
   // Allocations by law.
   std::vector<uint64_t> law_counts() const;
   SizeLaw law(size_t alloc) const { return laws_[alloc]; }
   uint64_t alloc_event(size_t alloc) const { return alloc_events_[alloc]; }
+  // The allocations a program survives failing, by their index in at()'s events: cuDNN's workspaces
+  // (PyTorch's convolutions catch the OOM of a workspace and try the next algorithm, aten/src/ATen/native/
+  // cudnn/Conv_v8.cpp): scratch freed straight after its kernel, under a convolution's stack (or none, in a
+  // backward of a program that convolves).
+  const std::vector<bool>& optional_events() const { return optional_events_; }
   size_t allocs() const { return laws_.size(); }
 
  private:
   void align();
   void fit_laws();
+  void find_optional();
   size_t points_for(size_t alloc, uint64_t* batches, uint64_t* sizes) const;
 
   std::vector<BatchProbe> probes_;
   size_t ref_ = 0;
   std::string recorded_conf_;
-  std::vector<uint64_t> alloc_events_;       // reference alloc ordinal -> its event index
-  std::vector<std::vector<uint64_t>> sizes_; // [probe][reference alloc ordinal] (UINT64_MAX: unmatched)
+  std::vector<uint64_t> alloc_events_;        // reference alloc ordinal -> its event index
+  std::vector<std::vector<uint64_t>> sizes_;  // [probe][reference alloc ordinal] (UINT64_MAX: unmatched)
   std::vector<SizeLaw> laws_;
+  std::vector<bool> optional_events_;
   Alignment alignment_;
 };
 
@@ -108,20 +116,21 @@ struct BatchPoint {
   bool fits = false;
   uint64_t peak_reserved = 0, peak_allocated = 0, live_peak = 0;
   uint64_t fail_event = 0, fail_request = 0;  // the first request not served (when !fits)
+  uint64_t skipped_workspaces = 0;            // cuDNN workspaces not served (survived: another algorithm ran)
 };
 
 struct SettingAnswer {
-  std::string conf;   // "" = every default
-  std::string label;  // "default", "recorded", "expandable segments", "tune's best", "given"
+  std::string conf;            // "" = every default
+  std::string label;           // "default", "recorded", "expandable segments", "tune's best", "given"
   uint64_t largest_batch = 0;  // 0: not even batch 1 fits
   std::optional<uint64_t> first_failing;
   std::vector<BatchPoint> points;  // by batch
 };
 
 struct GrowthGroup {
-  std::string key;              // call site, or size class without stacks
-  uint64_t bytes = 0;           // requested bytes live at the live peak, at `batch`
-  int64_t per_batch_item = 0;   // how much they grow per unit of batch
+  std::string key;             // call site, or size class without stacks
+  uint64_t bytes = 0;          // requested bytes live at the live peak, at `batch`
+  int64_t per_batch_item = 0;  // how much they grow per unit of batch
   uint64_t allocs = 0;
 };
 

@@ -12,8 +12,13 @@
 namespace fraglab {
 
 const char* category_name(MemoryCategory c) {
-  static const char* const names[] = {"parameters",  "gradients",   "optimizer state",         "activations",
-                                      "temporaries", "caches and buffers", "live before recording began"};
+  static const char* const names[] = {"parameters",
+                                      "gradients",
+                                      "optimizer state",
+                                      "activations",
+                                      "temporaries",
+                                      "caches and buffers",
+                                      "live before recording began"};
   return names[static_cast<int>(c)];
 }
 
@@ -54,14 +59,16 @@ void rises_and_falls(const std::vector<uint64_t>& live, std::vector<uint64_t>& s
   for (uint64_t i = 0; i < live.size(); ++i) {
     uint64_t v = live[i];
     if (rising) {
-      if (v >= top) top = v, top_at = i;
+      if (v >= top)
+        top = v, top_at = i;
       else if (top - v > h) {
         peaks.push_back(top_at);
         rising = false;
         bottom = v, bottom_at = i;
       }
     } else {
-      if (v <= bottom) bottom = v, bottom_at = i;
+      if (v <= bottom)
+        bottom = v, bottom_at = i;
       else if (v - bottom > h) {
         starts.push_back(bottom_at + 1);
         rising = true;
@@ -86,12 +93,12 @@ ProgramAttribution::ProgramAttribution(const Trace& trace) : trace_(trace) {
   via_of_stack_.resize(stacks.size());
   for (size_t k = 0; k < stacks.size(); ++k) {
     const auto& s = stacks[k];
-    phase_of_stack_[k] = s.empty()                         ? (has_backward_ ? ProgramPhase::Backward : ProgramPhase::Inference)
-                         : any_frame(s, optimizer_frame)   ? ProgramPhase::Optimizer
-                         : any_frame(s, backward_frame)    ? ProgramPhase::Backward
-                         : any_frame(s, setup_frame)       ? ProgramPhase::Setup
-                         : has_backward_                   ? ProgramPhase::Forward
-                                                           : ProgramPhase::Inference;
+    phase_of_stack_[k] = s.empty() ? (has_backward_ ? ProgramPhase::Backward : ProgramPhase::Inference)
+                         : any_frame(s, optimizer_frame) ? ProgramPhase::Optimizer
+                         : any_frame(s, backward_frame)  ? ProgramPhase::Backward
+                         : any_frame(s, setup_frame)     ? ProgramPhase::Setup
+                         : has_backward_                 ? ProgramPhase::Forward
+                                                         : ProgramPhase::Inference;
     if (s.empty()) {
       site_of_stack_[k] = has_backward_ ? "(no Python frames: autograd's backward)" : "(no Python frames)";
     } else {
@@ -141,7 +148,8 @@ void ProgramAttribution::find_steps() {
   for (const Alloc& a : allocs_) {
     if (a.event < prologue_) continue;
     ProgramPhase p = phase_of_stack_[a.stack < phase_of_stack_.size() ? a.stack : 0];
-    if (p == ProgramPhase::Forward && (last == ProgramPhase::Backward || last == ProgramPhase::Optimizer)) starts.push_back(a.event);
+    if (p == ProgramPhase::Forward && (last == ProgramPhase::Backward || last == ProgramPhase::Optimizer))
+      starts.push_back(a.event);
     if (p != ProgramPhase::Setup) last = p;
   }
   step_starts_ = starts;
@@ -164,7 +172,8 @@ ProgramPhase ProgramAttribution::phase_of_event(uint64_t event_index) const {
     return it == allocs_.begin() ? ProgramPhase::Setup : std::prev(it)->phase;
   }
   uint32_t s = step_of(event_index);
-  return s && s <= step_peaks_.size() && event_index > step_peaks_[s - 1] ? ProgramPhase::Backward : ProgramPhase::Forward;
+  return s && s <= step_peaks_.size() && event_index > step_peaks_[s - 1] ? ProgramPhase::Backward
+                                                                          : ProgramPhase::Forward;
 }
 
 void ProgramAttribution::classify() {
@@ -185,9 +194,11 @@ void ProgramAttribution::classify() {
     if (has_stacks_)
       a.phase = stack_phase(a.stack);
     else  // the model is what lives for ever and was made before the first step's live peak
-      a.phase = a.event < setup_end || (a.free_event == UINT64_MAX && a.event < step_peaks_[0]) ? ProgramPhase::Setup
-                                                                                                 : phase_of_event(a.event);
-    if (a.event < setup_end && a.free_event == UINT64_MAX && a.phase != ProgramPhase::Optimizer) a.phase = ProgramPhase::Setup;
+      a.phase = a.event < setup_end || (a.free_event == UINT64_MAX && a.event < step_peaks_[0])
+                    ? ProgramPhase::Setup
+                    : phase_of_event(a.event);
+    if (!has_stacks_ && a.event < setup_end && a.free_event == UINT64_MAX && a.phase != ProgramPhase::Optimizer)
+      a.phase = ProgramPhase::Setup;
   }
   for (Alloc& a : allocs_) {
     if (a.phase == ProgramPhase::BeforeRecording) continue;
@@ -204,12 +215,14 @@ void ProgramAttribution::classify() {
         a.category = past_step ? MemoryCategory::OptimizerState : MemoryCategory::Temporary;
         break;
       case ProgramPhase::Backward:
-        a.category = !has_stacks_ && forever ? MemoryCategory::OptimizerState
+        a.category = !has_stacks_ && forever                           ? MemoryCategory::OptimizerState
                      : past_step || freed_in != ProgramPhase::Backward ? MemoryCategory::Gradient
-                                                                : MemoryCategory::Temporary;
+                                                                       : MemoryCategory::Temporary;
         break;
-      default:  // forward, inference: still live at its step's live peak, it is what the step holds
-        a.category = past_step                                                     ? MemoryCategory::Cache
+      default:  // forward, inference: still live at its step's live peak, it is what the step holds; still live
+                // at the end of the last step (an OOM, an exception keeping a cell's frame), likewise
+        a.category = forever && step == step_starts_.size() ? MemoryCategory::Activation
+                     : past_step                            ? MemoryCategory::Cache
                      : freed_in == ProgramPhase::Backward || a.free_event > step_peaks_[step ? step - 1 : 0]
                          ? MemoryCategory::Activation
                          : MemoryCategory::Temporary;

@@ -44,8 +44,9 @@ const char* phase_name(ProgramPhase p);
 struct LiveShare {
   std::string key;
   uint64_t bytes = 0, count = 0, largest = 0;
-  std::string detail;               // by site: the library lines under it ("via modeling_gpt2.py:697 ..."); by category: its phase mix
-  std::vector<StackFrame> stack;    // by site: the full stack of its largest block
+  std::string
+      detail;  // by site: the library lines under it ("via modeling_gpt2.py:697 ..."); by category: its phase mix
+  std::vector<StackFrame> stack;                             // by site: the full stack of its largest block
   std::vector<std::pair<std::string, uint64_t>> categories;  // by site: its bytes by category
 };
 
@@ -53,8 +54,8 @@ struct LiveAttribution {
   uint64_t event_index = 0;  // live just before this event
   uint64_t live_bytes = 0, live_count = 0;
   std::vector<LiveShare> by_site, by_category, by_phase;  // most bytes first
-  bool by_stacks = false;       // sites are call sites (else size classes)
-  std::string inferred_from;    // "call stacks and lifetimes" or "lifetimes alone (no stacks recorded)"
+  bool by_stacks = false;                                 // sites are call sites (else size classes)
+  std::string inferred_from;  // "call stacks and lifetimes" or "lifetimes alone (no stacks recorded)"
 };
 
 class ProgramAttribution {

@@ -63,7 +63,7 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEB
   -DFRAGLAB_GUI=OFF -DFRAGLAB_CUDA=OFF
 cmake --build build-tsan -j "$jobs" --target fraglab fraglab_tests
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-build-tsan/tests/fraglab_tests "[gui],[recorder],[compare]~\"tune predicts the peaks*\""
+build-tsan/tests/fraglab_tests "[gui],[recorder],[fit],[compare]~\"tune predicts the peaks*\""
 tsan_out=$(mktemp -d)
 # Every policy side by side in 4 threads on the three smaller kinds of trace (the whole corpus takes ~5
 # CPU-minutes under TSan, these ~10 s).
