@@ -84,8 +84,8 @@ TEST_CASE("fit: probes that align exactly give exact laws and the program at any
   CHECK(model.reference().batch == 8);
   CHECK(model.alignment().exact);
   std::vector<uint64_t> laws = model.law_counts();
-  CHECK(laws[static_cast<size_t>(SizeLaw::Linear)] == 18);     // 6 activations x 3 steps
-  CHECK(laws[static_cast<size_t>(SizeLaw::Quadratic)] == 3);   // the attention buffer
+  CHECK(laws[static_cast<size_t>(SizeLaw::Linear)] == 18);    // 6 activations x 3 steps
+  CHECK(laws[static_cast<size_t>(SizeLaw::Quadratic)] == 3);  // the attention buffer
   CHECK(laws[static_cast<size_t>(SizeLaw::Irregular)] == 0);
   CHECK(laws[static_cast<size_t>(SizeLaw::Unmatched)] == 0);
   // The synthesized trace at a batch no probe ran is the program at that batch, event for event.
@@ -99,8 +99,7 @@ TEST_CASE("fit: probes that align exactly give exact laws and the program at any
   }
 }
 
-TEST_CASE("fit: the largest batch that fits is the one a replay of the real program at each batch finds",
-          "[fit]") {
+TEST_CASE("fit: the largest batch that fits is the one a replay of the real program at each batch finds", "[fit]") {
   // Two probes cannot see the attention buffer's square: four can, and their answer is the real program's.
   const uint64_t capacity = 400 * kMiB;
   FitOptions o;
@@ -178,8 +177,7 @@ std::map<std::string, Truth> sweep_truth() {
 
 }  // namespace
 
-TEST_CASE("fit: on real H200 recordings the predicted largest batch is the real one, its peak to the byte",
-          "[fit]") {
+TEST_CASE("fit: on real H200 recordings the predicted largest batch is the real one, its peak to the byte", "[fit]") {
   std::map<std::string, Truth> truth = sweep_truth();
   REQUIRE(truth.size() == 8);
   // Three programs: a causal LM's training step, a training step at sequence lengths that vary by step, and a
