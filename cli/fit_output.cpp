@@ -27,7 +27,9 @@ nlohmann::json point_json(const BatchPoint& p) {
                       {"peak_reserved", p.peak_reserved},
                       {"peak_allocated", p.peak_allocated},
                       {"live_peak", p.live_peak}};
-  if (!p.fits) j["first_failure"] = {{"event_index", p.fail_event}, {"request_bytes", p.fail_request}};
+  if (!p.fits)
+    j["first_failure"] = {{"event_index", p.fail_event}, {"request_bytes", p.fail_request}, {"site", p.fail_site}};
+  j["workspaces_not_served"] = p.skipped_workspaces;
   return j;
 }
 
@@ -137,8 +139,9 @@ void print_fit(const BatchModel& model, const FitReport& r, const std::string& c
       fmt::print("          predicted peak reserved there {} ({} bytes)\n", format_size(at->peak_reserved),
                  at->peak_reserved);
     if (fail && !fail->fits)
-      fmt::print("          batch {} runs out: a {} request at event {} is not served\n", fail->batch,
-                 format_size(fail->fail_request), fail->fail_event);
+      fmt::print("          batch {} runs out: a {} request at event {} is not served{}\n", fail->batch,
+                 format_size(fail->fail_request), fail->fail_event,
+                 fail->fail_site.empty() ? "" : ", from " + fail->fail_site);
     else if (s.first_failing && *s.first_failing > r.live_limit_batch)
       fmt::print("          batch {} cannot fit: its live bytes alone exceed the capacity\n", *s.first_failing);
   }

@@ -169,14 +169,17 @@ void BatchModel::find_optional() {
   for (size_t k = 0; k < ref.meta.stacks.size(); ++k)
     convolves = convolves || (conv_stack[k] = conv(ref.meta.stacks[k]));
   std::vector<const Event*> kept;
-  for (const Event& e : ref.events)
-    if (is_structural(e.kind)) kept.push_back(&e);
+  kept_.clear();
+  for (uint64_t i = 0; i < ref.events.size(); ++i)
+    if (is_structural(ref.events[i].kind)) kept.push_back(&ref.events[i]), kept_.push_back(i);
   optional_events_.assign(kept.size(), false);
   if (!convolves) return;
   for (size_t i = 0; i + 1 < kept.size(); ++i) {
     const Event& e = *kept[i];
-    const Event& next = *kept[i + 1];
-    bool scratch = e.kind == EventKind::Alloc && next.kind == EventKind::Free && next.id == e.id;
+    // Freed straight after its kernel: the next event frees it (free_requested, then free_completed).
+    size_t n = i + 1;
+    if (kept[n]->kind == EventKind::FreeRequested && kept[n]->id == e.id && n + 1 < kept.size()) ++n;
+    bool scratch = e.kind == EventKind::Alloc && kept[n]->kind == EventKind::Free && kept[n]->id == e.id;
     bool conv_context = e.stack < conv_stack.size() && (conv_stack[e.stack] || ref.meta.stacks[e.stack].empty());
     optional_events_[i] = scratch && conv_context;
   }
@@ -495,13 +498,21 @@ class FitSearch {
       return o.event_index >= optional.size() || !optional[o.event_index];
     });
     p.fits = fatal == r.ooms.end();
-    p.skipped_workspaces = static_cast<uint64_t>(r.ooms.size()) - (p.fits ? 0 : 0);
+    p.skipped_workspaces =
+        static_cast<uint64_t>(std::count_if(r.ooms.begin(), fatal, [](const OomRecord&) { return true; }));
     p.peak_reserved = r.reserved.bytes;
     p.peak_allocated = r.allocated.bytes;
     p.live_peak = r.live_bytes_bound;
     if (!p.fits) {
       p.fail_event = fatal->event_index;
       p.fail_request = fatal->size;
+      if (fatal->event_index < optional.size()) {
+        const Event& e = model_.reference_event(fatal->event_index);
+        const auto& stacks = model_.reference().trace.meta.stacks;
+        p.fail_site = e.stack && e.stack < stacks.size()
+                          ? user_site_label(stacks[e.stack]) + " (via " + site_label(stacks[e.stack]) + ")"
+                          : size_class_label(e.size);
+      }
       // What the program would have reserved up to its death (a replay that goes on past it counts more).
     }
     return p;

@@ -84,6 +84,8 @@ class BatchModel {
   // cudnn/Conv_v8.cpp): scratch freed straight after its kernel, under a convolution's stack (or none, in a
   // backward of a program that convolves).
   const std::vector<bool>& optional_events() const { return optional_events_; }
+  // The reference's event behind at()'s event `index` (at() keeps the replay events and free requests).
+  const Event& reference_event(uint64_t index) const { return reference().trace.events[kept_[index]]; }
   size_t allocs() const { return laws_.size(); }
 
  private:
@@ -99,6 +101,7 @@ class BatchModel {
   std::vector<std::vector<uint64_t>> sizes_;  // [probe][reference alloc ordinal] (UINT64_MAX: unmatched)
   std::vector<SizeLaw> laws_;
   std::vector<bool> optional_events_;
+  std::vector<uint64_t> kept_;  // at()'s events by the reference's event index
   Alignment alignment_;
 };
 
@@ -116,6 +119,7 @@ struct BatchPoint {
   bool fits = false;
   uint64_t peak_reserved = 0, peak_allocated = 0, live_peak = 0;
   uint64_t fail_event = 0, fail_request = 0;  // the first request not served (when !fits)
+  std::string fail_site;                      // its line in the user's code (or size class)
   uint64_t skipped_workspaces = 0;            // cuDNN workspaces not served (survived: another algorithm ran)
 };
 

@@ -1,6 +1,8 @@
 // fraglab fit (report/batch_fit.h): probes aligned, sizes modelled in the batch, the largest batch that fits.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -205,17 +207,18 @@ TEST_CASE("fit: on real H200 recordings the predicted largest batch is the real 
   }
 }
 
-TEST_CASE("fit: a convolutional model whose cuDNN workspaces change with the batch is predicted conservatively",
-          "[fit]") {
-  // ResNet-50: cuDNN picks algorithms (and workspaces) by shape, so the probes' allocations differ in number and
-  // some sizes follow no polynomial. Known gap (docs/diagnose.md): the real runs fit batch 36 (defaults) and 37
-  // (expandable segments); the prediction is 34 and 36, never above.
+TEST_CASE("fit: a convolutional model whose cuDNN workspaces change with the batch", "[fit]") {
+  // ResNet-50: cuDNN picks algorithms (and workspaces) by shape, so the probes' allocations differ in number (2755,
+  // 2797, 2785: batch 2 ran some convolutions without a workspace). A workspace that cannot be had is survived (the
+  // convolution catches the OOM and runs another algorithm): the real run at batch 36 caught 41. The real runs fit
+  // batch 36 (defaults) and 37 (expandable segments).
   std::map<std::string, Truth> truth = sweep_truth();
   std::vector<BatchProbe> probes;
   for (uint64_t b : {2, 4, 6})
     probes.push_back({"vision", b, load_trace(kFitData + "vision.b" + std::to_string(b) + ".default.pickle.gz")});
   BatchModel model(std::move(probes));
   CHECK_FALSE(model.alignment().exact);
+  CHECK(std::count(model.optional_events().begin(), model.optional_events().end(), true) > 0);
   FitOptions o;
   o.capacity = truth["vision|default"].capacity;
   o.jobs = 2;
@@ -223,10 +226,12 @@ TEST_CASE("fit: a convolutional model whose cuDNN workspaces change with the bat
   FitReport r = fit_batch(model, o);
   for (const SettingAnswer& a : r.answers) {
     const Truth& t = truth[std::string("vision|") + (a.conf.empty() ? "default" : a.conf)];
-    CHECK(a.largest_batch <= t.largest);
-    CHECK(a.largest_batch + 2 >= t.largest);
+    INFO("vision under '" << a.conf << "'");
+    CHECK(a.largest_batch == t.largest);
+    for (const BatchPoint& p : a.points)  // within 1% of PyTorch's reserved_bytes.all.peak (0.1% and exact here)
+      if (p.batch == t.largest)
+        CHECK(std::abs(static_cast<double>(p.peak_reserved) - static_cast<double>(t.peak)) <= 0.01 * t.peak);
   }
-  CHECK(r.confidence.rfind("high", 0) == std::string::npos);
 }
 
 TEST_CASE("diagnose names the notebook line that holds the memory at an OOM kept alive by the exception",
