@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "cli/fit_output.h"
+#include "cli/live_output.h"
 #include "report/alloc_groups.h"
 #include "report/diagnose.h"
 #include "report/diagnose_html.h"
@@ -67,28 +68,6 @@ nlohmann::json verdict_json(const Verdict& v) {
           {"text", v.text}};
 }
 
-nlohmann::json frames_json(const std::vector<StackFrame>& frames) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& f : frames) out.push_back({{"filename", f.filename}, {"line", f.line}, {"name", f.name}});
-  return out;
-}
-
-nlohmann::json live_json(const std::vector<LiveShare>& shares, bool with_stack) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : shares) {
-    nlohmann::json j = {{"key", s.key}, {"bytes", s.bytes}, {"count", s.count}, {"largest", s.largest}};
-    if (with_stack) {
-      j["via"] = s.detail;
-      nlohmann::json cats = nlohmann::json::object();
-      for (const auto& [c, b] : s.categories) cats[c] = b;
-      j["by_category"] = cats;
-      j["stack_of_largest"] = frames_json(s.stack);
-    }
-    out.push_back(j);
-  }
-  return out;
-}
-
 nlohmann::json diagnosis_json(const Diagnosis& d, const Trace& trace, const nlohmann::json& verdict) {
   const MemoryState& st = d.state;
   nlohmann::json could = nlohmann::json::array();
@@ -105,36 +84,32 @@ nlohmann::json diagnosis_json(const Diagnosis& d, const Trace& trace, const nloh
                      {"live_blocks", s.blocks.size()},
                      {"pinned_by", shares_json(c.pinned_by)}});
   }
-  return {{"event_index", d.event_index},
-          {"source", source_name(d.source)},
-          {"request_bytes", d.request_bytes},
-          {"stream", d.stream},
-          {"stream_label", stream_label(trace.meta, d.stream)},
-          {"reserved_bytes", st.reserved},
-          {"allocated_bytes", st.allocated},
-          {"requested_bytes", st.requested},
-          {"free_bytes", st.free_bytes},
-          {"largest_free_bytes", st.largest_free},
-          {"rounding_waste_bytes", d.rounding_waste},
-          {"segments", st.segments.size()},
-          {"live_blocks", st.blocks.size()},
-          {"served_in_replay", d.served_in_replay},
-          {"free_by_kind", shares_json(d.free_by_kind)},
-          {"free_by_stream", shares_json(d.free_by_stream)},
-          {"free_by_pool", shares_json(d.free_by_pool)},
-          {"attributed_by", d.by_site ? "call_site" : "size_class"},
-          {"could_serve_if_merged", could},
-          {"stranded_by", shares_json(d.stranded_by)},
-          {"request_site", d.request_site.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.request_site)},
-          {"request_stack", frames_json(d.request_stack)},
-          {"live_bytes", d.live.live_bytes},
-          {"live_blocks_requested", d.live.live_count},
-          {"live_by", d.live.by_stacks ? "call_site" : "size_class"},
-          {"live_inferred_from", d.live.inferred_from},
-          {"live_by_site", live_json(d.live.by_site, true)},
-          {"live_by_category", live_json(d.live.by_category, false)},
-          {"live_by_phase", live_json(d.live.by_phase, false)},
-          {"verdict", verdict}};
+  nlohmann::json out = {
+      {"event_index", d.event_index},
+      {"source", source_name(d.source)},
+      {"request_bytes", d.request_bytes},
+      {"stream", d.stream},
+      {"stream_label", stream_label(trace.meta, d.stream)},
+      {"reserved_bytes", st.reserved},
+      {"allocated_bytes", st.allocated},
+      {"requested_bytes", st.requested},
+      {"free_bytes", st.free_bytes},
+      {"largest_free_bytes", st.largest_free},
+      {"rounding_waste_bytes", d.rounding_waste},
+      {"segments", st.segments.size()},
+      {"live_blocks", st.blocks.size()},
+      {"served_in_replay", d.served_in_replay},
+      {"free_by_kind", shares_json(d.free_by_kind)},
+      {"free_by_stream", shares_json(d.free_by_stream)},
+      {"free_by_pool", shares_json(d.free_by_pool)},
+      {"attributed_by", d.by_site ? "call_site" : "size_class"},
+      {"could_serve_if_merged", could},
+      {"stranded_by", shares_json(d.stranded_by)},
+      {"request_site", d.request_site.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.request_site)},
+      {"request_stack", frames_json(d.request_stack)},
+      {"verdict", verdict}};
+  out.update(attribution_json(d.live));
+  return out;
 }
 
 std::string report_json(const DiagnoseReport& r, const Trace& trace, const BatchModel* probes) {
@@ -169,25 +144,8 @@ std::string age_text(const ByteShare& s) {
 }
 
 void print_live(const Diagnosis& d, size_t top) {
-  const LiveAttribution& l = d.live;
   if (!d.request_site.empty()) fmt::print("  the request came from {}\n", d.request_site);
-  fmt::print("  live {} in {} tensors; by category ({}):\n", format_size(l.live_bytes), l.live_count, l.inferred_from);
-  for (const auto& c : l.by_category) fmt::print("    {:>10}  {:>6}  {}\n", format_size(c.bytes), c.count, c.key);
-  fmt::print("  live by {}:\n",
-             l.by_stacks ? "the line of your code that allocated it" : "size class (no stacks recorded)");
-  for (size_t k = 0; k < l.by_site.size() && k < top; ++k) {
-    const auto& s = l.by_site[k];
-    std::string cats;
-    for (size_t c = 0; c < s.categories.size() && c < 2; ++c)
-      cats += fmt::format("{}{} {}", c ? ", " : "", s.categories[c].first, format_size(s.categories[c].second));
-    fmt::print("    {:>10}  {:>6}  {}  [{}]{}\n", format_size(s.bytes), s.count, s.key, cats,
-               s.detail.empty() ? "" : "\n                        " + s.detail);
-  }
-  if (l.by_site.size() > top) fmt::print("    ({} more: --top or --json)\n", l.by_site.size() - top);
-  fmt::print("  live by step and phase:");
-  for (size_t k = 0; k < l.by_phase.size() && k < 4; ++k)
-    fmt::print("{} {} {}", k ? " ·" : "", l.by_phase[k].key, format_size(l.by_phase[k].bytes));
-  fmt::print("\n");
+  print_live_attribution(d.live, top, "  ");
 }
 
 void print_diagnosis(const Diagnosis& d, const DiagnoseReport& r, const Trace& trace, size_t top) {

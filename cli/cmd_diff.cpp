@@ -102,6 +102,7 @@ void print_json(const TraceDiff& d) {
       {"by_site", groups_json(d.by_site)},
       {"by_size_class", groups_json(d.by_size_class)},
       {"by_stream", groups_json(d.by_stream)},
+      {"by_category", groups_json(d.by_category)},
   };
   fmt::print("{}\n", out.dump(2));
 }
@@ -172,6 +173,7 @@ void print_text(const TraceDiff& d, size_t top) {
     fmt::print("\nby call site: no stacks recorded (record with context=\"alloc\", stacks=\"python\")\n");
   print_groups("size class", d.by_size_class, top);
   print_groups("stream", d.by_stream, top);
+  print_groups("category (parameters, activations, ...: inferred from stacks and lifetimes)", d.by_category, top);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/live_output.h"
+#include "report/program_attribution.h"
 #include "traces/settings_inference.h"
 #include "traces/state_json.h"
 #include "traces/trace_io.h"
@@ -108,6 +110,36 @@ std::string pools_line(const TraceMeta& m, const TraceStats& s) {
   return out;
 }
 
+// The moments `--at` names (oom: each recorded OOM, else the live peak; peak; an event index), each with who
+// holds the live memory just before it. Loads the trace whole (the attribution reads every event).
+std::vector<std::pair<uint64_t, LiveAttribution>> moments_at(const std::string& path, const std::string& at,
+                                                             const TraceStats& stats, int trace_device) {
+  Trace t = load_trace(path, {trace_device});
+  std::vector<uint64_t> indices;
+  if (at == "oom") {
+    for (uint64_t i = 0; i < t.events.size(); ++i)
+      if (t.events[i].kind == EventKind::Oom) indices.push_back(i);
+  } else if (at != "peak") {
+    size_t used = 0;
+    uint64_t n = 0;
+    try {
+      n = std::stoull(at, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != at.size() || at[0] == '-')
+      throw std::invalid_argument("--at '" + at + "' is not oom, peak or an event index");
+    if (n > t.events.size())
+      throw std::invalid_argument(fmt::format("--at {}: the trace has {} events", n, t.events.size()));
+    indices.push_back(n);
+  }
+  if (indices.empty()) indices.push_back(std::min<uint64_t>(stats.peak_live_index + 1, t.events.size()));
+  ProgramAttribution program(t);
+  std::vector<std::pair<uint64_t, LiveAttribution>> out;
+  for (uint64_t i : indices) out.emplace_back(i, program.live_before(i));
+  return out;
+}
+
 }  // namespace
 
 void add_info(CLI::App& app, CommandFn& run) {
@@ -116,11 +148,19 @@ void add_info(CLI::App& app, CommandFn& run) {
   static std::string path;
   static DeviceOptions device;
   static bool as_json = false;
+  static std::string at;
+  static size_t top = 8;
   cmd->add_option("trace", path, "Trace file: " + format_list())->required();
+  cmd->add_option("--at", at,
+                  "Who holds the live memory at: oom (each recorded OOM), peak (the live peak) or an event index: "
+                  "by the line of your code, category, step and phase");
+  cmd->add_option("--top", top, "Rows per list with --at");
   add_device_options(cmd, device);
   cmd->add_flag("--json", as_json, "Print JSON");
   cmd->callback([&run] {
     run = [] {
+      if (!at.empty() && at != "oom" && at != "peak" && at.find_first_not_of("0123456789") != std::string::npos)
+        throw std::invalid_argument("--at '" + at + "' is not oom, peak or an event index");
       auto source = open_trace(path, {device.resolve().trace_device});
       TraceStats s = compute_stats(*source);
       const TraceMeta& m = source->meta();
@@ -181,6 +221,15 @@ void add_info(CLI::App& app, CommandFn& run) {
             {"sizes", dist_json(s.sizes)},
             {"lifetimes_events", dist_json(s.lifetimes_events)},
             {"lifetimes_us", dist_json(s.lifetimes_us)}};
+        if (!at.empty()) {
+          nlohmann::json moments = nlohmann::json::array();
+          for (const auto& [index, what] : moments_at(path, at, s, device.resolve().trace_device)) {
+            nlohmann::json one = attribution_json(what);
+            one["event_index"] = index;
+            moments.push_back(one);
+          }
+          j["at"] = moments;
+        }
         fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         return 0;
       }
@@ -245,6 +294,11 @@ void add_info(CLI::App& app, CommandFn& run) {
             "later _set_allocator_settings, no longer names it)\n",
             recorded_large_segment_size(m) >> 20);
       print_setting_changes(m);
+      if (!at.empty())
+        for (const auto& [index, what] : moments_at(path, at, s, device.resolve().trace_device)) {
+          fmt::print("\nat event {}{}:\n", index, what.live_count ? "" : " (nothing live)");
+          print_live_attribution(what, top, "  ");
+        }
       return 0;
     };
   });

@@ -64,6 +64,27 @@ void oom_list(AppState& app, const DiagnoseReport& r, size_t selected, float hei
   ImGui::EndTable();
 }
 
+// Who holds the live memory (report/program_attribution.h): the lines of the user's code, categories, steps.
+void holders(const Diagnosis& d) {
+  const LiveAttribution& l = d.live;
+  ImGui::Spacing();
+  if (!d.request_site.empty()) ImGui::Text("the request came from %s", d.request_site.c_str());
+  ImGui::Text("live %s in %llu tensors (categories from %s)", bytes_label(l.live_bytes).c_str(),
+              static_cast<unsigned long long>(l.live_count), l.inferred_from.c_str());
+  std::string cats;
+  for (const auto& c : l.by_category) cats += (cats.empty() ? "" : " · ") + c.key + " " + bytes_label(c.bytes);
+  ImGui::TextWrapped("%s", cats.c_str());
+  ImGui::TextDisabled("%s", l.by_stacks ? "live by the line of your code" : "live by size class (no stacks recorded)");
+  for (size_t k = 0; k < l.by_site.size() && k < 8; ++k)
+    ImGui::BulletText("%s  %s%s%s", bytes_label(l.by_site[k].bytes).c_str(), l.by_site[k].key.c_str(),
+                      l.by_site[k].categories.empty() ? "" : "  ",
+                      l.by_site[k].categories.empty() ? "" : l.by_site[k].categories.front().first.c_str());
+  std::string phases;
+  for (size_t k = 0; k < l.by_phase.size() && k < 4; ++k)
+    phases += (phases.empty() ? "" : " · ") + l.by_phase[k].key + " " + bytes_label(l.by_phase[k].bytes);
+  ImGui::TextDisabled("by step and phase: %s", phases.c_str());
+}
+
 void details(const DiagnoseReport& r, const Diagnosis& d) {
   const MemoryState& st = d.state;
   if (d.request_bytes) {
@@ -101,6 +122,7 @@ void details(const DiagnoseReport& r, const Diagnosis& d) {
   }
   shares(d.by_site ? "stranded free bytes by the call sites pinning them" : "stranded free bytes by pinning size class",
          d.stranded_by, "blocks", 8);
+  holders(d);
 }
 
 }  // namespace

@@ -193,6 +193,7 @@ void draw_trace_pair(AppState& app, ImVec2 size) {
   summary_rows(d);
   group_table("by size class", d.by_size_class, 10);
   group_table("by stream", d.by_stream, 4);
+  group_table("by category (inferred)", d.by_category, 8);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("##pairsites", {0, 0}, false);

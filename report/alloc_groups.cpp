@@ -1,5 +1,7 @@
 #include "report/alloc_groups.h"
 
+#include "report/program_attribution.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -60,24 +62,30 @@ std::string GroupLabels::label(GroupBy by, const Event& alloc) const {
 }
 
 const std::vector<AllocGroup>& AllocBreakdown::of(GroupBy by) const {
-  return by == GroupBy::Site ? by_site : by == GroupBy::SizeClass ? by_size_class : by_stream;
+  return by == GroupBy::Site        ? by_site
+         : by == GroupBy::SizeClass ? by_size_class
+         : by == GroupBy::Category  ? by_category
+                                    : by_stream;
 }
 
 AllocBreakdown break_down(const Trace& trace, uint64_t peak_live_index) {
-  constexpr GroupBy kAll[] = {GroupBy::Site, GroupBy::SizeClass, GroupBy::Stream};
+  constexpr GroupBy kAll[] = {GroupBy::Site, GroupBy::SizeClass, GroupBy::Stream, GroupBy::Category};
+  constexpr int kGroupings = 4;
   GroupLabels labels(trace.meta);
-  std::map<std::string, AllocGroup> groups[3];
+  ProgramAttribution program(trace);
+  std::map<std::string, AllocGroup> groups[kGroupings];
   // The groups each live allocation counts in, by id, so the live bytes at the peak can be
   // summed when the replay of allocs and frees reaches it.
-  std::vector<std::array<AllocGroup*, 3>> live_groups;
+  std::vector<std::array<AllocGroup*, kGroupings>> live_groups;
   std::vector<uint64_t> live_size;
   std::vector<bool> live;
   for (uint64_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];
     if (e.kind == EventKind::Alloc) {
       if (e.id >= live.size()) live_groups.resize(e.id + 1), live_size.resize(e.id + 1), live.resize(e.id + 1);
-      for (int g = 0; g < 3; ++g) {
-        AllocGroup& group = groups[g][labels.label(kAll[g], e)];
+      for (int g = 0; g < kGroupings; ++g) {
+        AllocGroup& group =
+            groups[g][kAll[g] == GroupBy::Category ? category_name(program.category_of(i)) : labels.label(kAll[g], e)];
         ++group.allocs;
         group.bytes += e.size;
         live_groups[e.id][static_cast<size_t>(g)] = &group;
@@ -94,8 +102,8 @@ AllocBreakdown break_down(const Trace& trace, uint64_t peak_live_index) {
   }
   AllocBreakdown out;
   out.has_stacks = labels.has_stacks();
-  std::vector<AllocGroup>* lists[3] = {&out.by_site, &out.by_size_class, &out.by_stream};
-  for (int g = 0; g < 3; ++g) {
+  std::vector<AllocGroup>* lists[kGroupings] = {&out.by_site, &out.by_size_class, &out.by_stream, &out.by_category};
+  for (int g = 0; g < kGroupings; ++g) {
     for (auto& [key, group] : groups[g]) {
       group.key = key;
       lists[g]->push_back(group);

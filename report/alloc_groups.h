@@ -14,7 +14,7 @@
 
 namespace fraglab {
 
-enum class GroupBy { Site, SizeClass, Stream };
+enum class GroupBy { Site, SizeClass, Stream, Category };
 
 struct AllocGroup {
   std::string key;
@@ -43,6 +43,8 @@ std::string stream_label(const TraceMeta& meta, StreamIndex stream);
 
 struct AllocBreakdown {
   std::vector<AllocGroup> by_site, by_size_class, by_stream;  // each sorted by bytes, largest first
+  // By what the memory is to the program (parameters, activations, ...: report/program_attribution.h).
+  std::vector<AllocGroup> by_category;
   bool has_stacks = false;
   const std::vector<AllocGroup>& of(GroupBy by) const;
 };

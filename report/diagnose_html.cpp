@@ -34,6 +34,37 @@ std::string shares_table(const std::vector<ByteShare>& shares, const char* what,
   return out + "</table>\n";
 }
 
+std::string live_table(const std::vector<LiveShare>& shares, const std::string& what, size_t top) {
+  std::string out = fmt::format(
+      "<table><tr><th>{}</th><th>live bytes</th><th>tensors</th><th>largest</th><th>"
+      "categories</th></tr>\n",
+      svg::escape(what));
+  for (size_t k = 0; k < shares.size() && k < top; ++k) {
+    std::string cats;
+    for (size_t c = 0; c < shares[k].categories.size() && c < 3; ++c)
+      cats += fmt::format("{}{} {}", c ? ", " : "", shares[k].categories[c].first,
+                          format_size(shares[k].categories[c].second));
+    std::string key = svg::escape(shares[k].key);
+    if (!shares[k].detail.empty()) key += "<br><small>" + svg::escape(shares[k].detail) + "</small>";
+    out +=
+        fmt::format("<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>\n", key,
+                    format_size(shares[k].bytes), shares[k].count, format_size(shares[k].largest), svg::escape(cats));
+  }
+  return out + "</table>\n";
+}
+
+// Who holds the live memory there: by the user's line, category, step and phase.
+std::string holders_html(const Diagnosis& d) {
+  const LiveAttribution& l = d.live;
+  std::string out = fmt::format("<h3>Who holds the {} live</h3>\n", format_size(l.live_bytes));
+  if (!d.request_site.empty())
+    out += "<p>The request came from <code>" + svg::escape(d.request_site) + "</code>.</p>\n";
+  out += "<p>Categories inferred from " + svg::escape(l.inferred_from) + ".</p>\n";
+  out += live_table(l.by_site, l.by_stacks ? "line of your code" : "size class (no stacks recorded)", 12);
+  out += live_table(l.by_category, "category", 8) + live_table(l.by_phase, "step and phase", 8);
+  return out;
+}
+
 // The block map: one row per segment, live blocks coloured by their group, free ranges white,
 // unmapped parts of virtual ranges grey; segments that could have served the request framed red.
 std::string block_map(const Diagnosis& d, const Trace& trace, std::map<std::string, size_t>& colors) {
@@ -109,6 +140,7 @@ std::string moment_html(const Diagnosis& d, const DiagnoseReport& r, const Trace
   out +=
       shares_table(d.free_by_kind, "free by segment kind", 10) + shares_table(d.free_by_stream, "free by stream", 10);
   if (!d.free_by_pool.empty()) out += shares_table(d.free_by_pool, "free by pool", 10);
+  out += holders_html(d);
   out += shares_table(
       d.stranded_by,
       d.by_site ? "stranded free bytes by pinning call site" : "stranded free bytes by pinning size class", 15);
@@ -140,6 +172,18 @@ std::string diagnose_html(const DiagnoseReport& r, const Trace& trace, const std
          "; live-bytes bound " + format_size(r.live_bytes_bound) + ".</p>\n";
   if (!r.note.empty()) out += "<p>" + svg::escape(r.note) + "</p>\n";
   out += "<p class=\"verdict\"><b>Verdict:</b> " + svg::escape(r.verdict.text) + "</p>\n";
+  if (r.verdict.fit) {  // the batch what-if from the probes (fraglab fit)
+    out += "<table><tr><th>setting</th><th>largest batch that fits</th><th>predicted peak reserved there</th></tr>\n";
+    for (const SettingAnswer& a : r.verdict.fit->answers) {
+      uint64_t peak = 0;
+      for (const BatchPoint& p : a.points)
+        if (p.batch == a.largest_batch) peak = p.peak_reserved;
+      out += fmt::format("<tr><td>{} <code>{}</code></td><td class=n>{}</td><td class=n>{}</td></tr>\n",
+                         svg::escape(a.label), svg::escape(a.conf.empty() ? "(every default)" : a.conf),
+                         a.largest_batch, format_size(peak));
+    }
+    out += "</table>\n<p>Confidence: " + svg::escape(r.verdict.fit->confidence) + ".</p>\n";
+  }
   for (const auto& d : r.ooms) out += moment_html(d, r, trace);
   return out + "</body></html>\n";
 }

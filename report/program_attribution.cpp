@@ -230,6 +230,12 @@ void ProgramAttribution::classify() {
   }
 }
 
+MemoryCategory ProgramAttribution::category_of(uint64_t alloc_event) const {
+  auto it = std::lower_bound(allocs_.begin(), allocs_.end(), alloc_event,
+                             [](const Alloc& a, uint64_t i) { return a.event < i; });
+  return it != allocs_.end() && it->event == alloc_event ? it->category : MemoryCategory::Temporary;
+}
+
 std::string ProgramAttribution::site_of(const Event& e) const {
   if (!has_stacks_) return size_class_label(e.size);
   return e.stack < site_of_stack_.size() ? site_of_stack_[e.stack] : "(no stack recorded)";

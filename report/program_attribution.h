@@ -67,6 +67,8 @@ class ProgramAttribution {
   // The call site of one event with a stack (an alloc or an oom), as live_before's by_site names it.
   std::string site_of(const Event& e) const;
   std::vector<StackFrame> stack_of(const Event& e) const;
+  // The category of the allocation made at `alloc_event` (an Alloc event's index).
+  MemoryCategory category_of(uint64_t alloc_event) const;
   // The step (1-based; 0 before the first) and phase of an event.
   uint32_t step_of(uint64_t event_index) const;
   ProgramPhase phase_of_event(uint64_t event_index) const;

@@ -103,6 +103,7 @@ void match_diff_groups(TraceDiff& d) {
   d.by_site = match_groups(d.a.groups.by_site, d.b.groups.by_site);
   d.by_size_class = match_groups(d.a.groups.by_size_class, d.b.groups.by_size_class);
   d.by_stream = match_groups(d.a.groups.by_stream, d.b.groups.by_stream);
+  d.by_category = match_groups(d.a.groups.by_category, d.b.groups.by_category);
 }
 
 }  // namespace fraglab

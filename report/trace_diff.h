@@ -48,7 +48,7 @@ struct TraceDiff {
   std::optional<uint64_t> capacity;  // as given (each run's own is RunSummary::capacity)
   RunSummary a, b;
   // Matched groups, largest |difference| first (live bytes at the peak, then bytes, then allocations).
-  std::vector<GroupDiff> by_site, by_size_class, by_stream;
+  std::vector<GroupDiff> by_site, by_size_class, by_stream, by_category;
 };
 
 struct DiffOptions {
