@@ -41,7 +41,8 @@ nlohmann::json attribution_json(const LiveAttribution& live) {
 void print_live_attribution(const LiveAttribution& l, size_t top, const std::string& indent) {
   fmt::print("{}live {} in {} tensors; by category ({}):\n", indent, format_size(l.live_bytes), l.live_count,
              l.inferred_from);
-  for (const auto& c : l.by_category) fmt::print("{}  {:>10}  {:>6}  {}\n", indent, format_size(c.bytes), c.count, c.key);
+  for (const auto& c : l.by_category)
+    fmt::print("{}  {:>10}  {:>6}  {}\n", indent, format_size(c.bytes), c.count, c.key);
   fmt::print("{}live by {}:\n", indent,
              l.by_stacks ? "the line of your code that allocated it" : "size class (no stacks recorded)");
   for (size_t k = 0; k < l.by_site.size() && k < top; ++k) {

@@ -127,7 +127,8 @@ ProgramAttribution::ProgramAttribution(const Trace& trace) : trace_(trace) {
     live_after[i] = live;
   }
   rises_and_falls(live_after, step_starts_, step_peaks_);
-  if (has_stacks_ && has_backward_) find_steps();
+  bool marked = steps_from_annotations();
+  if (has_stacks_ && has_backward_ && !marked) find_steps();
   // Each step's live peak: what forward memory is still live there is what the step holds (activations).
   step_peaks_.assign(step_starts_.size(), 0);
   for (size_t s = 0; s < step_starts_.size(); ++s) {
@@ -138,7 +139,42 @@ ProgramAttribution::ProgramAttribution(const Trace& trace) : trace_(trace) {
     step_peaks_[s] = best;
   }
   inferred_from_ = has_stacks_ ? "call stacks and lifetimes" : "lifetimes alone (no stacks recorded)";
+  if (marked) inferred_from_ += ", steps from the snapshot's annotations";
   classify();
+}
+
+// The snapshot's markers (TraceMeta::annotations): each ProfilerStep#N range starts a step; without them, each
+// Optimizer.step range ends one. Events inside an Optimizer.step range are the optimizer's. False when the
+// trace has no such markers (or no times to place them by).
+bool ProgramAttribution::steps_from_annotations() {
+  const auto& events = trace_.events;
+  if (!trace_.meta.has_times || trace_.meta.annotations.empty() || events.empty()) return false;
+  // The first event at or after a time (events are in time order, as the recording wrote them).
+  auto first_at = [&](int64_t t) {
+    return static_cast<uint64_t>(
+        std::partition_point(events.begin(), events.end(), [t](const Event& e) { return e.time_us < t; }) -
+        events.begin());
+  };
+  std::vector<uint64_t> profiler_starts, optimizer_ends;
+  int64_t open_optimizer = INT64_MIN;
+  for (const Annotation& a : trace_.meta.annotations) {
+    if (a.name.rfind("ProfilerStep#", 0) == 0 && a.start) profiler_starts.push_back(first_at(a.time_us));
+    if (a.name.rfind("Optimizer.step", 0) != 0) continue;
+    if (a.start) {
+      open_optimizer = a.time_us;
+    } else if (open_optimizer != INT64_MIN) {
+      uint64_t first = first_at(open_optimizer), end = first_at(a.time_us + 1);
+      optimizer_windows_.emplace_back(first, end);
+      optimizer_ends.push_back(end);
+      open_optimizer = INT64_MIN;
+    }
+  }
+  std::vector<uint64_t> starts{0};
+  for (uint64_t s : profiler_starts.empty() ? optimizer_ends : profiler_starts)
+    if (s > starts.back() && s < events.size()) starts.push_back(s);
+  if (starts.size() < 2 && optimizer_windows_.empty()) return false;
+  if (starts.size() >= 2) step_starts_ = starts;
+  return starts.size() >= 2;
 }
 
 // With stacks: a step begins at the first forward allocation after a backward or optimizer one.
@@ -171,12 +207,18 @@ ProgramPhase ProgramAttribution::phase_of_event(uint64_t event_index) const {
                                [](uint64_t i, const Alloc& a) { return i < a.event; });
     return it == allocs_.begin() ? ProgramPhase::Setup : std::prev(it)->phase;
   }
+  for (const auto& [first, end] : optimizer_windows_)
+    if (event_index >= first && event_index < end) return ProgramPhase::Optimizer;
   uint32_t s = step_of(event_index);
   return s && s <= step_peaks_.size() && event_index > step_peaks_[s - 1] ? ProgramPhase::Backward
                                                                           : ProgramPhase::Forward;
 }
 
 void ProgramAttribution::classify() {
+  // Alive into the last step: the model and what lives as long (a program may free it all before its snapshot).
+  auto lives_to_end = [&](const Alloc& a) {
+    return a.free_event == UINT64_MAX || (step_starts_.size() > 1 && a.free_event >= step_starts_.back());
+  };
   // Setup ends where the first allocation that is freed again was made: what came before and lives on is the
   // model (parameters, buffers), whatever the stacks say.
   uint64_t setup_end = UINT64_MAX;
@@ -193,10 +235,9 @@ void ProgramAttribution::classify() {
     }
     if (has_stacks_)
       a.phase = stack_phase(a.stack);
-    else  // the model is what lives for ever and was made before the first step's live peak
-      a.phase = a.event < setup_end || (a.free_event == UINT64_MAX && a.event < step_peaks_[0])
-                    ? ProgramPhase::Setup
-                    : phase_of_event(a.event);
+    else  // the model is what lives to the last step (or for ever) and was made before the first step's peak
+      a.phase = a.event < setup_end || (lives_to_end(a) && a.event < step_peaks_[0]) ? ProgramPhase::Setup
+                                                                                     : phase_of_event(a.event);
     if (!has_stacks_ && a.event < setup_end && a.free_event == UINT64_MAX && a.phase != ProgramPhase::Optimizer)
       a.phase = ProgramPhase::Setup;
   }

@@ -9,8 +9,10 @@
 //    frame at all in a trace that records them (autograd's engine runs backward on its own thread), is
 //    backward; a stack inside Module._apply/to/load_state_dict or nn.init is setup; other allocations
 //    are forward (or inference, where the trace has no backward at all);
-//  - without stacks, steps are found from the live bytes (each step rises to a peak at the end of its
-//    forward and falls through backward), and the phase is the side of its step's peak;
+//  - the snapshot's own markers where it has them (external_annotations: ProfilerStep#N ranges start steps,
+//    Optimizer.step ranges are the optimizer, and end a step);
+//  - otherwise, without stacks, steps are found from the live bytes (each step rises to a peak at the end
+//    of its forward and falls through backward), and the phase is the side of its step's peak;
 //  - the category from phase and lifetime: setup memory that lives on is parameters; forward memory
 //    freed in a backward is an activation saved for it, freed in its own phase a temporary, living past
 //    its step a cache (a KV cache, a buffer); backward memory living past its backward is a gradient;
@@ -84,6 +86,7 @@ class ProgramAttribution {
     ProgramPhase phase = ProgramPhase::Forward;
   };
   void find_steps();
+  bool steps_from_annotations();
   void classify();
   ProgramPhase stack_phase(StackId stack) const;
 
@@ -92,6 +95,7 @@ class ProgramAttribution {
   std::vector<uint64_t> step_starts_;  // event index where each step begins
   std::vector<uint64_t> step_peaks_;   // event index of each step's live peak
   std::vector<ProgramPhase> phase_of_stack_;
+  std::vector<std::pair<uint64_t, uint64_t>> optimizer_windows_;  // [first, end) events inside Optimizer.step
   std::vector<std::string> site_of_stack_, via_of_stack_;
   bool has_stacks_ = false, has_backward_ = false;
   uint64_t prologue_ = 0;

@@ -16,6 +16,16 @@ Run on a GPU machine (scripts/record_batch_probes.sh drives it):
       process per (batch, conf), several at once, each capped by its own fraction; then the notebook cell.
       Writes OUTDIR/probes/, OUTDIR/sweep.jsonl, OUTDIR/sweep_keep/ (the snapshots at the largest batch that
       fits and the first that fails, per program and conf), OUTDIR/plan.json, OUTDIR/logs/.
+      Environment: PROGRAMS (names, comma- or space-separated; default the four programs, not the held-out
+      ones), PROBE_CONFS (default "default expandable"), NOTEBOOK=0 skips the notebook cell, DRIVE_SECONDS,
+      SLOTS.
+
+  python3 record_batch_probes.py sweep OUTDIR PROGRAM:FRACTION:LO-HI [...]
+      only a sweep (no probes, no plan): batches LO..HI under FRACTION, each setting, one process each;
+      appends to OUTDIR/sweep.jsonl, keeps the largest fit's and first failure's snapshots, summary_sweep.json.
+
+Held-out programs (vit_train, llama_ckpt, t5_train: tests/data/fit/heldout/, recorded with
+scripts/record_heldout.sh) run only when PROGRAMS names them.
 
 Each program runs a fixed number of steps, deterministically: the shapes it allocates depend on the batch
 only through the batch dimension (sequence lengths come from a seeded random.Random of their own).
@@ -121,9 +131,100 @@ def kv_server(batch):
         return result.shape
 
 
+def causal_lm_model():
+    """causal_lm's model and optimizer (the same construction), and one training step of it at a batch:
+    for scripts/hook_probe_check.py, which hands the step to fraglab_hook.probe."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    m = GPT2LMHeadModel(GPT2Config(n_layer=6, n_head=12, n_embd=768, n_positions=1024)).to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+
+    def step(batch):
+        x = torch.randint(0, 50257, (batch, 1024), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, loss
+
+    return m, opt, step
+
+
+# ---------------------------------------------------------------- held-out programs
+# Recorded after `fraglab fit` was built and tuned on the four above (tests/data/fit/heldout/README.md).
+
+
+def vit_train(batch):
+    # torchvision ViT-B/16 (weights=None), 224x224, bf16 autocast, AdamW, 3 training steps.
+    import torchvision
+    torch.manual_seed(0)
+    m = torchvision.models.vit_b_16(weights=None).to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(3):
+        x = torch.randn(batch, 3, 224, 224, device=dev)
+        y = torch.randint(0, 1000, (batch,), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, y, loss
+        _step()
+
+
+def llama_ckpt(batch):
+    # A small LLaMA (transformers LlamaForCausalLM: 4 layers, hidden 1024, 16 heads, MLP 2816, vocab 32000),
+    # sequence 1024, gradient checkpointing (model.gradient_checkpointing_enable(), the library's defaults),
+    # bf16 autocast, AdamW, 3 training steps.
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=1024)
+    m = LlamaForCausalLM(cfg).to(dev)
+    m.gradient_checkpointing_enable()
+    m.train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(3):
+        x = torch.randint(0, 32000, (batch, 1024), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(input_ids=x, labels=x, use_cache=False).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, loss
+        _step()
+
+
+def t5_train(batch):
+    # transformers T5ForConditionalGeneration from a small T5Config (d_model 512, 6 encoder and 6 decoder
+    # layers, 8 heads, d_ff 2048, vocab 32128), source 512 tokens, target 128, bf16 autocast, AdamW, 3 steps.
+    from transformers import T5Config, T5ForConditionalGeneration
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_decoder_layers=6,
+                   num_heads=8, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    m = T5ForConditionalGeneration(cfg).to(dev)
+    m.train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(3):
+        src = torch.randint(2, 32128, (batch, 512), device=dev)
+        tgt = torch.randint(2, 32128, (batch, 128), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(input_ids=src, labels=tgt).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del src, tgt, loss
+        _step()
+
+
 PROGRAMS = {f.__name__: f for f in [causal_lm, vision, varlen, kv_server]}
+DRIVE_DEFAULT = list(PROGRAMS)  # what `drive` runs when PROGRAMS is not set: the four programs
+HELDOUT = {f.__name__: f for f in [vit_train, llama_ckpt, t5_train]}
+PROGRAMS.update(HELDOUT)
 # The batch each program's fraction is chosen for (the limit the sweep then brackets).
-TARGETS = {"causal_lm": 10, "vision": 32, "varlen": 20, "kv_server": 36}
+TARGETS = {"causal_lm": 10, "vision": 32, "varlen": 20, "kv_server": 36,
+           "vit_train": 48, "llama_ckpt": 12, "t5_train": 20}
 PROBE_BATCHES = [2, 4, 6]
 CONFS = {"default": "", "expandable": "expandable_segments:True"}
 
@@ -320,7 +421,11 @@ def fit_line(points):
 def cmd_drive(argv):
     outdir = argv[0]
     budget_s = float(os.environ.get("DRIVE_SECONDS", "430"))
-    programs = os.environ.get("PROGRAMS", " ".join(PROGRAMS)).split()
+    programs = os.environ.get("PROGRAMS", " ".join(DRIVE_DEFAULT)).replace(",", " ").split()
+    unknown = [p for p in programs if p not in PROGRAMS]
+    if unknown:
+        raise SystemExit(f"unknown programs {unknown}: pick from {list(PROGRAMS)}")
+    probe_confs = os.environ.get("PROBE_CONFS", " ".join(CONFS)).replace(",", " ").split()
     t_start = time.time()
     for d in ("probes", "sweep_all", "sweep_keep", "logs"):
         os.makedirs(os.path.join(outdir, d), exist_ok=True)
@@ -336,7 +441,7 @@ def cmd_drive(argv):
     # 1. probes: no fraction, Python stacks
     for b in PROBE_BATCHES:
         for p in programs:
-            for conf in CONFS:
+            for conf in probe_confs:
                 pool.add({"kind": "probe", "program": p, "batch": b, "conf": conf, "stacks": True,
                           "base": os.path.join(outdir, "probes", f"{p}.b{b}.{conf}"),
                           "mem": ctx + int((2 + 1.2 * b) * gib)})
@@ -462,7 +567,7 @@ def cmd_drive(argv):
     log("summary " + json.dumps(summary))
 
     # 5. the notebook cell
-    if time.time() < pool.deadline - 20:
+    if os.environ.get("NOTEBOOK", "1") != "0" and time.time() < pool.deadline - 20:
         nb = os.path.join(outdir, "notebook")
         os.makedirs(nb, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")}
@@ -477,5 +582,73 @@ def cmd_drive(argv):
     log(f"drive done at {time.time() - t_start:.0f}s")
 
 
+def cmd_sweep(argv):
+    """A sweep at given fractions and batches, no probes: `sweep OUTDIR PROGRAM:FRACTION:LO-HI ...`, each
+    batch from LO to HI under each setting of CONFS, one fresh process per (batch, setting) as the drive's
+    sweep runs them. Appends to OUTDIR/sweep.jsonl (the drive's fields), keeps the snapshots at the largest
+    batch that fits and the first that fails in OUTDIR/sweep_keep/, writes OUTDIR/summary_sweep.json."""
+    outdir, specs = argv[0], argv[1:]
+    budget_s = float(os.environ.get("DRIVE_SECONDS", "300"))
+    t_start = time.time()
+    for d in ("sweep_all", "sweep_keep", "logs"):
+        os.makedirs(os.path.join(outdir, d), exist_ok=True)
+    total = torch.cuda.get_device_properties(0).total_memory
+    ctx = int(1.5 * 2**30)
+    pool = Pool(outdir, slots=int(os.environ.get("SLOTS", "14")), budget=int(0.85 * total),
+                deadline=t_start + budget_s)
+    runs = []
+    for spec in specs:
+        program, fraction, span = spec.split(":")
+        fraction, (lo, hi) = float(fraction), map(int, span.split("-"))
+        for conf in CONFS:
+            runs.append((program, fraction, conf, list(range(lo, hi + 1))))
+    log(f"sweep total_memory={total} gpu={torch.cuda.get_device_name()} torch={torch.__version__} {specs}")
+    for i in range(max(len(r[3]) for r in runs)):  # round robin, as the drive does
+        for program, fraction, conf, batches in runs:
+            if i < len(batches):
+                b = batches[i]
+                pool.add({"kind": "sweep", "program": program, "batch": b, "conf": conf, "fraction": fraction,
+                          "base": os.path.join(outdir, "sweep_all", f"{program}.b{b}.{conf}_cap{fraction:g}"),
+                          "mem": int(fraction * total) + ctx})
+    keys = ["program", "conf", "batch", "fraction", "total_memory", "capacity_bytes", "fits", "reserved_peak",
+            "allocated_peak", "num_ooms", "num_alloc_retries", "steps_done", "trace_entries", "trace_ooms",
+            "error", "wall_s"]
+    tested = {(p, f, c): {} for p, f, c, _ in runs}
+    with open(os.path.join(outdir, "sweep.jsonl"), "a") as results:
+        while pool.busy():
+            for j in pool.poll():
+                r, k = j["result"], (j["program"], j["fraction"], j["conf"])
+                if r is None:
+                    log(f"sweep {k} b{j['batch']} FAILED rc={j['rc']} killed={j.get('killed', False)}")
+                    tested[k][j["batch"]] = None
+                    continue
+                results.write(json.dumps({kk: r.get(kk) for kk in keys}) + "\n")
+                results.flush()
+                tested[k][j["batch"]] = r["fits"]
+                log(f"sweep {k} b{j['batch']} fits={r['fits']} reserved={r['reserved_peak']} "
+                    f"ooms={r['num_ooms']} retries={r['num_alloc_retries']} {j['wall']:.0f}s")
+            time.sleep(0.3)
+    summary = {}
+    for (p, f, c), t in tested.items():
+        fits = sorted(b for b, v in t.items() if v)
+        fails = sorted(b for b, v in t.items() if v is False)
+        m = fits[-1] if fits else None
+        first_fail = min((b for b in fails if m is None or b > m), default=None)
+        summary[f"{p}.{c}_cap{f:g}"] = {"fraction": f, "capacity_bytes": int(f * total), "largest_fit": m,
+                                        "first_fail": first_fail,
+                                        "fails_below_largest_fit": [b for b in fails if m is not None and b < m],
+                                        "tested": sorted(t)}
+        for b in (m, first_fail):
+            if b is None:
+                continue
+            src = os.path.join(outdir, "sweep_all", f"{p}.b{b}.{c}_cap{f:g}")
+            for ext in (".pickle.gz", ".json"):
+                if os.path.exists(src + ext):
+                    os.replace(src + ext, os.path.join(outdir, "sweep_keep", os.path.basename(src) + ext))
+    json.dump(summary, open(os.path.join(outdir, "summary_sweep.json"), "w"), indent=1)
+    log("summary " + json.dumps(summary))
+    log(f"sweep done at {time.time() - t_start:.0f}s")
+
+
 if __name__ == "__main__":
-    {"run": cmd_run, "notebook": cmd_notebook, "drive": cmd_drive}[sys.argv[1]](sys.argv[2:])
+    {"run": cmd_run, "notebook": cmd_notebook, "drive": cmd_drive, "sweep": cmd_sweep}[sys.argv[1]](sys.argv[2:])

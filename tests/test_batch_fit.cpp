@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "allocators/registry.h"
 #include "report/batch_fit.h"
@@ -251,4 +252,59 @@ TEST_CASE("diagnose names the notebook line that holds the memory at an OOM kept
   CHECK(live.by_site[1].key.find(".py:4") != std::string::npos);  // the model
   CHECK(program.site_of(t.events[oom]).find(".py:6") != std::string::npos);
   CHECK(live.by_category[0].key == std::string("activations"));
+}
+
+TEST_CASE("fit: programs recorded after the model was written (held out) are predicted too", "[fit]") {
+  // tests/data/fit/heldout/README.md: a LLaMA with gradient checkpointing, T5, a ViT, each probed at 2, 4 and 6 and
+  // swept for the real largest batch under a memory fraction, after fit was written and tuned on the four above.
+  std::map<std::tuple<std::string, std::string, uint64_t>, Truth> truth;
+  std::ifstream in(kFitData + "heldout/sweep.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    Truth& t = truth[{j["program"].get<std::string>(), j["conf"].get<std::string>(), j["capacity_bytes"]}];
+    t.capacity = j["capacity_bytes"];
+    if (j["fits"].get<bool>() && j["batch"].get<uint64_t>() > t.largest) {
+      t.largest = j["batch"];
+      t.peak = j["reserved_peak"];
+    }
+  }
+  std::map<std::string, BatchModel> models;
+  for (const char* program : {"llama_ckpt", "t5_train", "vit_train"}) {
+    std::vector<BatchProbe> probes;
+    for (uint64_t b : {2, 4, 6})
+      probes.push_back(
+          {program, b, load_trace(kFitData + "heldout/" + program + ".b" + std::to_string(b) + ".default.pickle.gz")});
+    models.emplace(program, BatchModel(std::move(probes)));
+  }
+  size_t exact = 0, cases = 0;
+  for (const auto& [key, t] : truth) {
+    const auto& [program, conf, capacity] = key;
+    if (!t.largest) continue;
+    FitOptions o;
+    o.capacity = capacity;
+    o.jobs = 2;
+    o.search_best = false;
+    FitReport r = fit_batch(models.at(program), o);
+    for (const SettingAnswer& a : r.answers) {
+      if ((a.conf.empty() ? std::string("default") : a.conf) != conf) continue;
+      INFO(program << " under '" << conf << "' at " << capacity);
+      ++cases;
+      uint64_t peak = 0;
+      for (const BatchPoint& p : a.points)
+        if (p.batch == a.largest_batch) peak = p.peak_reserved;
+      // Within one batch, and the peak there within 1.5% of PyTorch's; exact for LLaMA and T5.
+      CHECK(a.largest_batch + 1 >= t.largest);
+      CHECK(a.largest_batch <= t.largest + 1);
+      if (a.largest_batch == t.largest) {
+        ++exact;
+        CHECK(std::abs(static_cast<double>(peak) - static_cast<double>(t.peak)) <= 0.015 * t.peak);
+      }
+      if (program != "vit_train") {
+        CHECK(a.largest_batch == t.largest);
+        CHECK(peak == t.peak);
+      }
+    }
+  }
+  CHECK(cases == 8);
+  CHECK(exact >= 7);  // ViT under expandable segments at 0.0275 predicts 40 against 39 (docs/diagnose.md)
 }

@@ -117,6 +117,7 @@ struct JsonlParser {
     if (auto t = h.find("history_absent"); t != h.end() && t->is_boolean()) m.history_absent = t->get<bool>();
     if (auto t = h.find("gpu_limit"); t != h.end() && t->is_boolean()) m.gpu_limit = t->get<bool>();
     if (auto t = h.find("settings_inferred"); t != h.end() && t->is_boolean()) m.settings_inferred = t->get<bool>();
+    if (auto t = h.find("annotations"); t != h.end()) m.annotations = annotations_from_json(*t);
     if (auto t = h.find("unreplayed"); t != h.end() && t->is_object())
       for (const auto& [k, v] : t->items())
         if (v.is_number_unsigned()) m.unreplayed.emplace_back(k, v.get<uint64_t>());
@@ -222,6 +223,7 @@ class JsonlWriter final : public TraceWriter {
     if (meta.gpu_limit) h["gpu_limit"] = true;
     if (meta.settings_inferred) h["settings_inferred"] = true;
     if (!meta.expandable_flipped.empty()) h["expandable_flipped"] = ranges_to_json(meta.expandable_flipped);
+    if (!meta.annotations.empty()) h["annotations"] = annotations_to_json(meta.annotations);
     for (const auto& [key, count] : meta.unreplayed) h["unreplayed"][key] = count;
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
     if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);

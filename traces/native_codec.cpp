@@ -288,6 +288,7 @@ json meta_to_json(const TraceMeta& m) {
   if (m.settings_inferred) out["settings_inferred"] = true;
   if (m.dropped_stale_entries) out["dropped_stale_entries"] = m.dropped_stale_entries;
   if (!m.expandable_flipped.empty()) out["expandable_flipped"] = ranges_to_json(m.expandable_flipped);
+  if (!m.annotations.empty()) out["annotations"] = annotations_to_json(m.annotations);
   return out;
 }
 
@@ -335,6 +336,7 @@ TraceMeta meta_from_json(const json& j) {
   if (auto it = j.find("dropped_stale_entries"); it != j.end())
     m.dropped_stale_entries = meta_u64(*it, "dropped_stale_entries");
   if (auto it = j.find("expandable_flipped"); it != j.end()) m.expandable_flipped = ranges_from_json(*it);
+  if (auto it = j.find("annotations"); it != j.end()) m.annotations = annotations_from_json(*it);
   if (auto it = j.find("unreplayed"); it != j.end())
     for (const auto& [k, v] : it->items()) m.unreplayed.emplace_back(k, meta_u64(v, "an unreplayed item count"));
   if (auto it = j.find("initial"); it != j.end()) m.initial = initial_from_json(*it, m.streams.size(), m.stacks.size());

@@ -387,6 +387,8 @@ class Importer final : public pickle::ListSink {
     for (const char* key : {"host_segments", "host_traces", "external_annotations"})
       if (const Value* v = doc_->find(root, key); v && v->is_container() && !doc_->empty(*v))
         trace_.meta.unreplayed.emplace_back(key, doc_->size(*v));
+    if (const Value* annotations = doc_->find(root, "external_annotations"); annotations && annotations->is_container())
+      read_annotations(*annotations);
     if (segments) read_segments(*segments);
     if (segments && !traces && trace_.meta.segments.empty()) refuse_empty_device(nullptr, *segments);
     bool history = false;
@@ -1013,6 +1015,27 @@ class Importer final : public pickle::ListSink {
     if (s == "active_allocated") return RecordedBlock::State::ActiveAllocated;
     if (s == "active_pending_free") return RecordedBlock::State::ActivePendingFree;
     return RecordedBlock::State::Inactive;
+  }
+
+  // external_annotations: {"stage": "START"|"END", "name": str, "device": int, "time_us": int} each. They only
+  // inform reports (steps and phases), so an item of another shape is passed over, not refused.
+  void read_annotations(Value annotations) {
+    if (annotations.kind() != Kind::List) return;
+    doc_->for_each(annotations, [&](Value a) {
+      if (a.kind() != Kind::Dict) return;
+      const Value* stage = doc_->find(a, "stage");
+      const Value* name = doc_->find(a, "name");
+      const Value* time = doc_->find(a, "time_us");
+      const Value* device = doc_->find(a, "device");
+      if (!stage || !name || !time || !stage->is_str() || !name->is_str() || !time->is_int()) return;
+      if (device && device->is_int() && options_.device >= 0 && int_field(*device, "device") != options_.device) return;
+      std::string_view st = doc_->as_str(*stage, "stage");
+      if (st != "START" && st != "END") return;
+      trace_.meta.annotations.push_back(
+          {doc_->as_int(*time, "time_us"), st == "START", std::string(doc_->as_str(*name, "name"))});
+    });
+    std::stable_sort(trace_.meta.annotations.begin(), trace_.meta.annotations.end(),
+                     [](const Annotation& x, const Annotation& y) { return x.time_us < y.time_us; });
   }
 
   void read_segments(Value segments) {

@@ -165,4 +165,21 @@ std::vector<PoolInfo> pools_from_json(const nlohmann::json& j) {
   return pools;
 }
 
+nlohmann::json annotations_to_json(const std::vector<Annotation>& annotations) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : annotations)
+    out.push_back(nlohmann::json::array({a.time_us, a.start ? "START" : "END", a.name}));
+  return out;
+}
+
+std::vector<Annotation> annotations_from_json(const nlohmann::json& j) {
+  std::vector<Annotation> out;
+  if (!j.is_array()) return out;
+  for (const auto& item : j)
+    if (item.is_array() && item.size() == 3 && item[0].is_number_integer() && item[1].is_string() &&
+        item[2].is_string())
+      out.push_back({item[0].get<int64_t>(), item[1].get<std::string>() == "START", item[2].get<std::string>()});
+  return out;
+}
+
 }  // namespace fraglab

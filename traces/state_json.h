@@ -15,6 +15,9 @@ nlohmann::json segments_to_json(const std::vector<RecordedSegment>& segments);
 std::vector<RecordedSegment> segments_from_json(const nlohmann::json& j, size_t stream_count, size_t stack_count);
 
 nlohmann::json initial_to_json(const InitialState& state);
+// [[time_us, "START"|"END", name], ...]; from_json skips malformed items (annotations only inform reports).
+nlohmann::json annotations_to_json(const std::vector<Annotation>& annotations);
+std::vector<Annotation> annotations_from_json(const nlohmann::json& j);
 InitialState initial_from_json(const nlohmann::json& j, size_t stream_count, size_t stack_count);
 
 // The pool table (TraceMeta::pools, [[a, b], ...], the default pools first).

@@ -156,6 +156,16 @@ std::string pool_traits(const PoolInfo& pool);
 // "told apart by the model" (inferred); "" for the default pools.
 const char* pool_origin(const PoolInfo& pool);
 
+// A region the program marked while the history recorded (a snapshot's `external_annotations`: PyTorch's
+// RecordFunction ranges such as "Optimizer.step#AdamW.step", "Optimizer.zero_grad#...", "ProfilerStep#N"):
+// its START or END, on the trace's clock. They tell the program's steps and phases apart.
+struct Annotation {
+  int64_t time_us = 0;
+  bool start = true;
+  std::string name;
+  bool operator==(const Annotation&) const = default;
+};
+
 // Everything about a trace that is not an event.
 struct TraceMeta {
   std::string source;  // where the trace came from (file name, generator command)
@@ -200,6 +210,8 @@ struct TraceMeta {
   // range). Inferred at import from the device calls (traces/settings_inference.h); empty when none
   // contradicts the recorded setting.
   std::vector<std::pair<uint64_t, uint64_t>> expandable_flipped;
+  // The program's marked regions, by time (snapshots' external_annotations of this device).
+  std::vector<Annotation> annotations;
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   // intern_stream scans the table (a trace has a few streams); a reader that meets many keeps a
