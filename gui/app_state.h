@@ -29,8 +29,8 @@ namespace fraglab::gui {
 // The tabs below the timeline, in tab order; the fragmentation panel beside them is always
 // shown. Names, keys, titles and help of each are one row of gui/view_table.h.
 enum class ViewId { BlockMap, Memory, Events, Oom, Compare, Summary, Help };
-enum class ColorMode { Size, Age, Site, Pool, Stream };
-constexpr const char* kColorNames[] = {"size", "age", "site", "pool", "stream"};
+enum class ColorMode { Size, Age, Site, Pool, Stream, Category };
+constexpr const char* kColorNames[] = {"size", "age", "site", "pool", "stream", "category"};
 constexpr int kColorModes = static_cast<int>(std::size(kColorNames));
 enum class TimeAxis { Events, Time };
 

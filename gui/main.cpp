@@ -1,5 +1,6 @@
 // fraglab-gui: the desktop visualizer of block maps, fragmentation and reserved memory.
-//   fraglab-gui [TRACE [TRACE_B]] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color size|age|site|pool|stream]
+//   fraglab-gui [TRACE [TRACE_B]] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color
+//   size|age|site|pool|stream|category]
 //               [--device N] [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 

@@ -7,6 +7,7 @@
 #include "allocators/policy_options.h"
 #include "gui/model/palette.h"
 #include "gui/views.h"
+#include "report/program_attribution.h"
 
 namespace fraglab::gui {
 
@@ -69,8 +70,22 @@ uint32_t block_color(const AppState& app, const SnapshotBlock& b) {
     }
     case ColorMode::Stream:
       return stream_color(b.stream);
+    case ColorMode::Category: {
+      const TraceInfo& info = *app.trace;
+      return b.alloc_index < info.categories.size() ? category_color(info.categories[b.alloc_index]) : kNoSiteColor;
+    }
   }
   return kNoSiteColor;
+}
+
+// One colour per category (report/program_attribution.h), the model's own (parameters, optimizer state) cool,
+// what a step holds (activations, gradients) warm, the transient grey-blue.
+uint32_t category_color(uint8_t category) {
+  static constexpr uint32_t kColors[kMemoryCategories] = {IM_COL32(70, 110, 220, 255),  IM_COL32(230, 150, 40, 255),
+                                                          IM_COL32(130, 80, 200, 255),  IM_COL32(220, 70, 70, 255),
+                                                          IM_COL32(140, 160, 180, 255), IM_COL32(60, 170, 120, 255),
+                                                          IM_COL32(200, 200, 90, 255)};
+  return category < kMemoryCategories ? kColors[category] : kNoSiteColor;
 }
 
 uint32_t stream_color(StreamIndex stream) { return kSiteColors[stream % kSiteColors.size()]; }
@@ -133,6 +148,10 @@ void color_legend(const AppState& app, bool with_free) {
         swatch(pool_color(static_cast<PoolIndex>(i)), "pool " + pool_name(pools[i]), pool_origin(pools[i]));
       break;
     }
+    case ColorMode::Category:
+      for (int c = 0; c < kMemoryCategories; ++c)
+        swatch(category_color(static_cast<uint8_t>(c)), category_name(static_cast<MemoryCategory>(c)));
+      break;
     case ColorMode::Stream: {
       const auto& streams = app.trace->trace.meta.streams;
       for (size_t i = 0; i < streams.size() && i < kSiteColors.size(); ++i)
@@ -153,6 +172,10 @@ void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_fr
   ImGui::Text("stream %#llx, pool %s",
               static_cast<unsigned long long>(alloc.stream < streams.size() ? streams[alloc.stream] : 0),
               alloc.pool < pools.size() ? pool_name(pools[alloc.pool]).c_str() : "?");
+  if (alloc_index < info.categories.size() && info.categories[alloc_index] < kMemoryCategories)
+    ImGui::Text("category: %s (inferred from %s)",
+                category_name(static_cast<MemoryCategory>(info.categories[alloc_index])),
+                info.has_stacks ? "its stack and lifetime" : "its lifetime: no stacks recorded");
   uint64_t freed = info.free_index[alloc_index];
   if (freed == TraceInfo::kNever) {
     ImGui::Text("lifetime: never freed (live to the end of the trace)");

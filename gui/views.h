@@ -34,6 +34,8 @@ uint32_t block_color(const AppState& app, const SnapshotBlock& b);
 // The color of a private pool's blocks (the default pools: grey), for --color pool.
 uint32_t pool_color(PoolIndex pool);
 uint32_t stream_color(StreamIndex stream);
+// The colour of a MemoryCategory (report/program_attribution.h) in the category colouring.
+uint32_t category_color(uint8_t category);
 // The color of an allocation site (one of the first kSiteColors recorded sites, else grey).
 uint32_t site_color(const TraceInfo& info, uint32_t site);
 // The strip for `run`'s snapshot at this size and color mode, from the cache when it fits.

@@ -26,3 +26,5 @@ shot "$cases/gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz" --policy recorde
 shot "$corpus/gpt2_train.default.pickle.gz" "$corpus/gpt2_train.expandable.pickle.gz" --policy "$policy" \
   --view compare --align step --at peak --screenshot docs/img/gui_two_traces.png
 ls -la docs/img/gui_*.png
+shot "$corpus/gpt2_train.default.stacks.pickle.gz" --policy "$policy" --at peak --color category \
+  --screenshot docs/img/gui_gpt2_categories.png

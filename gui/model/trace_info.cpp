@@ -1,5 +1,7 @@
 #include "gui/model/trace_info.h"
 
+#include "report/program_attribution.h"
+
 #include <algorithm>
 #include <future>
 #include <numeric>
@@ -64,6 +66,15 @@ void assign_sites(TraceInfo& info) {
   info.has_stacks = stacks.size() > 1;
 }
 
+// Each allocation's category, from its stack and lifetime (report/program_attribution.h).
+std::vector<uint8_t> alloc_categories(const Trace& trace) {
+  ProgramAttribution program(trace);
+  std::vector<uint8_t> out(trace.events.size(), TraceInfo::kNoCategory);
+  for (uint64_t i = 0; i < trace.events.size(); ++i)
+    if (trace.events[i].kind == EventKind::Alloc) out[i] = static_cast<uint8_t>(program.category_of(i));
+  return out;
+}
+
 }  // namespace
 
 int64_t TraceInfo::time_at(uint64_t index) const {
@@ -90,10 +101,12 @@ std::shared_ptr<TraceInfo> derive(Trace trace, std::string path) {
     MemorySource source(t);
     return compute_stats(source);
   });
+  auto categories = std::async(std::launch::async, [&t = info->trace] { return alloc_categories(t); });
   assign_sites(*info);
   info->inferred_capacity = capacity_for(info->trace, std::nullopt, &info->capacity_note);
   info->free_index = frees.get();
   info->stats = stats.get();
+  info->categories = categories.get();
   info->recorded_layout = has_recorded_layout(info->trace);
   return info;
 }

@@ -31,6 +31,10 @@ struct TraceInfo {
   // For an Alloc event, the index of its Free (kNever when never freed); other events: kNever.
   static constexpr uint64_t kNever = UINT64_MAX;
   std::vector<uint64_t> free_index;
+  // For an Alloc event, what the memory is to the program (MemoryCategory: parameters, activations, ...,
+  // report/program_attribution.h); other events: kNoCategory.
+  static constexpr uint8_t kNoCategory = UINT8_MAX;
+  std::vector<uint8_t> categories;
   // Sites ordered by bytes allocated, largest first; site_of_stack maps a StackId to one.
   std::vector<AllocSite> sites;
   std::vector<uint32_t> site_of_stack;
