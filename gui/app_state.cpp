@@ -267,7 +267,7 @@ ActiveMemoryRun& AppState::memory_run() {
 }
 
 OomDiagnosisRun& AppState::oom_run() {
-  if (!oom) oom = std::make_unique<OomDiagnosisRun>(trace, device.capacity, notify_);
+  if (!oom) oom = std::make_unique<OomDiagnosisRun>(trace, device.capacity, notify_, probes);
   return *oom;
 }
 

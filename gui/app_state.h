@@ -162,6 +162,7 @@ class AppState {
 
   // OOM view: diagnose's reading at each OOM, on a worker once the view is shown.
   std::unique_ptr<OomDiagnosisRun> oom;
+  std::vector<std::string> probes;  // --probe PATH@BATCH: the OOM view's batch what-if
   OomDiagnosisRun& oom_run();
 
  private:

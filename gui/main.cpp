@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
                  "The GPU whose history to show from a snapshot of several (default: device 0, or the only one "
                  "with data)")
       ->check(CLI::NonNegativeNumber);
+  cli.add_option("--probe", o.probes,
+                 "A snapshot of the program at a smaller batch, PATH@BATCH (two or more): the OOM view names the "
+                 "largest batch that fits (fraglab fit)");
   cli.add_option("--screenshot", o.screenshot,
                  "Render the window once the replays are done, write it to this PNG and exit (0, or 2 on bad input)");
   cli.add_option("--screenshot-timeout", o.screenshot_timeout_s, "Give up on a screenshot after this many seconds");

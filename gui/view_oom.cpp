@@ -85,6 +85,27 @@ void holders(const Diagnosis& d) {
   ImGui::TextDisabled("by step and phase: %s", phases.c_str());
 }
 
+// The batch what-if (fraglab fit) from the --probe snapshots: the largest batch per setting.
+void batch_answers(const FitReport& fit) {
+  if (!ImGui::BeginTable("##fit", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) return;
+  for (const char* c : {"setting", "largest batch that fits", "predicted peak reserved"}) ImGui::TableSetupColumn(c);
+  ImGui::TableHeadersRow();
+  for (const SettingAnswer& a : fit.answers) {
+    uint64_t peak = 0;
+    for (const BatchPoint& p : a.points)
+      if (p.batch == a.largest_batch) peak = p.peak_reserved;
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%s: %s", a.label.c_str(), a.conf.empty() ? "every default" : a.conf.c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%llu", static_cast<unsigned long long>(a.largest_batch));
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(bytes_label(peak).c_str());
+  }
+  ImGui::EndTable();
+  ImGui::TextDisabled("confidence: %s", fit.confidence.c_str());
+}
+
 void details(const DiagnoseReport& r, const Diagnosis& d) {
   const MemoryState& st = d.state;
   if (d.request_bytes) {
@@ -158,6 +179,7 @@ void draw_oom(AppState& app, ImVec2 size) {
   ImGui::SameLine(0, 20);
   if (run.verdict_done()) {
     ImGui::TextWrapped("verdict: %s", report->verdict.text.c_str());
+    if (report->verdict.fit) batch_answers(*report->verdict.fit);
   } else {
     ImGui::TextDisabled("searching the settings for the verdict ...");
   }

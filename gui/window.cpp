@@ -79,6 +79,8 @@ void configure(AppState& app, const LaunchOptions& o) {
     app.auto_recorded = false;
   }
   if (!o.capacity.empty()) app.device.capacity = parse_size(o.capacity);
+  for (const auto& p : o.probes) parse_probe_arg(p);  // a usage error before any loading
+  app.probes = o.probes;
   app.trace_device = o.device;
   for (const auto& p : app.policies)
     if (!is_recorded_spec(p)) PolicySpec::parse(p);  // fail early on malformed option strings

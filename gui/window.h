@@ -16,11 +16,12 @@ struct LaunchOptions {
   std::string at;  // "peak" or an event index
   std::string view = "blockmap";
   std::string color = "size";
-  std::string search;          // the events view's query
-  std::string align = "time";  // two traces: time, step or events
-  std::string capacity;        // device capacity, e.g. 80GiB; empty = unlimited
-  int device = kAnyDevice;     // a snapshot's GPU (kAnyDevice: device 0, or the only one with data)
-  std::string screenshot;      // write the window to this PNG once everything is shown, then exit
+  std::string search;               // the events view's query
+  std::string align = "time";       // two traces: time, step or events
+  std::string capacity;             // device capacity, e.g. 80GiB; empty = unlimited
+  std::vector<std::string> probes;  // PATH@BATCH snapshots of the program at smaller batches (the OOM view)
+  int device = kAnyDevice;          // a snapshot's GPU (kAnyDevice: device 0, or the only one with data)
+  std::string screenshot;           // write the window to this PNG once everything is shown, then exit
   int width = 1600, height = 1000;
   double screenshot_timeout_s = 300;
 };

@@ -28,3 +28,7 @@ shot "$corpus/gpt2_train.default.pickle.gz" "$corpus/gpt2_train.expandable.pickl
 ls -la docs/img/gui_*.png
 shot "$corpus/gpt2_train.default.stacks.pickle.gz" --policy "$policy" --at peak --color category \
   --screenshot docs/img/gui_gpt2_categories.png
+fit=tests/data/fit
+shot "$fit/kv_server.b37.default_cap0.0451.pickle.gz" --view oom --probe "$fit/kv_server.b2.default.pickle.gz@2" \
+  --probe "$fit/kv_server.b4.default.pickle.gz@4" --probe "$fit/kv_server.b6.default.pickle.gz@6" \
+  --screenshot docs/img/gui_kv_oom_probes.png

@@ -12,15 +12,15 @@ std::atomic<int> running{0};
 bool OomDiagnosisRun::any_running() { return running.load() > 0; }
 
 OomDiagnosisRun::OomDiagnosisRun(std::shared_ptr<const TraceInfo> trace, std::optional<uint64_t> capacity,
-                                 std::function<void()> notify)
+                                 std::function<void()> notify, std::vector<std::string> probes)
     : shared_(std::make_shared<Shared>()) {
   shared_->notify = std::move(notify);
   // --capacity as given, else the limit read with the trace (TraceInfo::inferred_capacity, capacity_for's).
   std::optional<uint64_t> cap = capacity ? capacity : trace->inferred_capacity;
   if (!capacity) note_ = trace->capacity_note;
   ++running;
-  std::thread([shared = shared_, trace = std::move(trace), cap] {
-    work(shared, trace, cap);
+  std::thread([shared = shared_, trace = std::move(trace), cap, probes = std::move(probes)] {
+    work(shared, trace, cap, probes);
     --running;
   }).detach();
 }
@@ -51,7 +51,7 @@ std::string OomDiagnosisRun::error() const {
 }
 
 void OomDiagnosisRun::work(std::shared_ptr<Shared> shared, std::shared_ptr<const TraceInfo> trace,
-                           std::optional<uint64_t> capacity) {
+                           std::optional<uint64_t> capacity, const std::vector<std::string>& probes) {
   auto publish = [&](auto&& change) {
     std::lock_guard lock(shared->mutex);
     change();
@@ -61,8 +61,18 @@ void OomDiagnosisRun::work(std::shared_ptr<Shared> shared, std::shared_ptr<const
   try {
     DiagnoseOptions o;
     o.jobs = 1;  // the UI and the policy replays share the machine
+    std::optional<BatchModel> model;
     for (bool search : {false, true}) {
       o.search = search;
+      if (search && !probes.empty()) {  // the batch what-if with the verdict (loading the probes takes a while)
+        std::vector<BatchProbe> loaded;
+        for (const auto& text : probes) {
+          auto [path, batch] = parse_probe_arg(text);
+          loaded.push_back({path, batch, load_trace(path, {kAnyDevice})});
+        }
+        model.emplace(std::move(loaded));
+        o.probes = &*model;
+      }
       auto r = std::make_shared<DiagnoseReport>(diagnose(trace->trace, trace->path, capacity, o));
       bool wanted = publish([&] {
         shared->report = std::move(r);

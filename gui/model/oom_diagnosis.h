@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gui/model/trace_info.h"
 #include "report/diagnose.h"
@@ -19,8 +20,10 @@ namespace fraglab::gui {
 class OomDiagnosisRun {
  public:
   // `capacity`: the device's, when the user set one; else inferred from the recording's OOMs.
+  // `probes`: snapshots of the same program at smaller batches (PATH@BATCH, fraglab fit): the verdict then
+  // names the largest batch that fits (report/batch_fit.h).
   OomDiagnosisRun(std::shared_ptr<const TraceInfo> trace, std::optional<uint64_t> capacity,
-                  std::function<void()> notify = {});
+                  std::function<void()> notify = {}, std::vector<std::string> probes = {});
   ~OomDiagnosisRun();
   OomDiagnosisRun(const OomDiagnosisRun&) = delete;
   OomDiagnosisRun& operator=(const OomDiagnosisRun&) = delete;
@@ -45,7 +48,7 @@ class OomDiagnosisRun {
     std::function<void()> notify;
   };
   static void work(std::shared_ptr<Shared> shared, std::shared_ptr<const TraceInfo> trace,
-                   std::optional<uint64_t> capacity);
+                   std::optional<uint64_t> capacity, const std::vector<std::string>& probes);
   std::string note_;
   std::shared_ptr<Shared> shared_;
 };
