@@ -2,6 +2,8 @@
 // detail, cursor snapshots and the "largest request that fits" probe, recent files.
 #include <catch2/catch.hpp>
 
+#include <array>
+
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -14,6 +16,7 @@
 #include "gui/model/recent_files.h"
 #include "gui/model/series.h"
 #include "gui/model/trace_info.h"
+#include "report/program_attribution.h"
 #include "tests/gui_test_traces.h"
 
 using namespace fraglab;
@@ -133,6 +136,26 @@ TEST_CASE("allocation sites skip PyTorch's own frames", "[gui]") {
     REQUIRE(info->trace.events[f].kind == EventKind::Free);
     REQUIRE(info->trace.events[f].id == info->trace.events[i].id);
   }
+}
+
+TEST_CASE("every allocation has the category the program attribution gives it (--color category)", "[gui]") {
+  auto info = load_trace_info(std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/gpt2_train.default.stacks.pickle.gz");
+  ProgramAttribution program(info->trace);
+  REQUIRE(info->categories.size() == info->events());
+  std::array<uint64_t, kMemoryCategories> bytes{};
+  for (uint64_t i = 0; i < info->events(); ++i) {
+    const Event& e = info->trace.events[i];
+    if (e.kind != EventKind::Alloc) {
+      CHECK(info->categories[i] == TraceInfo::kNoCategory);
+      continue;
+    }
+    REQUIRE(info->categories[i] == static_cast<uint8_t>(program.category_of(i)));
+    bytes[info->categories[i]] += e.size;
+  }
+  // GPT-2 small: 474.7 MiB of parameters made by model.to(), AdamW's two states of each, activations each step.
+  CHECK(bytes[static_cast<size_t>(MemoryCategory::Parameter)] >= 474 * (1ull << 20));
+  CHECK(bytes[static_cast<size_t>(MemoryCategory::OptimizerState)] >= 2 * 474 * (1ull << 20));
+  CHECK(bytes[static_cast<size_t>(MemoryCategory::Activation)] > bytes[static_cast<size_t>(MemoryCategory::Parameter)]);
 }
 
 TEST_CASE("a policy run records series that agree with the replay, and snapshots at the peak", "[gui]") {
