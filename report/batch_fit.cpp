@@ -712,9 +712,11 @@ FitReport fit_batch(const BatchModel& model, const FitOptions& o) {
         "in the batch exactly, and the model replays each probe's recorded peak to the byte";
   else if (al.unmatched_bytes * 20 > recorded_peak(model.reference().trace) && al.unmatched_allocs)
     r.confidence = fmt::format(
-        "low: the probes do not align ({} allocations, {} of the reference unmatched): the "
-        "program's allocations depend on more than the batch",
-        al.unmatched_allocs, format_size(al.unmatched_bytes));
+        "low: the probes do not align ({} allocations, {} of the reference unmatched): the program's allocations "
+        "depend on more than the batch, or its kernels change path between the probes' batches (probes at "
+        "batches {}, {} and {} would show whether the reference's path holds above it)",
+        al.unmatched_allocs, format_size(al.unmatched_bytes), model.reference().batch, model.reference().batch + 2,
+        model.reference().batch + 4);
   else
     r.confidence = fmt::format(
         "{}: {} of {} allocations irregular or unmatched (extrapolated or kept), the worst "
