@@ -134,7 +134,11 @@ void print_fit(const BatchModel& model, const FitReport& r, const std::string& c
   for (const auto& s : r.answers) {
     const BatchPoint* at = point_at(s, s.largest_batch);
     const BatchPoint* fail = s.first_failing ? point_at(s, *s.first_failing) : nullptr;
-    fmt::print("  {:>6}  {}\n", s.largest_batch, conf_label(s));
+    fmt::print("  {:>6}  {}{}\n", s.largest_batch, conf_label(s),
+               s.first_failing && *s.first_failing > r.live_limit_batch && r.live_limit_batch == s.largest_batch &&
+                       s.largest_batch >= (1u << 20)
+                   ? "  (the search's limit: --max-batch)"
+                   : "");
     if (at)
       fmt::print("          predicted peak reserved there {} ({} bytes)\n", format_size(at->peak_reserved),
                  at->peak_reserved);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -104,30 +105,50 @@ bool sizes_compatible(uint64_t large, uint64_t bl, uint64_t small, uint64_t bs) 
   return static_cast<long double>(large) <= static_cast<long double>(small) * ratio * ratio * 1.02L + 4096.0L;
 }
 
-// Lagrange's polynomial through the points, evaluated at x, rounded to the nearest integer (exact
-// rational arithmetic in 128 bits: sizes below 2^48, batches below 10^9).
+// Lagrange's polynomial through the points, evaluated at x, rounded to the nearest integer: exact rational
+// arithmetic in 128 bits, each step checked; where a step would overflow (batches and sizes far past any
+// GPU's), the same sum in long double. Saturated to the int64 range.
 int64_t lagrange(const uint64_t* xs, const uint64_t* ys, size_t n, uint64_t x) {
   __extension__ typedef __int128 i128;
-  i128 num = 0, den = 1;
-  for (size_t i = 0; i < n; ++i) {
-    i128 a = static_cast<i128>(ys[i]), b = 1;
-    for (size_t j = 0; j < n; ++j) {
-      if (j == i) continue;
-      a *= static_cast<i128>(x) - static_cast<i128>(xs[j]);
-      b *= static_cast<i128>(xs[i]) - static_cast<i128>(xs[j]);
+  auto exact = [&](i128& out) {
+    i128 num = 0, den = 1;
+    for (size_t i = 0; i < n; ++i) {
+      i128 a = static_cast<i128>(ys[i]), b = 1;
+      for (size_t j = 0; j < n; ++j) {
+        if (j == i) continue;
+        if (__builtin_mul_overflow(a, static_cast<i128>(x) - static_cast<i128>(xs[j]), &a) ||
+            __builtin_mul_overflow(b, static_cast<i128>(xs[i]) - static_cast<i128>(xs[j]), &b))
+          return false;
+      }
+      if (b < 0) a = -a, b = -b;
+      i128 nb, ad;  // num/den + a/b
+      if (__builtin_mul_overflow(num, b, &nb) || __builtin_mul_overflow(a, den, &ad) ||
+          __builtin_add_overflow(nb, ad, &num) || __builtin_mul_overflow(den, b, &den))
+        return false;
     }
-    if (b < 0) {
-      a = -a;
-      b = -b;
+    i128 q = num / den, r = num % den;
+    if (r < 0) r = -r;
+    if (2 * r >= den) q += num < 0 ? -1 : 1;
+    out = q;
+    return true;
+  };
+  long double v;
+  if (i128 q; exact(q)) {
+    v = static_cast<long double>(q);
+  } else {
+    v = 0;
+    for (size_t i = 0; i < n; ++i) {
+      long double term = static_cast<long double>(ys[i]);
+      for (size_t j = 0; j < n; ++j)
+        if (j != i)
+          term *= (static_cast<long double>(x) - static_cast<long double>(xs[j])) /
+                  (static_cast<long double>(xs[i]) - static_cast<long double>(xs[j]));
+      v += term;
     }
-    // num/den + a/b
-    num = num * b + a * den;
-    den *= b;
+    v = std::round(v);
   }
-  i128 q = num / den, r = num % den;
-  if (r < 0) r = -r;
-  if (2 * r >= den) q += num < 0 ? -1 : 1;
-  return static_cast<int64_t>(q);
+  constexpr long double kMax = static_cast<long double>(INT64_MAX) / 2;
+  return static_cast<int64_t>(std::clamp(v, -kMax, kMax));
 }
 
 }  // namespace
@@ -306,6 +327,16 @@ void BatchModel::fit_laws() {
     else
       laws_[a] = SizeLaw::Irregular;
   }
+  // A tensor does not get smaller as the batch grows: many that do mean a batch given wrong (PATH@BATCH).
+  for (size_t a = 0; a < laws_.size(); ++a) {
+    size_t n = points_for(a, xs.data(), ys.data());
+    if (n >= 2 && ys[n - 1] < ys[0]) ++alignment_.shrinking_allocs;
+  }
+  if (alignment_.shrinking_allocs)
+    alignment_.notes.push_back(fmt::format(
+        "{} allocations are smaller at a larger batch: check the batches given (PATH@BATCH), or the probes are of "
+        "different programs",
+        alignment_.shrinking_allocs));
 }
 
 uint64_t BatchModel::size_at(size_t alloc, uint64_t batch) const {
@@ -703,7 +734,14 @@ FitReport fit_batch(const BatchModel& model, const FitOptions& o) {
   for (const auto& c : r.checks) worst = std::max(worst, std::abs(c.error()));
   std::vector<uint64_t> laws = model.law_counts();
   uint64_t odd = laws[static_cast<size_t>(SizeLaw::Irregular)] + laws[static_cast<size_t>(SizeLaw::Unmatched)];
-  if (r.checks.empty())
+  uint64_t growing = laws[static_cast<size_t>(SizeLaw::Linear)] + laws[static_cast<size_t>(SizeLaw::Quadratic)] +
+                     laws[static_cast<size_t>(SizeLaw::Irregular)];
+  if (al.shrinking_allocs * 10 > growing && al.shrinking_allocs)
+    r.confidence = fmt::format(
+        "low: {} of {} allocations that change with the batch are smaller at a larger one: "
+        "the batches given (PATH@BATCH) look wrong, or the probes are of different programs",
+        al.shrinking_allocs, growing);
+  else if (r.checks.empty())
     r.confidence = fmt::format("unchecked: the probes record no allocator calls to check the model against ({})",
                                al.exact ? "they align exactly" : "they align allocation by allocation");
   else if (al.exact && odd == 0 && worst == 0)

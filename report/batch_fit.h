@@ -72,6 +72,7 @@ class BatchModel {
     uint64_t unmatched_allocs = 0;         // of the reference, in some probe without a counterpart
     uint64_t unmatched_bytes = 0;          // their bytes in the reference
     uint64_t others_unmatched_allocs = 0;  // allocations of other probes left out
+    uint64_t shrinking_allocs = 0;         // smaller at a larger batch: a batch given wrong, or another program
     std::vector<std::string> notes;        // what was assumed, for people
   };
   const Alignment& alignment() const { return alignment_; }

@@ -308,3 +308,22 @@ TEST_CASE("fit: programs recorded after the model was written (held out) are pre
   CHECK(cases == 8);
   CHECK(exact >= 7);  // ViT under expandable segments at 0.0275 predicts 40 against 39 (docs/diagnose.md)
 }
+
+TEST_CASE("fit: probes given the wrong batches, or of another program, say so", "[fit]") {
+  // The batch-2 program labelled batch 8: its tensors are smaller at the "larger" batch.
+  std::vector<BatchProbe> swapped;
+  swapped.push_back({"b4", 4, program(4)});
+  swapped.push_back({"b2 labelled 8", 8, program(2)});
+  BatchModel model(std::move(swapped));
+  CHECK(model.alignment().shrinking_allocs >= 18);
+  FitOptions o;
+  o.capacity = 400 * kMiB;
+  o.jobs = 1;
+  o.search_best = false;
+  o.max_batch = 4096;
+  FitReport r = fit_batch(model, o);
+  CHECK(r.confidence.rfind("low", 0) == 0);
+  CHECK(r.confidence.find("PATH@BATCH") != std::string::npos);
+  // Well-labelled probes shrink nowhere.
+  CHECK(BatchModel(probes_at({2, 4})).alignment().shrinking_allocs == 0);
+}
