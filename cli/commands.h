@@ -30,6 +30,7 @@ void add_ops(CLI::App& app, CommandFn& run);
 void add_diff(CLI::App& app, CommandFn& run);
 void add_diagnose(CLI::App& app, CommandFn& run);
 void add_fit(CLI::App& app, CommandFn& run);
+void add_ranks(CLI::App& app, CommandFn& run);
 
 // --capacity text ("80GiB", "" = unlimited) and --addresses ("cuda", "bump") -> device config.
 SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "auto");

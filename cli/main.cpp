@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   cli::add_diff(app, run);
   cli::add_diagnose(app, run);
   cli::add_fit(app, run);
+  cli::add_ranks(app, run);
   cli::add_plugin_option(app);
   try {
     app.parse(argc, argv);

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17 probe18)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks ranks_oom large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17 probe18)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -159,6 +159,13 @@ for g in $groups; do case $g in
     done
     rec "X=1" compile_dynamic
     rec "RECORD=late:2" compile_dynamic ;;
+  ranks_oom)  # needs two GPUs: DDP with uneven data under a memory fraction, the larger rank running out
+    for c in "X=1" "$E"; do
+      echo "== $c ddp_uneven_oom (torchrun, 2 ranks, FRACTION=${RANKS_FRACTION:-0.021})"
+      env $c FRACTION=${RANKS_FRACTION:-0.021} STACKS=1 python3 -m torch.distributed.run --nproc_per_node 2 \
+        "$(dirname "$0")/record_torch_traces.py" ddp_uneven_oom "$out" \
+        >"$out/ddp_uneven_oom.$(echo "$c" | tr ' =:,' '_-__')_${RANKS_FRACTION:-0.021}.log" 2>&1 || echo "FAILED: $c ddp_uneven_oom"
+    done ;;
   # What users bring that the groups above do not cover (groups probe_*, recorded on an H100 2026-11-26; five
   # groups that can run at once, each case a fresh process well under 10 GB of the GPU):
   probe_generate)  # HuggingFace generate() with a growing KV cache; a prefetcher under a fraction near its limit
