@@ -57,6 +57,8 @@ std::string GroupLabels::label(GroupBy by, const Event& alloc) const {
       return size_class_label(alloc.size);
     case GroupBy::Stream:
       return stream_label(meta_, alloc.stream);
+    case GroupBy::Category:  // needs the whole trace's lifetimes: break_down labels it (ProgramAttribution)
+      return {};
   }
   return {};
 }
