@@ -15,6 +15,7 @@
 
 #include "allocators/detail/pytorch_config.h"
 #include "report/alloc_groups.h"
+#include "report/parallel_for.h"
 #include "report/tune.h"
 #include "sim/replay_simulated.h"
 #include "traces/alloc_site.h"
@@ -429,26 +430,11 @@ class FitSearch {
     }
     std::sort(batches.begin(), batches.end());
     batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
-    std::atomic<size_t> next{0};
-    std::exception_ptr error;
-    auto worker = [&] {
-      for (size_t i; (i = next++) < batches.size();) {
-        try {
-          BatchPoint p = replay(conf, batches[i]);
-          std::lock_guard lock(mutex_);
-          done_[{conf, batches[i]}] = p;
-        } catch (...) {
-          std::lock_guard lock(mutex_);
-          if (!error) error = std::current_exception();
-        }
-      }
-    };
-    {
-      std::vector<std::jthread> pool;
-      for (unsigned k = 1; k < std::min<size_t>(threads_, batches.size()); ++k) pool.emplace_back(worker);
-      worker();
-    }
-    if (error) std::rethrow_exception(error);
+    parallel_for(batches.size(), threads_, [&](size_t i) {
+      BatchPoint p = replay(conf, batches[i]);
+      std::lock_guard lock(mutex_);
+      done_[{conf, batches[i]}] = p;
+    });
   }
 
   // The largest batch in [1, limit] whose replay fits under `conf` (0: none), searching by halving between

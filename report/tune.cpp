@@ -10,6 +10,7 @@
 #include "allocators/detail/pytorch_config.h"
 #include "allocators/policy_options.h"
 #include "allocators/registry.h"
+#include "report/parallel_for.h"
 #include "sim/capacity.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
@@ -69,31 +70,15 @@ class Search {
     for (const auto& c : confs)
       if (!tried_.count(c) && std::find(todo.begin(), todo.end(), c) == todo.end()) todo.push_back(c);
     std::vector<TuneCandidate> out(todo.size());
-    std::atomic<size_t> next{0};
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto worker = [&] {
-      for (size_t i; (i = next++) < todo.size();) {
-        try {
-          try {
-            out[i] = replay(todo[i], stage);
-          } catch (const PolicyConfigError&) {
-            throw;
-          } catch (const std::exception& e) {  // a policy's internal error: say which setting
-            throw std::runtime_error("replaying " + policy_string(o_.policy, todo[i]) + ": " + e.what());
-          }
-        } catch (...) {
-          std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
+    parallel_for(todo.size(), threads_, [&](size_t i) {
+      try {
+        out[i] = replay(todo[i], stage);
+      } catch (const PolicyConfigError&) {
+        throw;
+      } catch (const std::exception& e) {  // a policy's internal error: say which setting
+        throw std::runtime_error("replaying " + policy_string(o_.policy, todo[i]) + ": " + e.what());
       }
-    };
-    {
-      std::vector<std::jthread> pool;
-      for (unsigned k = 1; k < std::min<size_t>(threads_, todo.size()); ++k) pool.emplace_back(worker);
-      worker();
-    }
-    if (error) std::rethrow_exception(error);
+    });
     for (auto& c : out) tried_.emplace(c.conf, std::move(c));
   }
 
