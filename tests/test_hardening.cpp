@@ -372,3 +372,47 @@ TEST_CASE("merge refuses metric values that are not counts", "[hardening]") {
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("gen refuses bad generator options up front, naming the option", "[hardening]") {
+  fs::path dir = temp_dir("gen");
+  const std::string out = (dir / "out.fltrace").string();
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"serve --weights -1", "--weights: '-1' is not a size"},
+      {"serve --kv-bytes-per-token nan", "--kv-bytes-per-token: 'nan' is not a size"},
+      {"random --target-live x", "--target-live"},
+      {"random --align -5", "--align"},
+      {"adversarial --live -1", "--live"},
+      {"adversarial --min-size inf", "--min-size"},
+      {"adversarial --max-size 1e999", "--max-size"},
+      {"adversarial --align .", "--align"},
+      {"train --layers 2147483647", "--layers must be from 1 to 1024"},
+      {"train --seq fixed:18446744073709551615", "--seq 'fixed:18446744073709551615' reaches"},
+      {"train --seq fixed:nan", "--seq: bad number 'nan'"},
+      {"train --dropout nan", "--dropout must be from 0 to 1"},
+      {"train --steps 1000000 --layers 1000", "--steps x --layers"},
+      {"train --batch 65536 --seq fixed:1048576", "the logits"},
+      {"adversarial --live 300TiB", "--live must be from"},
+      {"adversarial --live 200TiB --max-size 1GiB", "blocks, more than 2^30"},
+      {"serve --rate nan", "--rate must be from"},
+      {"serve --rate inf", "--rate must be from"},
+      {"serve --rate -3", "--rate must be from"},
+      {"serve --growth 1e308", "--growth must be from 1 to 16"},
+      {"serve --prompt lognormal:512:inf", "--prompt: bad number 'inf'"},
+      {"random --size fixed:-5", "--size: bad number '-5'"},
+      {"random --lifetime lognormal:nan", "--lifetime: bad parameter"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    Cli r = run_cli(std::string("gen ") + c.args + " -o " + out);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+    CHECK(!fs::exists(out));
+  }
+  // In range, the wrap's neighbour still works.
+  CHECK(run_cli("gen train --layers 1 --hidden 64 --heads 2 --vocab 100 --steps 1 --seq fixed:16 -o " + out).rc == 0);
+  fs::remove_all(dir);
+}
