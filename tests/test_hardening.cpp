@@ -416,3 +416,15 @@ TEST_CASE("gen refuses bad generator options up front, naming the option", "[har
   CHECK(run_cli("gen train --layers 1 --hidden 64 --heads 2 --vocab 100 --steps 1 --seq fixed:16 -o " + out).rc == 0);
   fs::remove_all(dir);
 }
+
+TEST_CASE("compare refuses a grid beyond its configuration limit before expanding it", "[hardening]") {
+  const std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
+  std::string grid = "bestfit:align={";  // 10^6 from a short argument: counted, never expanded
+  for (int i = 0; i < 10; ++i) grid += std::to_string(512 * (i + 1)) + (i < 9 ? "," : "}");
+  grid +=
+      ",min_segment={1,2,3,4,5,6,7,8,9,10}MiB,max_split={1,2,3,4,5,6,7,8,9,10}MiB"
+      ",a={1,2,3,4,5,6,7,8,9,10},b={1,2,3,4,5,6,7,8,9,10},c={1,2,3,4,5,6,7,8,9,10}";
+  Cli r = run_cli("compare " + trace + " --grid '" + grid + "' -q");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Catch::Contains("expands to 1000000 configurations; at most 10000 are allowed"));
+}
