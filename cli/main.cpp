@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,20 @@ SimDeviceConfig sim_config(const std::string& capacity, const std::string& addre
   if (!capacity.empty()) config.capacity = parse_size(capacity);
   config.addresses = parse_address_model(addresses).value_or(AddressModel::Auto);
   return config;
+}
+
+void refuse_output_over_input(const std::vector<std::string>& inputs, const std::string& option,
+                              const std::string& output) {
+  namespace fs = std::filesystem;
+  if (output.empty() || output == "-") return;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    bool same = fs::equivalent(input, output, ec);  // false with an error where either does not exist
+    if (ec) same = fs::weakly_canonical(input, ec) == fs::weakly_canonical(output, ec) && !ec;
+    if (same)
+      throw std::invalid_argument(fmt::format("{} '{}' is the input '{}': refusing to overwrite it", option,
+                                              printable(output), printable(input)));
+  }
 }
 
 namespace {

@@ -428,3 +428,24 @@ TEST_CASE("compare refuses a grid beyond its configuration limit before expandin
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Catch::Contains("expands to 1000000 configurations; at most 10000 are allowed"));
 }
+
+TEST_CASE("an output that is the input is refused, the input left whole", "[hardening]") {
+  fs::path dir = temp_dir("clobber");
+  const fs::path trace = dir / "t.csv";
+  fs::copy_file(fs::path(FRAGLAB_SOURCE_DIR) / "tests/data/rmm_log_small.csv", trace);
+  fs::create_symlink(trace, dir / "link.csv");
+  const std::string before = read_file(trace.string()), t = trace.string();
+  const std::string link = (dir / "link.csv").string(), dotted = (dir / "." / "t.csv").string();
+  for (const std::string& args :
+       {"compare " + t + " --policies bestfit -q --csv " + t,
+        "compare " + dir.string() + " --policies bestfit -q --md " + link,
+        "compare " + t + " --policies bestfit -q --json " + dotted, "replay " + t + " --timeline " + t,
+        "replay " + link + " --timeline " + dotted, "diagnose " + t + " --html " + link}) {
+    INFO(args);
+    Cli r = run_cli(args);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains("refusing to overwrite it"));
+    CHECK(read_file(t) == before);
+  }
+  fs::remove_all(dir);
+}
