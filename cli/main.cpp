@@ -1,5 +1,6 @@
 #include <fmt/core.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -52,21 +53,25 @@ int check_stdout(int rc) {
 void add_limit_option(CLI::App& app) {
   static std::string value;
   app.add_option("--max-expansion", value,
-                 "How many times its own size an input may inflate or expand to in memory (default 128, at least "
-                 "64 MiB; 'unlimited' lifts it): refuses decompression and alias bombs (docs/limits.md)")
+                 fmt::format("How many times its own size an input may inflate or expand to in memory: a positive "
+                             "integer (default {}, at least {} MiB) or 'unlimited': refuses decompression and alias "
+                             "bombs (docs/limits.md)",
+                             ReadLimits{}.ratio, ReadLimits{}.floor_bytes >> 20))
       ->each([](const std::string& v) {
         ReadLimits limits;
-        if (v == "unlimited" || v == "0") {
+        if (v == "unlimited") {
           limits.ratio = 0;
         } else {
+          // Digits only: stoull would take "-1" as 2^64 - 1, and 0 (ReadLimits' unlimited) would
+          // read as no expansion at all; 'unlimited' is the one way to lift the limit.
           size_t used = 0;
           unsigned long long n = 0;
           try {
-            n = std::stoull(v, &used);
+            if (!v.empty() && std::isdigit(static_cast<unsigned char>(v[0]))) n = std::stoull(v, &used);
           } catch (const std::exception&) {
             used = 0;
           }
-          if (used == 0 || used != v.size())
+          if (used == 0 || used != v.size() || n == 0)
             throw CLI::ValidationError("--max-expansion", "'" + v + "' is not a positive integer or 'unlimited'");
           limits.ratio = n;
         }

@@ -112,7 +112,14 @@ TEST_CASE("a gzip input inflates within its budget, and the flag lifts it", "[ha
   Cli low = run_cli("--max-expansion 1 info " + bomb.string());
   CHECK(low.rc == 2);
   CHECK_THAT(low.err, Catch::Contains("has neither device_traces nor segments"));
-  CHECK(run_cli("--max-expansion nonsense info " + bomb.string()).rc == 2);
+  for (const char* bad : {"nonsense", "0", "-1", "+5", "18446744073709551616"}) {
+    INFO(bad);
+    Cli r = run_cli(std::string("--max-expansion '") + bad + "' info " + bomb.string());
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains("is not a positive integer or 'unlimited'"));
+  }
+  CHECK_THAT(run_cli("--max-expansion unlimited info " + bomb.string()).err,
+             Catch::Contains("has neither device_traces nor segments"));
 }
 
 TEST_CASE("more than 65,536 streams is an error at the line that adds the next one", "[hardening]") {
