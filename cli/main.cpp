@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "allocators/plugin.h"
@@ -162,6 +163,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+  } catch (const std::system_error& e) {
+    if (!std::ferror(stdout)) {
+      fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+      return 2;
+    }
+    // fmt::print's write to a full or closed stdout: fmt says "cannot write to file"; say which.
+    std::clearerr(stdout);
+    fmt::print(stderr, "fraglab: error: cannot write standard output: {}\n", e.code().message());
   } catch (const std::runtime_error& e) {
     fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const std::exception& e) {

@@ -205,6 +205,13 @@ TEST_CASE("CLI: stdout and output write errors exit 2 naming what failed", "[har
   CHECK(info.rc == 2);
   CHECK_THAT(info.err, Catch::Contains("cannot write standard output"));
   CHECK(run_cli("replay " + trace + " --policy bestfit", "/dev/full").rc == 2);
+  for (const char* args : {"policies", "policies --json"}) {  // more than stdio's buffer: fmt::print throws
+    INFO(args);
+    Cli policies = run_cli(args, "/dev/full");
+    CHECK(policies.rc == 2);
+    CHECK_THAT(policies.err, Catch::Contains("cannot write standard output"));
+    CHECK_THAT(policies.err, !Catch::Contains("cannot write to file"));
+  }
   Cli convert = run_cli("convert " + trace + " /dev/full --to native");
   CHECK(convert.rc == 2);
   CHECK_THAT(convert.err, Catch::Contains("cannot write /dev/full"));
