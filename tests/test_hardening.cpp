@@ -463,3 +463,19 @@ TEST_CASE("an output that is the input is refused, the input left whole", "[hard
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("compare does not follow directory symlinks in a corpus", "[hardening]") {
+  fs::path dir = temp_dir("symlinks");
+  fs::copy_file(fs::path(FRAGLAB_SOURCE_DIR) / "tests/data/rmm_log_small.csv", dir / "a.csv");
+  fs::create_directory_symlink(".", dir / "self");   // a loop
+  fs::create_directory_symlink("/", dir / "root");   // the whole file system
+  fs::create_symlink(dir / "a.csv", dir / "b.csv");  // a file through a link still counts
+  fs::path csv = dir.parent_path() / "symlinks.results.csv";
+  Cli r = run_cli("compare " + dir.string() + " --policies bestfit -q --csv " + csv.string());
+  CHECK(r.rc == 0);
+  CHECK(r.err.empty());
+  std::string table = read_file(csv.string());
+  CHECK(std::count(table.begin(), table.end(), '\n') == 3);  // header, a, b
+  fs::remove(csv);
+  fs::remove_all(dir);
+}
