@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <utility>
 
 #include "allocators/registry.h"
 #include "cli/commands.h"
@@ -82,6 +83,16 @@ int run_compare_command(const CompareArgs& a) {
   o.policies = expand_policy_list(a.policies, a.grids);
   if (!a.pools.empty()) o.policies = with_pool_mode(std::move(o.policies), a.pools);
   o.traces = expand_corpus(a.paths);
+  for (const auto& [option, path] : {std::pair<const char*, const std::string&>{"--csv", a.out.csv},
+                                     {"--json", a.out.json},
+                                     {"--timings", a.out.timings},
+                                     {"--html", a.out.html},
+                                     {"--md", a.out.md},
+                                     {"-o", a.out.dir}})
+    refuse_output_over_input(o.traces, option, path);
+  if (!a.out.dir.empty())
+    for (const char* name : {"results.csv", "results.json", "timings.json", "report.html", "summary.md"})
+      refuse_output_over_input(o.traces, "-o", a.out.dir + "/" + name);
   if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
   o.addresses = sim_config("", a.addresses).addresses;
   if (!a.shard.empty()) o.shard = ShardId::parse(a.shard);

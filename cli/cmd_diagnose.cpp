@@ -245,6 +245,7 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
     run = [] {
       DiagnoseOptions o;
       for (const auto& p : a.probes) parse_probe_arg(p);  // a usage error before any loading
+      refuse_output_over_input({a.path}, "--html", a.html);
       if (a.probes.size() == 1) throw std::invalid_argument("--probe needs two or more snapshots at different batches");
       o.policy = a.policy;
       o.at = DiagnoseAt::parse(a.at);

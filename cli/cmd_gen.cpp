@@ -22,7 +22,15 @@ struct GenCommon {
 CLI::Option* size_option(CLI::App* cmd, const std::string& name, uint64_t& value, const std::string& help) {
   return cmd
       ->add_option_function<std::string>(
-          name, [&value, name](const std::string& text) { value = parse_size(text); }, help)
+          name,
+          [&value, name](const std::string& text) {
+            try {  // parse_size throws std::invalid_argument, which CLI11 would let escape as an abort
+              value = parse_size(text);
+            } catch (const std::exception& e) {
+              throw CLI::ValidationError(name, e.what());
+            }
+          },
+          help)
       ->default_str(format_size(value));
 }
 
@@ -97,6 +105,7 @@ void add_gen(CLI::App& app, CommandFn& run) {
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
       run = [cmd] {
+        gen::validate(o);  // before the output is created
         return write_generated("train", cmd, c, [](gen::EventSink& s) { gen::generate_train(o, c.seed, s); });
       };
     });
@@ -127,6 +136,7 @@ void add_gen(CLI::App& app, CommandFn& run) {
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
       run = [cmd] {
+        gen::validate(o);  // before the output is created
         return write_generated("serve", cmd, c, [](gen::EventSink& s) { gen::generate_serve(o, c.seed, s); });
       };
     });
@@ -148,6 +158,7 @@ void add_gen(CLI::App& app, CommandFn& run) {
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
       run = [cmd] {
+        gen::validate(o);  // before the output is created
         return write_generated("random", cmd, c, [](gen::EventSink& s) { gen::generate_random(o, c.seed, s); });
       };
     });
@@ -167,6 +178,7 @@ void add_gen(CLI::App& app, CommandFn& run) {
     common_options(cmd, c);
     cmd->callback([&run, cmd] {
       run = [cmd] {
+        gen::validate(o);  // before the output is created
         return write_generated("adversarial", cmd, c,
                                [](gen::EventSink& s) { gen::generate_adversarial(o, c.seed, s); });
       };

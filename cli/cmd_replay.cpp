@@ -128,6 +128,7 @@ StreamedPass first_pass(const std::string& path) {
 }
 
 int run_replay(const ReplayArgs& a) {
+  refuse_output_over_input({a.path}, "--timeline", a.timeline);
   auto specs = expand_policies(a.policies);
   if (!a.pools.empty()) specs = with_pool_mode(std::move(specs), a.pools);
   DeviceArg device = a.device.resolve();

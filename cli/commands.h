@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "device/sim_device.h"
 
@@ -38,5 +39,11 @@ SimDeviceConfig sim_config(const std::string& capacity, const std::string& addre
 void add_addresses_option(CLI::App* cmd, std::string& addresses);
 // --pools separate|merge: how policies treat a snapshot's private pools (allocators/pool_adaptors.h).
 void add_pools_option(CLI::App* cmd, std::string& pools);
+
+// Refuses (std::invalid_argument: exit 2) an output that is one of the inputs, which writing would
+// replace: the same file by filesystem identity (a hard or symbolic link, another spelling), or
+// the same path. `option` names the output in the message ("--csv").
+void refuse_output_over_input(const std::vector<std::string>& inputs, const std::string& option,
+                              const std::string& output);
 
 }  // namespace fraglab::cli

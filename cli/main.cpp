@@ -1,10 +1,13 @@
 #include <fmt/core.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "allocators/plugin.h"
@@ -23,6 +26,20 @@ SimDeviceConfig sim_config(const std::string& capacity, const std::string& addre
   return config;
 }
 
+void refuse_output_over_input(const std::vector<std::string>& inputs, const std::string& option,
+                              const std::string& output) {
+  namespace fs = std::filesystem;
+  if (output.empty() || output == "-") return;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    bool same = fs::equivalent(input, output, ec);  // false with an error where either does not exist
+    if (ec) same = fs::weakly_canonical(input, ec) == fs::weakly_canonical(output, ec) && !ec;
+    if (same)
+      throw std::invalid_argument(fmt::format("{} '{}' is the input '{}': refusing to overwrite it", option,
+                                              printable(output), printable(input)));
+  }
+}
+
 namespace {
 
 // Output that could not be written is an error like any other (`info ... > /dev/full`):
@@ -37,21 +54,25 @@ int check_stdout(int rc) {
 void add_limit_option(CLI::App& app) {
   static std::string value;
   app.add_option("--max-expansion", value,
-                 "How many times its own size an input may inflate or expand to in memory (default 128, at least "
-                 "64 MiB; 'unlimited' lifts it): refuses decompression and alias bombs (docs/limits.md)")
+                 fmt::format("How many times its own size an input may inflate or expand to in memory: a positive "
+                             "integer (default {}, at least {} MiB) or 'unlimited': refuses decompression and alias "
+                             "bombs (docs/limits.md)",
+                             ReadLimits{}.ratio, ReadLimits{}.floor_bytes >> 20))
       ->each([](const std::string& v) {
         ReadLimits limits;
-        if (v == "unlimited" || v == "0") {
+        if (v == "unlimited") {
           limits.ratio = 0;
         } else {
+          // Digits only: stoull would take "-1" as 2^64 - 1, and 0 (ReadLimits' unlimited) would
+          // read as no expansion at all; 'unlimited' is the one way to lift the limit.
           size_t used = 0;
           unsigned long long n = 0;
           try {
-            n = std::stoull(v, &used);
+            if (!v.empty() && std::isdigit(static_cast<unsigned char>(v[0]))) n = std::stoull(v, &used);
           } catch (const std::exception&) {
             used = 0;
           }
-          if (used == 0 || used != v.size())
+          if (used == 0 || used != v.size() || n == 0)
             throw CLI::ValidationError("--max-expansion", "'" + v + "' is not a positive integer or 'unlimited'");
           limits.ratio = n;
         }
@@ -143,6 +164,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+  } catch (const std::system_error& e) {
+    if (!std::ferror(stdout)) {
+      fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+      return 2;
+    }
+    // fmt::print's write to a full or closed stdout: fmt says "cannot write to file"; say which.
+    std::clearerr(stdout);
+    fmt::print(stderr, "fraglab: error: cannot write standard output: {}\n", e.code().message());
   } catch (const std::runtime_error& e) {
     fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
   } catch (const std::exception& e) {

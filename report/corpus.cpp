@@ -16,11 +16,19 @@ namespace {
 
 bool is_glob(const std::string& p) { return p.find_first_of("*?[") != std::string::npos; }
 
+// Symbolic links to directories are not followed: a loop (`self -> .`) would fail the walk, and a
+// link to / would walk the whole file system. Links to files are taken like the files.
 void add_directory(const std::string& dir, std::vector<std::string>& out) {
-  for (const auto& entry : fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
-    if (!entry.is_regular_file()) continue;
-    std::string path = entry.path().string();
-    if (looks_like_trace_file(path)) out.push_back(path);
+  try {
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      std::error_code ec;
+      if (!entry.is_regular_file(ec)) continue;  // a dangling link is no trace either
+      std::string path = entry.path().string();
+      if (looks_like_trace_file(path)) out.push_back(path);
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw std::invalid_argument("cannot scan directory " + dir + " for traces: " +
+                                (e.path1().empty() ? std::string() : e.path1().string() + ": ") + e.code().message());
   }
 }
 

@@ -1,7 +1,8 @@
 // Corpus expansion: the trace files a headless run covers, from what the user named.
 //
 // A path may be a trace file (any supported format; always taken, a bad one fails the
-// run with its FormatError), a directory (searched recursively for files with a trace
+// run with its FormatError), a directory (searched recursively, not through symbolic links to
+// directories, for files with a trace
 // extension; `.json`, `.jsonl` and `.csv` files there are taken only when their content is
 // a trace (traces/format_sniff.h), so a corpus's stats.jsonl is skipped), or a glob pattern (`traces/*.pickle.gz`,
 // expanded by POSIX glob(3), each match then treated as above). The result is sorted

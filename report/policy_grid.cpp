@@ -1,5 +1,7 @@
 #include "report/policy_grid.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 
 #include "allocators/registry.h"
@@ -64,6 +66,13 @@ std::vector<std::string> expand_grid(const std::string& pattern) {
     literals.emplace_back();
     i = close;
   }
+  // Count before expanding: a short pattern multiplies to any number ({a,b}x60 is 2^60).
+  double count = 1;
+  for (const auto& set : sets) count *= static_cast<double>(set.size());
+  if (count > static_cast<double>(kMaxGridConfigurations))
+    throw PolicyConfigError(fmt::format("grid '{}' expands to {:.0f} configurations; at most {} are allowed",
+                                        pattern.size() > 80 ? pattern.substr(0, 77) + "..." : pattern, count,
+                                        kMaxGridConfigurations));
   std::vector<std::string> out;
   std::vector<size_t> digit(sets.size(), 0);  // odometer over the sets
   while (true) {
@@ -89,8 +98,14 @@ std::vector<std::string> expand_policy_list(const std::vector<std::string>& poli
         all.push_back(name);
     }
   }
-  for (const auto& g : grids)
-    for (auto& s : expand_grid(g)) all.push_back(std::move(s));
+  for (const auto& g : grids) {
+    auto expanded = expand_grid(g);
+    if (all.size() + expanded.size() > kMaxGridConfigurations)
+      throw PolicyConfigError(
+          fmt::format("--policies and --grid make {} configurations or more; at most {} are allowed",
+                      all.size() + expanded.size(), kMaxGridConfigurations));
+    for (auto& s : expanded) all.push_back(std::move(s));
+  }
   std::vector<std::string> out;
   for (auto& s : all) {
     if (std::find(out.begin(), out.end(), s) != out.end()) continue;

@@ -8,13 +8,19 @@
 // Brackets keep their commas (`roundup_power2_divisions:[256:1,>:8]` is one value).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace fraglab {
 
+// The most configurations a run takes (each runs on every trace): a grid that expands to more is
+// refused before it is expanded, naming its count.
+constexpr size_t kMaxGridConfigurations = 10000;
+
 // Expands one grid string into its configurations, in odometer order (the last brace
-// set varies fastest). Throws PolicyConfigError on unbalanced or nested braces.
+// set varies fastest). Throws PolicyConfigError on unbalanced or nested braces and beyond
+// kMaxGridConfigurations.
 std::vector<std::string> expand_grid(const std::string& pattern);
 
 // The policy configurations of a run: `policies` (with `all` and comma lists expanded)

@@ -112,7 +112,14 @@ TEST_CASE("a gzip input inflates within its budget, and the flag lifts it", "[ha
   Cli low = run_cli("--max-expansion 1 info " + bomb.string());
   CHECK(low.rc == 2);
   CHECK_THAT(low.err, Catch::Contains("has neither device_traces nor segments"));
-  CHECK(run_cli("--max-expansion nonsense info " + bomb.string()).rc == 2);
+  for (const char* bad : {"nonsense", "0", "-1", "+5", "18446744073709551616"}) {
+    INFO(bad);
+    Cli r = run_cli(std::string("--max-expansion '") + bad + "' info " + bomb.string());
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains("is not a positive integer or 'unlimited'"));
+  }
+  CHECK_THAT(run_cli("--max-expansion unlimited info " + bomb.string()).err,
+             Catch::Contains("has neither device_traces nor segments"));
 }
 
 TEST_CASE("more than 65,536 streams is an error at the line that adds the next one", "[hardening]") {
@@ -198,6 +205,13 @@ TEST_CASE("CLI: stdout and output write errors exit 2 naming what failed", "[har
   CHECK(info.rc == 2);
   CHECK_THAT(info.err, Catch::Contains("cannot write standard output"));
   CHECK(run_cli("replay " + trace + " --policy bestfit", "/dev/full").rc == 2);
+  for (const char* args : {"policies", "policies --json"}) {  // more than stdio's buffer: fmt::print throws
+    INFO(args);
+    Cli policies = run_cli(args, "/dev/full");
+    CHECK(policies.rc == 2);
+    CHECK_THAT(policies.err, Catch::Contains("cannot write standard output"));
+    CHECK_THAT(policies.err, !Catch::Contains("cannot write to file"));
+  }
   Cli convert = run_cli("convert " + trace + " /dev/full --to native");
   CHECK(convert.rc == 2);
   CHECK_THAT(convert.err, Catch::Contains("cannot write /dev/full"));
@@ -370,5 +384,98 @@ TEST_CASE("merge refuses metric values that are not counts", "[hardening]") {
     CHECK_THROWS_WITH(read_results((dir / "bad.json").string(), (dir / "none.json").string()),
                       Catch::Contains("\"peak_reserved\" is out of range"));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("gen refuses bad generator options up front, naming the option", "[hardening]") {
+  fs::path dir = temp_dir("gen");
+  const std::string out = (dir / "out.fltrace").string();
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"serve --weights -1", "--weights: '-1' is not a size"},
+      {"serve --kv-bytes-per-token nan", "--kv-bytes-per-token: 'nan' is not a size"},
+      {"random --target-live x", "--target-live"},
+      {"random --align -5", "--align"},
+      {"adversarial --live -1", "--live"},
+      {"adversarial --min-size inf", "--min-size"},
+      {"adversarial --max-size 1e999", "--max-size"},
+      {"adversarial --align .", "--align"},
+      {"train --layers 2147483647", "--layers must be from 1 to 1024"},
+      {"train --seq fixed:18446744073709551615", "--seq 'fixed:18446744073709551615' reaches"},
+      {"train --seq fixed:nan", "--seq: bad number 'nan'"},
+      {"train --dropout nan", "--dropout must be from 0 to 1"},
+      {"train --steps 1000000 --layers 1000", "--steps x --layers"},
+      {"train --batch 65536 --seq fixed:1048576", "the logits"},
+      {"adversarial --live 300TiB", "--live must be from"},
+      {"adversarial --live 200TiB --max-size 1GiB", "blocks, more than 2^30"},
+      {"serve --rate nan", "--rate must be from"},
+      {"serve --rate inf", "--rate must be from"},
+      {"serve --rate -3", "--rate must be from"},
+      {"serve --growth 1e308", "--growth must be from 1 to 16"},
+      {"serve --prompt lognormal:512:inf", "--prompt: bad number 'inf'"},
+      {"random --size fixed:-5", "--size: bad number '-5'"},
+      {"random --lifetime lognormal:nan", "--lifetime: bad parameter"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    Cli r = run_cli(std::string("gen ") + c.args + " -o " + out);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+    CHECK(!fs::exists(out));
+  }
+  // In range, the wrap's neighbour still works.
+  CHECK(run_cli("gen train --layers 1 --hidden 64 --heads 2 --vocab 100 --steps 1 --seq fixed:16 -o " + out).rc == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("compare refuses a grid beyond its configuration limit before expanding it", "[hardening]") {
+  const std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
+  std::string grid = "bestfit:align={";  // 10^6 from a short argument: counted, never expanded
+  for (int i = 0; i < 10; ++i) grid += std::to_string(512 * (i + 1)) + (i < 9 ? "," : "}");
+  grid +=
+      ",min_segment={1,2,3,4,5,6,7,8,9,10}MiB,max_split={1,2,3,4,5,6,7,8,9,10}MiB"
+      ",a={1,2,3,4,5,6,7,8,9,10},b={1,2,3,4,5,6,7,8,9,10},c={1,2,3,4,5,6,7,8,9,10}";
+  Cli r = run_cli("compare " + trace + " --grid '" + grid + "' -q");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Catch::Contains("expands to 1000000 configurations; at most 10000 are allowed"));
+}
+
+TEST_CASE("an output that is the input is refused, the input left whole", "[hardening]") {
+  fs::path dir = temp_dir("clobber");
+  const fs::path trace = dir / "t.csv";
+  fs::copy_file(fs::path(FRAGLAB_SOURCE_DIR) / "tests/data/rmm_log_small.csv", trace);
+  fs::create_symlink(trace, dir / "link.csv");
+  const std::string before = read_file(trace.string()), t = trace.string();
+  const std::string link = (dir / "link.csv").string(), dotted = (dir / "." / "t.csv").string();
+  for (const std::string& args :
+       {"compare " + t + " --policies bestfit -q --csv " + t,
+        "compare " + dir.string() + " --policies bestfit -q --md " + link,
+        "compare " + t + " --policies bestfit -q --json " + dotted, "replay " + t + " --timeline " + t,
+        "replay " + link + " --timeline " + dotted, "diagnose " + t + " --html " + link}) {
+    INFO(args);
+    Cli r = run_cli(args);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains("refusing to overwrite it"));
+    CHECK(read_file(t) == before);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("compare does not follow directory symlinks in a corpus", "[hardening]") {
+  fs::path dir = temp_dir("symlinks");
+  fs::copy_file(fs::path(FRAGLAB_SOURCE_DIR) / "tests/data/rmm_log_small.csv", dir / "a.csv");
+  fs::create_directory_symlink(".", dir / "self");   // a loop
+  fs::create_directory_symlink("/", dir / "root");   // the whole file system
+  fs::create_symlink(dir / "a.csv", dir / "b.csv");  // a file through a link still counts
+  fs::path csv = dir.parent_path() / "symlinks.results.csv";
+  Cli r = run_cli("compare " + dir.string() + " --policies bestfit -q --csv " + csv.string());
+  CHECK(r.rc == 0);
+  CHECK(r.err.empty());
+  std::string table = read_file(csv.string());
+  CHECK(std::count(table.begin(), table.end(), '\n') == 3);  // header, a, b
+  fs::remove(csv);
   fs::remove_all(dir);
 }

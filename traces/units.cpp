@@ -21,7 +21,12 @@ uint64_t parse_size(const std::string& text) {
   size_t i = 0;
   while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
   if (i == 0) throw std::invalid_argument("'" + text + "' is not a size (e.g. 80GiB, 512MB, 4096)");
-  double number = std::stod(t.substr(0, i));
+  double number = 0;
+  try {  // "." or a digit string beyond double's range
+    number = std::stod(t.substr(0, i));
+  } catch (const std::exception&) {
+    throw std::invalid_argument("'" + text + "' is not a size (e.g. 80GiB, 512MB, 4096)");
+  }
   std::string unit = trim(t.substr(i));
   for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double mult = 0;
@@ -47,7 +52,7 @@ uint64_t parse_size(const std::string& text) {
     throw std::invalid_argument("'" + text + "': unknown unit '" + unit + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
   double bytes = number * mult;
   if (!std::isfinite(bytes) || bytes >= 1.8e19) throw std::invalid_argument("'" + text + "' is too large");
-  return static_cast<uint64_t>(std::llround(bytes));
+  return static_cast<uint64_t>(std::round(bytes));  // llround's long long would overflow from 2^63
 }
 
 std::string option_size_text(uint64_t bytes) {

@@ -9,6 +9,8 @@
 // buddy: sizes 2^k + align: a binary buddy system rounds each to 2^(k+1), wasting ~50%.
 // growth: a buffer reallocated by copy a little larger each time (torch.cat onto a KV cache),
 //   with a small long-lived block allocated after each copy, pinning the old hole's edge.
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -96,18 +98,35 @@ void growth(const AdversarialOptions& o, Rng& rng, EventSink& sink) {
 
 }  // namespace
 
+void validate(const AdversarialOptions& o) {
+  const char* k = "adversarial";
+  if (o.pattern != "robson" && o.pattern != "buddy" && o.pattern != "growth")
+    throw std::invalid_argument("gen adversarial: --pattern is robson, buddy or growth");
+  const auto max = static_cast<uint64_t>(kMaxGenBytes);
+  check_option(k, "--align", o.align, uint64_t{1}, max);
+  check_option(k, "--min-size", o.min_size, o.align, max);
+  check_option(k, "--max-size", o.max_size, o.min_size, max);
+  check_option(k, "--live", o.live, o.max_size, max);
+  check_option(k, "--rounds", o.rounds, 1, 1 << 16);
+  // Each round allocates up to live / min-size blocks (robson's first level, buddy's smallest
+  // sizes, growth's steps): bound the work, not only each number.
+  const double blocks = static_cast<double>(o.rounds) * static_cast<double>(o.live) / static_cast<double>(o.min_size);
+  if (blocks > 0x1p30)
+    throw std::invalid_argument(fmt::format(
+        "gen adversarial: --rounds x --live / --min-size is {:.3g} blocks, more than 2^30: raise --min-size or "
+        "lower --live or --rounds",
+        blocks));
+}
+
 void generate_adversarial(const AdversarialOptions& o, uint64_t seed, EventSink& sink) {
-  if (o.align == 0 || o.min_size < o.align || o.max_size < o.min_size || o.live < o.max_size || o.rounds < 1)
-    throw std::invalid_argument("adversarial: need align <= min-size <= max-size <= live and rounds >= 1");
+  validate(o);
   Rng rng(seed);
   if (o.pattern == "robson")
     robson(o, rng, sink);
   else if (o.pattern == "buddy")
     buddy(o, rng, sink);
-  else if (o.pattern == "growth")
-    growth(o, rng, sink);
   else
-    throw std::invalid_argument("adversarial: --pattern is robson, buddy or growth");
+    growth(o, rng, sink);
   sink.flush();
 }
 

@@ -1,5 +1,7 @@
 #include "traces/generators/gen_common.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <numbers>
 #include <sstream>
@@ -33,10 +35,11 @@ double number(const std::string& text, bool size, const std::string& whole) {
     if (size) return static_cast<double>(parse_size(text));
     size_t used = 0;
     double v = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument(text);
+    if (used != text.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(text);
     return v;
   } catch (const std::exception&) {
-    throw std::invalid_argument("bad number '" + text + "' in distribution '" + whole + "'");
+    throw std::invalid_argument("bad number '" + text + "' in distribution '" + whole + "' (a finite number >= 0" +
+                                (size ? ", units allowed)" : ")"));
   }
 }
 
@@ -97,23 +100,70 @@ Dist Dist::parse(const std::string& text, bool sizes) {
     d.kind_ = Kind::LogNormal;
     d.a_ = number(parts[1], sizes, text);
     d.b_ = number(parts[2], false, text);
-    if (d.a_ <= 0 || d.b_ < 0) throw std::invalid_argument("lognormal needs MEDIAN > 0, SIGMA >= 0: '" + text + "'");
+    if (d.a_ <= 0 || d.b_ < 0 || d.b_ > 20)
+      throw std::invalid_argument("lognormal needs MEDIAN > 0, 0 <= SIGMA <= 20: '" + text + "'");
   } else if (kind == "powerlaw") {
     need(4, "powerlaw:MIN:MAX:ALPHA");
     d.kind_ = Kind::PowerLaw;
     d.a_ = number(parts[1], sizes, text);
     d.b_ = number(parts[2], sizes, text);
     d.c_ = number(parts[3], false, text);
-    if (d.a_ <= 0 || d.b_ < d.a_ || d.c_ <= 0 || d.c_ == 1)
-      throw std::invalid_argument("powerlaw needs 0 < MIN <= MAX, ALPHA > 0 and != 1: '" + text + "'");
+    if (d.a_ <= 0 || d.b_ < d.a_ || d.c_ <= 0 || d.c_ == 1 || d.c_ > 100)
+      throw std::invalid_argument("powerlaw needs 0 < MIN <= MAX, 0 < ALPHA <= 100 and != 1: '" + text + "'");
   } else if (kind == "exp") {
     need(2, "exp:MEAN");
     d.kind_ = Kind::Exponential;
     d.a_ = number(parts[1], sizes, text);
+    if (d.a_ <= 0) throw std::invalid_argument("exp needs MEAN > 0: '" + text + "'");
   } else {
     throw std::invalid_argument("unknown distribution '" + kind + "' (fixed, uniform, lognormal, powerlaw, exp)");
   }
   return d;
+}
+
+double Dist::largest() const {
+  switch (kind_) {
+    case Kind::Uniform:
+    case Kind::PowerLaw:
+      return b_;
+    default:
+      return a_;
+  }
+}
+
+void check_option(const char* kind, const char* option, double value, double lo, double hi) {
+  if (value >= lo && value <= hi) return;
+  throw std::invalid_argument(fmt::format("gen {}: {} must be from {} to {}, not {}", kind, option, lo, hi, value));
+}
+
+void check_option(const char* kind, const char* option, uint64_t value, uint64_t lo, uint64_t hi) {
+  if (value >= lo && value <= hi) return;
+  throw std::invalid_argument(fmt::format("gen {}: {} must be from {} to {}, not {}", kind, option, lo, hi, value));
+}
+
+Dist parse_dist(const char* kind, const char* option, const std::string& text, bool sizes) {
+  try {
+    return Dist::parse(text, sizes);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("gen {}: {}: {}", kind, option, e.what()));
+  }
+}
+
+void check_option(const char* kind, const char* option, int value, int lo, int hi) {
+  if (value >= lo && value <= hi) return;
+  throw std::invalid_argument(fmt::format("gen {}: {} must be from {} to {}, not {}", kind, option, lo, hi, value));
+}
+
+void check_option(const char* kind, const char* option, const Dist& dist, double hi) {
+  if (dist.largest() <= hi) return;
+  throw std::invalid_argument(
+      fmt::format("gen {}: {} '{}' reaches {}; at most {} is allowed", kind, option, dist.text(), dist.largest(), hi));
+}
+
+void check_bytes(const char* kind, const char* what, double bytes) {
+  if (bytes <= kMaxGenBytes) return;
+  throw std::invalid_argument(
+      fmt::format("gen {}: {} would be {:.4g} bytes, more than the 2^48-byte address space", kind, what, bytes));
 }
 
 double Dist::sample(Rng& rng) const {
@@ -145,6 +195,9 @@ double Dist::mean() const {
 }
 
 AllocId EventSink::alloc(uint64_t size, StreamIndex stream) {
+  if (size > static_cast<uint64_t>(kMaxGenBytes))  // the options' checks bound sizes; a tail may still reach here
+    throw std::invalid_argument(
+        fmt::format("gen: an allocation of {} bytes is more than the 2^48-byte address space", size));
   AllocId id = slots_.acquire();
   if (id >= sizes_.size()) sizes_.resize(id + 1);
   sizes_[id] = size;

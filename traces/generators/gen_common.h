@@ -43,6 +43,10 @@ class Dist {
   // Mean, estimated by sampling with a fixed seed (clipping to [min, max] makes closed forms inexact).
   double mean() const;
   const std::string& text() const { return text_; }
+  // The largest value the distribution is written to reach: fixed's V, uniform's HI, powerlaw's
+  // MAX, lognormal's median, exp's mean (the last two have tails; callers clip samples).
+  double largest() const;
+  bool has_tail() const { return kind_ == Kind::LogNormal || kind_ == Kind::Exponential; }
 
  private:
   Kind kind_ = Kind::Fixed;
@@ -83,6 +87,26 @@ class EventSink {
   uint64_t live_bytes_ = 0, events_ = 0;
   int64_t time_us_ = 0;
 };
+
+// Generator options are checked before anything is written (bad input exits 2, naming the
+// option): each must be a number in [lo, hi]; NaN is never in range. Throws std::invalid_argument
+// "gen KIND: --OPTION must be from LO to HI, not V".
+void check_option(const char* kind, const char* option, double value, double lo, double hi);
+void check_option(const char* kind, const char* option, uint64_t value, uint64_t lo, uint64_t hi);
+void check_option(const char* kind, const char* option, int value, int lo, int hi);
+// Dist::parse with the error prefixed by the command and option ("gen train: --seq: ...").
+Dist parse_dist(const char* kind, const char* option, const std::string& text, bool sizes);
+// A distribution option: its largest value at most `hi`.
+void check_option(const char* kind, const char* option, const Dist& dist, double hi);
+
+// What any generated allocation may be: the simulated device's address space (2^48 bytes).
+constexpr double kMaxGenBytes = 281474976710656.0;
+// Throws unless a tensor of `bytes` (computed in double, so without wrapping) fits kMaxGenBytes.
+void check_bytes(const char* kind, const char* what, double bytes);
+
+// A sample clipped to [lo, hi], NaN to lo: samples from tails and from extreme parameters stay
+// in range before they become integers (a double beyond 2^64 has no uint64_t value).
+inline double clip(double v, double lo, double hi) { return v >= lo ? (v <= hi ? v : hi) : lo; }
 
 // Rounds up to a multiple of `to` (a power of two or not).
 inline uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }

@@ -33,6 +33,9 @@ struct TrainOptions {
   std::string gelu = "tanh";        // tanh (GPT-2's elementwise NewGELU, fp32 under autocast) or fused
   double dropout = 0.1;             // > 0 keeps dropout masks for backward
 };
+// Throws std::invalid_argument naming the option ("--layers") for a value out of its bounds;
+// generate_train checks first too.
+void validate(const TrainOptions& options);
 void generate_train(const TrainOptions& options, uint64_t seed, EventSink& sink);
 
 // LLM inference serving with continuous batching: requests arrive as a Poisson process,
@@ -56,6 +59,9 @@ struct ServeOptions {
   uint64_t vocab = 32000;
   uint64_t weights = 0;  // model weight bytes allocated at start; 0: 12 * layers * hidden^2 * 2
 };
+// Throws std::invalid_argument naming the option ("--layers") for a value out of its bounds;
+// generate_serve checks first too.
+void validate(const ServeOptions& options);
 void generate_serve(const ServeOptions& options, uint64_t seed, EventSink& sink);
 
 // Independent allocations with sizes and lifetimes from distributions; lifetimes (counted
@@ -67,6 +73,9 @@ struct RandomOptions {
   uint64_t target_live = 1ull << 30;
   uint64_t align = 1;  // round sizes up to this
 };
+// Throws std::invalid_argument naming the option ("--layers") for a value out of its bounds;
+// generate_random checks first too.
+void validate(const RandomOptions& options);
 void generate_random(const RandomOptions& options, uint64_t seed, EventSink& sink);
 
 // Patterns that defeat classes of placement policies.
@@ -85,6 +94,9 @@ struct AdversarialOptions {
   uint64_t align = 512;
   int rounds = 4;  // repetitions of the whole pattern
 };
+// Throws std::invalid_argument naming the option ("--layers") for a value out of its bounds;
+// generate_adversarial checks first too.
+void validate(const AdversarialOptions& options);
 void generate_adversarial(const AdversarialOptions& options, uint64_t seed, EventSink& sink);
 
 }  // namespace fraglab::gen

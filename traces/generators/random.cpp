@@ -3,6 +3,7 @@
 // Time is counted in allocations (one per tick). By Little's law the mean live footprint is
 // (allocations per tick) x (mean lifetime in ticks) x (mean size), so the lifetime
 // distribution's scale is set to target_live / mean size and only its shape is chosen.
+#include <algorithm>
 #include <cmath>
 #include <queue>
 #include <stdexcept>
@@ -21,11 +22,15 @@ class Lifetime {
     std::string shape = spec.substr(0, colon);
     bool has_param = colon != std::string::npos;
     if (has_param) {
+      size_t used = 0;
+      const std::string text = spec.substr(colon + 1);
       try {
-        param_ = std::stod(spec.substr(colon + 1));
+        param_ = std::stod(text, &used);
       } catch (const std::exception&) {
-        throw std::invalid_argument("random: bad lifetime parameter in '" + spec + "'");
+        used = 0;
       }
+      if (used == 0 || used != text.size() || !(param_ >= 0 && param_ <= 100))
+        throw std::invalid_argument("gen random: --lifetime: bad parameter in '" + spec + "' (a number from 0 to 100)");
     }
     if (shape == "exp") {
       shape_ = Shape::Exponential;
@@ -40,10 +45,11 @@ class Lifetime {
     } else if (shape == "powerlaw") {
       shape_ = Shape::Pareto;
       if (!has_param) param_ = 2.5;
-      if (param_ <= 1) throw std::invalid_argument("random: powerlaw lifetime needs ALPHA > 1 (a finite mean)");
+      if (param_ <= 1) throw std::invalid_argument("gen random: --lifetime: powerlaw needs ALPHA > 1 (a finite mean)");
       median_ = mean_ * (param_ - 1) / param_;  // Pareto minimum xm: mean = alpha xm / (alpha - 1)
     } else {
-      throw std::invalid_argument("random: --lifetime is exp, uniform, fixed, lognormal[:SIGMA] or powerlaw[:ALPHA]");
+      throw std::invalid_argument(
+          "gen random: --lifetime is exp, uniform, fixed, lognormal[:SIGMA] or powerlaw[:ALPHA]");
     }
   }
 
@@ -71,9 +77,17 @@ class Lifetime {
 
 }  // namespace
 
+void validate(const RandomOptions& o) {
+  const char* k = "random";
+  check_option(k, "--allocs", o.allocs, uint64_t{1}, uint64_t{1} << 34);
+  check_option(k, "--size", parse_dist(k, "--size", o.size, true), kMaxGenBytes);
+  (void)Lifetime(o.lifetime, 1);  // its shape and parameter
+  check_option(k, "--target-live", o.target_live, uint64_t{1}, static_cast<uint64_t>(kMaxGenBytes));
+  check_option(k, "--align", o.align, uint64_t{1}, uint64_t{1} << 40);
+}
+
 void generate_random(const RandomOptions& o, uint64_t seed, EventSink& sink) {
-  if (o.allocs == 0 || o.target_live == 0 || o.align == 0)
-    throw std::invalid_argument("random: --allocs, --target-live and --align must be positive");
+  validate(o);
   Rng rng(seed);
   Dist size = Dist::parse(o.size, true);
   const double mean_size = size.mean();
@@ -85,9 +99,9 @@ void generate_random(const RandomOptions& o, uint64_t seed, EventSink& sink) {
       sink.free(dying.top().second);
       dying.pop();
     }
-    auto bytes = static_cast<uint64_t>(std::max(1.0, size.sample(rng)));
+    auto bytes = static_cast<uint64_t>(clip(size.sample(rng), 1, kMaxGenBytes));
     AllocId id = sink.alloc(round_up(bytes, o.align));
-    auto ticks = static_cast<uint64_t>(std::llround(life.sample(rng)));
+    auto ticks = static_cast<uint64_t>(std::llround(clip(life.sample(rng), 1, 0x1p62)));
     dying.push({tick + std::max<uint64_t>(1, ticks), id});
     sink.advance(1);
   }

@@ -35,12 +35,7 @@ class Server {
  public:
   Server(const ServeOptions& o, uint64_t seed, EventSink& sink)
       : o_(o), sink_(sink), rng_(seed), prompt_(Dist::parse(o.prompt, false)), output_(Dist::parse(o.output, false)) {
-    if (o.rate <= 0 || o.max_batch < 1 || o.kv_tensors < 1 || o.layers < 1 || o.hidden == 0 || o.page_tokens == 0 ||
-        o.max_tokens < 2 || o.growth < 1.0)
-      throw std::invalid_argument(
-          "serve: rate, max-batch, kv-tensors, layers, hidden, page-tokens must be positive, "
-          "max-tokens >= 2, growth >= 1");
-    if (o.kv != "contiguous" && o.kv != "paged") throw std::invalid_argument("serve: --kv is contiguous or paged");
+    validate(o);
     paged_ = o.kv == "paged";
     bytes_per_token_ = o.kv_bytes_per_token
                            ? o.kv_bytes_per_token
@@ -72,8 +67,9 @@ class Server {
  private:
   Request new_request(double at) {
     Request r;
-    r.prompt = std::clamp<uint64_t>(static_cast<uint64_t>(prompt_.sample(rng_)), 1, o_.max_tokens - 1);
-    r.output = std::clamp<uint64_t>(static_cast<uint64_t>(output_.sample(rng_)), 1, o_.max_tokens - r.prompt);
+    const double max = static_cast<double>(o_.max_tokens);
+    r.prompt = static_cast<uint64_t>(clip(prompt_.sample(rng_), 1, max - 1));
+    r.output = static_cast<uint64_t>(clip(output_.sample(rng_), 1, max - static_cast<double>(r.prompt)));
     r.arrival_us = at;
     r.pages.resize(static_cast<size_t>(o_.kv_tensors));
     return r;
@@ -164,6 +160,34 @@ class Server {
 };
 
 }  // namespace
+
+void validate(const ServeOptions& o) {
+  const char* k = "serve";
+  check_option(k, "--rate", o.rate, 1e-3, 1e9);
+  check_option(k, "--requests", o.requests, uint64_t{0}, uint64_t{1} << 30);
+  parse_dist(k, "--prompt", o.prompt, false);  // samples are clipped to --max-tokens
+  parse_dist(k, "--output-tokens", o.output, false);
+  check_option(k, "--max-tokens", o.max_tokens, uint64_t{2}, uint64_t{1} << 24);
+  check_option(k, "--max-batch", o.max_batch, 1, 1 << 16);
+  if (o.kv != "contiguous" && o.kv != "paged") throw std::invalid_argument("gen serve: --kv is contiguous or paged");
+  check_option(k, "--growth", o.growth, 1.0, 16.0);
+  check_option(k, "--page-tokens", o.page_tokens, uint64_t{1}, o.max_tokens);
+  check_option(k, "--kv-tensors", o.kv_tensors, 1, 1024);
+  check_option(k, "--kv-bytes-per-token", o.kv_bytes_per_token, uint64_t{0}, uint64_t{1} << 32);
+  check_option(k, "--layers", o.layers, 1, 1 << 12);
+  check_option(k, "--hidden", o.hidden, uint64_t{1}, uint64_t{1} << 18);
+  check_option(k, "--vocab", o.vocab, uint64_t{1}, uint64_t{1} << 24);
+  check_option(k, "--weights", o.weights, uint64_t{0}, static_cast<uint64_t>(kMaxGenBytes));
+  const double h = static_cast<double>(o.hidden), tokens = static_cast<double>(o.max_tokens);
+  const double per_token = o.kv_bytes_per_token ? static_cast<double>(o.kv_bytes_per_token) : 4.0 * o.layers * h;
+  // The largest allocations, in double so that nothing wraps: a KV tensor at its largest (growth may
+  // overshoot --max-tokens by its factor), the weights, the prefill's MLP, the batch's logits.
+  check_bytes(k, "a KV tensor (--max-tokens x bytes per token x --growth)", tokens * o.growth * per_token);
+  check_bytes(k, "the weights (12 x --layers x --hidden^2 x 2)", 12.0 * o.layers * h * h * 2);
+  check_bytes(k, "a prefill's MLP activation (--max-tokens x 4 x --hidden x 2)", tokens * 8 * h);
+  check_bytes(k, "the logits (--max-batch x --vocab x 4)", static_cast<double>(o.max_batch) * o.vocab * 4);
+  check_bytes(k, "the embedding (--vocab x --hidden x 2)", static_cast<double>(o.vocab) * h * 2);
+}
 
 void generate_serve(const ServeOptions& options, uint64_t seed, EventSink& sink) {
   Server(options, seed, sink).run();

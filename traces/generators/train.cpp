@@ -15,6 +15,8 @@
 //   - AdamW allocates exp_avg and exp_avg_sq per parameter at its first step and keeps them;
 //     each step's foreach update allocates one temporary per parameter (sqrt of exp_avg_sq);
 //   - zero_grad(set_to_none=True) frees every .grad.
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -23,6 +25,13 @@
 namespace fraglab::gen {
 
 namespace {
+
+// Bounds of the options (validate()): generous for any model trained today, small enough that
+// no size wraps and the trace stays within reach (the events grow with steps x layers).
+constexpr double kMaxSeq = 1 << 20;
+constexpr int kMaxLayers = 1024;
+constexpr uint64_t kMaxHidden = 1 << 16, kMaxVocab = 1 << 24, kMaxBatch = 1 << 16;
+constexpr double kMaxStepsTimesLayers = 1e7;
 
 struct Param {
   uint64_t elems = 0;
@@ -43,8 +52,7 @@ class Trainer {
  public:
   Trainer(const TrainOptions& o, uint64_t seed, EventSink& sink)
       : o_(o), sink_(sink), rng_(seed), seq_(Dist::parse(o.seq, false)) {
-    if (o.layers < 1 || o.hidden == 0 || o.heads < 1 || o.vocab == 0 || o.batch == 0 || o.steps < 0 || o.ffn_mult < 1)
-      throw std::invalid_argument("train: layers, hidden, heads, vocab, batch and ffn-mult must be positive");
+    validate(o);
     if (o.precision != "bf16" && o.precision != "fp32")
       throw std::invalid_argument("train: --precision is bf16 or fp32");
     if (o.optimizer != "adamw" && o.optimizer != "sgd")
@@ -99,15 +107,16 @@ class Trainer {
   }
 
   uint64_t max_seq() const {
+    // (samples clipped to kMaxSeq: validate() bounds the distribution, its tail is cut)
     // Position table size: the largest length the distribution can give, at least 1024 (GPT-2).
     Rng probe(1);
     uint64_t m = 1024;
-    for (int i = 0; i < 1000; ++i) m = std::max(m, static_cast<uint64_t>(seq_.sample(probe)));
+    for (int i = 0; i < 1000; ++i) m = std::max(m, static_cast<uint64_t>(clip(seq_.sample(probe), 1, kMaxSeq)));
     return m;
   }
 
   uint64_t draw_seq() {
-    auto s = static_cast<uint64_t>(std::max(1.0, seq_.sample(rng_)));
+    auto s = static_cast<uint64_t>(clip(seq_.sample(rng_), 1, kMaxSeq));
     return round_up(s, std::max<uint64_t>(1, o_.seq_multiple));
   }
 
@@ -435,6 +444,37 @@ class Trainer {
 };
 
 }  // namespace
+
+void validate(const TrainOptions& o) {
+  const char* k = "train";
+  check_option(k, "--layers", o.layers, 1, kMaxLayers);
+  check_option(k, "--hidden", o.hidden, uint64_t{1}, kMaxHidden);
+  check_option(k, "--heads", o.heads, 1, 1024);
+  check_option(k, "--vocab", o.vocab, uint64_t{1}, kMaxVocab);
+  check_option(k, "--batch", o.batch, uint64_t{1}, kMaxBatch);
+  check_option(k, "--seq", parse_dist(k, "--seq", o.seq, false), kMaxSeq);
+  check_option(k, "--seq-multiple", o.seq_multiple, uint64_t{0}, static_cast<uint64_t>(kMaxSeq));
+  check_option(k, "--steps", o.steps, 0, 1000000);
+  check_option(k, "--ffn-mult", o.ffn_mult, 1, 64);
+  check_option(k, "--dropout", o.dropout, 0.0, 1.0);
+  if (static_cast<double>(o.steps) * o.layers > kMaxStepsTimesLayers)
+    throw std::invalid_argument(fmt::format("gen train: --steps x --layers is at most {}, not {} x {}",
+                                            kMaxStepsTimesLayers, o.steps, o.layers));
+  // The largest tensors, in double so that nothing wraps: logits, eager attention scores, the MLP.
+  // A tailed length (lognormal, exp) is judged by its median or mean: its rare long draws are
+  // clipped to kMaxSeq, where the bounds above keep every flash-attention size below 2^64 and
+  // EventSink refuses one beyond 2^48; eager attention's s^2 could wrap, so it is judged at kMaxSeq.
+  const Dist seq = Dist::parse(o.seq, false);
+  const double multiple = static_cast<double>(o.seq_multiple);
+  const double s = std::max(1024.0, seq.largest()) + multiple;
+  const double b = static_cast<double>(o.batch), h = static_cast<double>(o.hidden);
+  check_bytes(k, "the logits (--batch x --seq x --vocab x 4)", b * s * static_cast<double>(o.vocab) * 4);
+  const double s_eager = seq.has_tail() ? kMaxSeq + multiple : s;
+  if (o.attention == "eager")
+    check_bytes(k, "the attention scores (--batch x --heads x --seq^2 x 4)", b * o.heads * s_eager * s_eager * 4);
+  check_bytes(k, "an MLP activation (--batch x --seq x --hidden x --ffn-mult x 4)", b * s * h * o.ffn_mult * 4);
+  check_bytes(k, "the parameters", (12.0 * o.layers * h * h * (1 + o.ffn_mult / 4.0) + o.vocab * h + s * h) * 4);
+}
 
 void generate_train(const TrainOptions& options, uint64_t seed, EventSink& sink) {
   Trainer(options, seed, sink).run();
