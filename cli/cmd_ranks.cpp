@@ -64,18 +64,19 @@ nlohmann::json report_json(const RanksReport& r, size_t top) {
           {"limit_reason", r.limit_reason},
           {"extra_by_site", groups_json(r.extra_by_site, top)},
           {"extra_by_category", groups_json(r.extra_by_category, top)},
-          {"fits_all", {{"conf", r.fits_all_conf},
-                        {"env", "PYTORCH_CUDA_ALLOC_CONF=" + r.fits_all_conf},
-                        {"fits", r.fits_all},
-                        {"worst_peak_reserved", r.fits_all_worst_peak},
-                        {"settings_tried", r.settings_tried},
-                        {"capacities_known", r.capacities_known},
-                        {"beyond_any_setting", [&] {
-                           nlohmann::json b = nlohmann::json::array();
-                           for (const auto& [rank, excess] : r.beyond_any_setting)
-                             b.push_back({{"rank", rank}, {"live_excess_bytes", excess}});
-                           return b;
-                         }()}}}};
+          {"fits_all",
+           {{"conf", r.fits_all_conf},
+            {"env", "PYTORCH_CUDA_ALLOC_CONF=" + r.fits_all_conf},
+            {"fits", r.fits_all},
+            {"worst_peak_reserved", r.fits_all_worst_peak},
+            {"settings_tried", r.settings_tried},
+            {"capacities_known", r.capacities_known},
+            {"beyond_any_setting", [&] {
+               nlohmann::json b = nlohmann::json::array();
+               for (const auto& [rank, excess] : r.beyond_any_setting)
+                 b.push_back({{"rank", rank}, {"live_excess_bytes", excess}});
+               return b;
+             }()}}}};
 }
 
 void print_groups(const char* what, const std::vector<GroupDiff>& groups, size_t top) {
@@ -115,13 +116,15 @@ void print_text(const RanksReport& r, size_t top) {
     const char* verdict = !r.capacities_known ? "the lowest worst-rank peak; no capacity known: give --capacity"
                           : r.fits_all        ? "fits every rank"
                                               : "no setting fits every rank: the least bad";
-    fmt::print("\none setting for every rank: PYTORCH_CUDA_ALLOC_CONF=\"{}\" ({}; worst rank's peak {}; {} settings "
-               "tried)\n",
-               r.fits_all_conf, verdict, format_size(r.fits_all_worst_peak), r.settings_tried);
+    fmt::print(
+        "\none setting for every rank: PYTORCH_CUDA_ALLOC_CONF=\"{}\" ({}; worst rank's peak {}; {} settings "
+        "tried)\n",
+        r.fits_all_conf, verdict, format_size(r.fits_all_worst_peak), r.settings_tried);
     for (const auto& [rank, excess] : r.beyond_any_setting)
-      fmt::print("rank {}: its live bytes at its OOM exceed the capacity by {}: no setting fits it; that rank needs "
-                 "less live memory (a smaller batch there: fraglab fit)\n",
-                 rank, format_size(excess));
+      fmt::print(
+          "rank {}: its live bytes at its OOM exceed the capacity by {}: no setting fits it; that rank needs "
+          "less live memory (a smaller batch there: fraglab fit)\n",
+          rank, format_size(excess));
   }
 }
 
@@ -132,8 +135,9 @@ void add_ranks(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand("ranks",
                                  "One job's per-rank snapshots together: each rank's peak, OOMs and fidelity, where "
                                  "ranks diverge, which rank reaches the limit first and why, one setting for all");
-  cmd->add_option("inputs", a.inputs, "Snapshots, one per rank (rank N named by 'rankN' in the file name), or a "
-                                      "directory of them")
+  cmd->add_option("inputs", a.inputs,
+                  "Snapshots, one per rank (rank N named by 'rankN' in the file name), or a "
+                  "directory of them")
       ->required();
   cmd->add_option("--capacity", a.capacity, "Each rank's device capacity (default: each rank's, from its OOMs)");
   cmd->add_option("-j,--jobs", a.jobs, "Threads for the settings search (default: every core)");
@@ -162,7 +166,7 @@ void add_ranks(CLI::App& app, CommandFn& run) {
       }
       if (a.json)
         fmt::print("{}\n", nlohmann::json{{"schema_version", 1}, {"command", "ranks"}, {"jobs", all}}.dump(
-                                2, ' ', false, nlohmann::json::error_handler_t::replace));
+                               2, ' ', false, nlohmann::json::error_handler_t::replace));
       return 0;
     };
   });

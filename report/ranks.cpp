@@ -46,8 +46,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> rank_jobs(const st
     std::string name = strip_trace_extension(std::filesystem::path(f).filename().string());
     std::string job = std::regex_replace(name, rank_pattern(), "");
     auto it = std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) { return j.first == job; });
-    if (it == jobs.end()) jobs.push_back({job, {f}});
-    else it->second.push_back(f);
+    if (it == jobs.end())
+      jobs.push_back({job, {f}});
+    else
+      it->second.push_back(f);
   }
   if (jobs.empty()) throw std::invalid_argument("ranks needs two or more snapshots (files, or a directory of them)");
   for (const auto& [job, list] : jobs)
@@ -130,7 +132,8 @@ void setting_for_all(RanksReport& rep, const std::vector<Trace>& traces, const R
     TuneReport r = tune(traces[k], rep.ranks[k].path, t);
     for (const auto& c : r.ranking) tried.insert(c.conf);
     for (auto& [conf, s] : score) {
-      auto it = std::find_if(r.ranking.begin(), r.ranking.end(), [&](const TuneCandidate& c) { return c.conf == conf; });
+      auto it =
+          std::find_if(r.ranking.begin(), r.ranking.end(), [&](const TuneCandidate& c) { return c.conf == conf; });
       if (it == r.ranking.end()) {
         s.first = false;
         continue;

@@ -31,10 +31,10 @@ struct RankRun {
 
 struct RankDivergence {
   int rank = 0;
-  uint64_t alloc_ordinal = 0;          // the first allocation that differs from the reference rank's
-  uint64_t event_index = 0;            // in this rank's trace
+  uint64_t alloc_ordinal = 0;  // the first allocation that differs from the reference rank's
+  uint64_t event_index = 0;    // in this rank's trace
   uint64_t size = 0, reference_size = 0;
-  bool same = true;                    // every allocation alike (sizes and order)
+  bool same = true;  // every allocation alike (sizes and order)
   uint64_t allocs = 0, reference_allocs = 0;
 };
 
@@ -45,14 +45,14 @@ struct RanksOptions {
 };
 
 struct RanksReport {
-  std::vector<RankRun> ranks;  // by rank
-  std::vector<RankDivergence> divergence;  // per rank other than the reference
-  int limit_rank = -1;        // the rank that reaches the limit first
-  std::string limit_reason;   // for people
+  std::vector<RankRun> ranks;                               // by rank
+  std::vector<RankDivergence> divergence;                   // per rank other than the reference
+  int limit_rank = -1;                                      // the rank that reaches the limit first
+  std::string limit_reason;                                 // for people
   std::vector<GroupDiff> extra_by_site, extra_by_category;  // the limit rank against the lightest rank
-  std::string fits_all_conf;  // one setting for every rank ("" = every default)
+  std::string fits_all_conf;                                // one setting for every rank ("" = every default)
   uint64_t fits_all_worst_peak = 0;
-  bool fits_all = false;      // every rank fits its capacity under it (or, without capacities, the lowest worst peak)
+  bool fits_all = false;  // every rank fits its capacity under it (or, without capacities, the lowest worst peak)
   bool capacities_known = false;
   // Ranks no setting can fit: the live bytes at their worst OOM exceed the capacity (by so many bytes).
   std::vector<std::pair<int, uint64_t>> beyond_any_setting;

@@ -49,7 +49,8 @@ TEST_CASE("ranks: a directory of several jobs' dumps reads as several jobs", "[r
   CHECK_THROWS_AS(rank_jobs({kRanks + "ddp_train.default_rank0.pickle.gz"}), std::invalid_argument);
   RanksOptions o;
   o.search = false;
-  RanksReport r = read_ranks({kRanks + "ddp_train.default_rank0.pickle.gz", kRanks + "ddp_train.default_rank1.pickle.gz"}, o);
+  RanksReport r =
+      read_ranks({kRanks + "ddp_train.default_rank0.pickle.gz", kRanks + "ddp_train.default_rank1.pickle.gz"}, o);
   CHECK(r.limit_reason.find("no rank ran out") != std::string::npos);
   for (const auto& k : r.ranks) CHECK(k.fidelity_exact);
 }
