@@ -132,8 +132,9 @@ void setting_for_all(RanksReport& rep, const std::vector<Trace>& traces, const R
     TuneReport r = tune(traces[k], rep.ranks[k].path, t);
     for (const auto& c : r.ranking) tried.insert(c.conf);
     for (auto& [conf, s] : score) {
+      const std::string& name = conf;  // a structured binding: clang 14 cannot capture one in a lambda
       auto it =
-          std::find_if(r.ranking.begin(), r.ranking.end(), [&](const TuneCandidate& c) { return c.conf == conf; });
+          std::find_if(r.ranking.begin(), r.ranking.end(), [&](const TuneCandidate& c) { return c.conf == name; });
       if (it == r.ranking.end()) {
         s.first = false;
         continue;
