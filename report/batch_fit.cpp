@@ -157,6 +157,8 @@ int64_t lagrange(const uint64_t* xs, const uint64_t* ys, size_t n, uint64_t x) {
 BatchModel::BatchModel(std::vector<BatchProbe> probes) : probes_(std::move(probes)) {
   if (probes_.size() < 2)
     throw std::invalid_argument("fit needs probe snapshots at two or more batch sizes (PATH@BATCH ...)");
+  if (probes_.size() > kMaxProbes)
+    throw std::invalid_argument(fmt::format("fit takes at most {} probes ({} given)", kMaxProbes, probes_.size()));
   std::sort(probes_.begin(), probes_.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
   for (size_t k = 1; k < probes_.size(); ++k)
     if (probes_[k].batch == probes_[k - 1].batch)
@@ -341,9 +343,8 @@ void BatchModel::fit_laws() {
 }
 
 uint64_t BatchModel::size_at(size_t alloc, uint64_t batch) const {
-  uint64_t xs[64], ys[64];
+  uint64_t xs[kMaxProbes], ys[kMaxProbes];  // the constructor refuses more probes
   size_t n = points_for(alloc, xs, ys);
-  if (n > 64) n = 64;
   switch (laws_[alloc]) {
     case SizeLaw::Constant:
     case SizeLaw::Unmatched:

@@ -39,6 +39,9 @@ struct BatchProbe {
   Trace trace;
 };
 
+// Probes a model takes at most (a few are what a user records; the laws use the largest four).
+constexpr size_t kMaxProbes = 32;
+
 // "path@12" -> (path, 12); throws std::invalid_argument naming the text when the batch is missing or bad.
 std::pair<std::string, uint64_t> parse_probe_arg(const std::string& text);
 
