@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "device/device.h"
+#include "device/forwarding_device.h"
 
 namespace fraglab {
 
@@ -24,9 +24,9 @@ struct DeviceCall {
   Addr alias_of = 0;
 };
 
-class CallLogDevice final : public Device {
+class CallLogDevice final : public ForwardingDevice {
  public:
-  explicit CallLogDevice(Device& upstream) : upstream_(upstream), granularity_(upstream.granularity()) {}
+  explicit CallLogDevice(Device& upstream) : ForwardingDevice(upstream) {}
 
   const std::vector<DeviceCall>& calls() const { return calls_; }
   std::vector<DeviceCall> take_calls() { return std::move(calls_); }
@@ -37,26 +37,17 @@ class CallLogDevice final : public Device {
   void follow(const uint64_t& index) { index_ = &index; }
 
  private:
-  // The Device interface (device/device.h); its public calls check the arguments first.
+  // The calls it logs (device/forwarding_device.h forwards the others).
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   void do_free_segment(Addr addr, uint64_t size) override;
-  uint64_t do_granularity() const override { return granularity_; }
-  std::optional<Addr> do_reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_unmap_pages(Addr addr, uint64_t size) override;
-  void do_release_range(Addr addr, uint64_t size) override { upstream_.release_range(addr, size); }
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
-  uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes(); }
-  std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
 
   void log(EventKind kind, Addr addr, uint64_t size, Addr alias_of = 0) {
     calls_.push_back({kind, addr, size, *index_, alias_of});
   }
 
-  Device& upstream_;
-  // The upstream's, which a device fixes when it is built: every layer's public calls check
-  // alignment against it, and asking down the stack each time cost a virtual call per layer.
-  uint64_t granularity_;
   uint64_t own_index_ = 0;
   const uint64_t* index_ = &own_index_;
   std::vector<DeviceCall> calls_;

@@ -5,7 +5,7 @@
 namespace fraglab {
 
 HintedDevice::HintedDevice(PlacingDevice& upstream, const std::vector<Event>& events, const InitialState* initial)
-    : upstream_(upstream) {
+    : ForwardingDevice(upstream), placing_(upstream) {
   if (initial) {
     // Every mapped range, in address order: a range inside a reservation already made is passed over
     // (do_reserve_range), so each reservation takes its lowest range, whichever pool it turns out to be.
@@ -33,12 +33,12 @@ std::optional<Addr> HintedDevice::do_allocate_segment(uint64_t size, StreamIndex
     // the hints stay in step with the calls.
     auto [addr, recorded_size] = segment_hints_.front();
     segment_hints_.pop_front();
-    if (recorded_size == size && addr != 0 && upstream_.allocate_segment_at(addr, size, stream)) {
+    if (recorded_size == size && addr != 0 && placing_.allocate_segment_at(addr, size, stream)) {
       ++hints_used_;
       return addr;
     }
   }
-  return upstream_.allocate_segment(size, stream);
+  return placing_.allocate_segment(size, stream);
 }
 
 std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
@@ -47,23 +47,23 @@ std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
   if (!map_hints_.empty()) {
     Addr addr = map_hints_.front();
     map_hints_.pop_front();
-    if (addr % granularity() == 0 && upstream_.reserve_range_at(addr, size)) {
+    if (addr % granularity() == 0 && placing_.reserve_range_at(addr, size)) {
       recorded_ranges_.emplace(addr, size);
       ++hints_used_;
       return addr;
     }
   }
-  return upstream_.reserve_range(size);
+  return placing_.reserve_range(size);
 }
 
 void HintedDevice::do_release_range(Addr addr, uint64_t size) {
-  upstream_.release_range(addr, size);
+  placing_.release_range(addr, size);
   recorded_ranges_.erase(addr);
 }
 
 bool HintedDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
   if (in_recorded_range(dst) || in_recorded_range(src)) return false;
-  return upstream_.alias_pages(dst, src, size);
+  return placing_.alias_pages(dst, src, size);
 }
 
 }  // namespace fraglab

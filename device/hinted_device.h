@@ -15,12 +15,13 @@
 #include <deque>
 #include <vector>
 
+#include "device/forwarding_device.h"
 #include "device/placing_device.h"
 #include "device/tiered_map.h"
 
 namespace fraglab {
 
-class HintedDevice final : public Device {
+class HintedDevice final : public ForwardingDevice {
  public:
   // `events`: the trace; its SegmentAlloc and SegmentMap events are the hints. `initial`: the state at
   // the trace's first event, whose segments come first (in address order; an expandable segment's
@@ -30,24 +31,16 @@ class HintedDevice final : public Device {
   uint64_t hints_used() const { return hints_used_; }
 
  private:
-  // The Device interface (device/device.h); its public calls check the arguments first.
+  // The calls it places (device/forwarding_device.h forwards the others).
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
-  void do_free_segment(Addr addr, uint64_t size) override { upstream_.free_segment(addr, size); }
-  uint64_t do_granularity() const override { return upstream_.granularity(); }
   std::optional<Addr> do_reserve_range(uint64_t size) override;
-  bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override {
-    return upstream_.map_pages(addr, size, stream);
-  }
-  void do_unmap_pages(Addr addr, uint64_t size) override { upstream_.unmap_pages(addr, size); }
   void do_release_range(Addr addr, uint64_t size) override;
   // Recorded ranges (PyTorch never aliases) refuse it; elsewhere it is the upstream's business.
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
-  uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes(); }
-  std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
 
   bool in_recorded_range(Addr addr) const;
 
-  PlacingDevice& upstream_;
+  PlacingDevice& placing_;                               // the upstream, which can place at an address
   std::deque<std::pair<Addr, uint64_t>> segment_hints_;  // recorded segment_alloc (addr, size), in order
   std::deque<Addr> map_hints_;                           // recorded segment_map addresses, in order
   TieredMap<Addr, uint64_t> recorded_ranges_;            // ranges placed at a recorded address, live

@@ -9,15 +9,15 @@
 
 #include <optional>
 
-#include "device/device.h"
+#include "device/forwarding_device.h"
 
 namespace fraglab {
 
-class LimitingDevice final : public Device {
+class LimitingDevice final : public ForwardingDevice {
  public:
   // `limit`: bytes; nullopt = the upstream's own capacity (unlimited for a SimDevice).
   explicit LimitingDevice(Device& upstream, std::optional<uint64_t> limit = std::nullopt)
-      : upstream_(upstream), granularity_(upstream.granularity()), limit_(limit) {}
+      : ForwardingDevice(upstream), limit_(limit) {}
 
   void set_limit(std::optional<uint64_t> limit) { limit_ = limit; }
   // Stops refusing at the limit, which stays the capacity reported: for a policy that keeps itself within
@@ -26,29 +26,18 @@ class LimitingDevice final : public Device {
   void set_enforcing(bool enforcing) { enforcing_ = enforcing; }
 
  private:
-  bool fits(uint64_t size) const { return !enforcing_ || !limit_ || upstream_.reserved_bytes() + size <= *limit_; }
+  bool fits(uint64_t size) const { return !enforcing_ || !limit_ || upstream().reserved_bytes() + size <= *limit_; }
 
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override {
     if (!fits(size)) return std::nullopt;
-    return upstream_.allocate_segment(size, stream);
+    return ForwardingDevice::do_allocate_segment(size, stream);
   }
-  void do_free_segment(Addr addr, uint64_t size) override { upstream_.free_segment(addr, size); }
-  uint64_t do_granularity() const override { return granularity_; }
-  std::optional<Addr> do_reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override {
-    return fits(size) && upstream_.map_pages(addr, size, stream);
+    return fits(size) && ForwardingDevice::do_map_pages(addr, size, stream);
   }
-  // A second mapping of pages already held costs no physical memory.
-  bool do_alias_pages(Addr dst, Addr src, uint64_t size) override { return upstream_.alias_pages(dst, src, size); }
-  void do_unmap_pages(Addr addr, uint64_t size) override { upstream_.unmap_pages(addr, size); }
-  void do_release_range(Addr addr, uint64_t size) override { upstream_.release_range(addr, size); }
-  uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes(); }
-  std::optional<uint64_t> do_capacity() const override { return limit_ ? limit_ : upstream_.capacity(); }
+  // (alias_pages is forwarded as it is: a second mapping of pages already held costs no physical memory.)
+  std::optional<uint64_t> do_capacity() const override { return limit_ ? limit_ : upstream().capacity(); }
 
-  Device& upstream_;
-  // The upstream's, which a device fixes when it is built: every layer's public calls check
-  // alignment against it, and asking down the stack each time cost a virtual call per layer.
-  uint64_t granularity_;
   std::optional<uint64_t> limit_;
   bool enforcing_ = true;
 };

@@ -3,25 +3,25 @@
 namespace fraglab {
 
 std::optional<Addr> PhysicalMapDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
-  auto addr = upstream_.allocate_segment(size, stream);
+  auto addr = upstream().allocate_segment(size, stream);
   if (addr) add_physical(*addr, size);
   return addr;
 }
 
 void PhysicalMapDevice::do_free_segment(Addr addr, uint64_t size) {
-  upstream_.free_segment(addr, size);
+  upstream().free_segment(addr, size);
   remove_physical(addr, size);
 }
 
 std::optional<Addr> PhysicalMapDevice::do_reserve_range(uint64_t size) {
-  auto addr = upstream_.reserve_range(size);
+  auto addr = upstream().reserve_range(size);
   if (addr) vmm_ranges_.emplace(*addr, size);
   return addr;
 }
 
 bool PhysicalMapDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
   if (is_backed(addr, 1) || is_backed(addr + size - 1, 1)) misuse("map_pages over pages already mapped");
-  if (!upstream_.map_pages(addr, size, stream)) return false;
+  if (!upstream().map_pages(addr, size, stream)) return false;
   add_physical(addr, size);
   return true;
 }
@@ -29,7 +29,7 @@ bool PhysicalMapDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex strea
 void PhysicalMapDevice::do_unmap_pages(Addr addr, uint64_t size) {
   bool alias = alias_covers(addr, size);
   if (!alias && !is_backed(addr, size)) misuse("unmap_pages of unmapped pages");
-  upstream_.unmap_pages(addr, size);
+  upstream().unmap_pages(addr, size);
   if (alias)
     remove_alias(addr, size);
   else
@@ -45,7 +45,7 @@ bool PhysicalMapDevice::do_alias_pages(Addr dst, Addr src, uint64_t size) {
   if (it == physical_.begin() || !(backed || (!aliases_.empty() && alias_covers(src, size))) ||
       !in_a_range(std::prev(it)->first))
     misuse("alias_pages of pages not mapped by map_pages");
-  if (!upstream_.alias_pages(dst, src, size)) return false;
+  if (!upstream().alias_pages(dst, src, size)) return false;
   aliases_.emplace(dst, AliasRun{size, src});
   return true;
 }
@@ -55,7 +55,7 @@ void PhysicalMapDevice::do_release_range(Addr addr, uint64_t size) {
   auto alias = aliases_.lower_bound(addr);
   if ((it != physical_.end() && it->first < addr + size) || (alias != aliases_.end() && alias->first < addr + size))
     misuse("release_range with pages still mapped");
-  upstream_.release_range(addr, size);
+  upstream().release_range(addr, size);
   vmm_ranges_.erase(addr);
 }
 

@@ -13,7 +13,7 @@
 #include <iterator>
 #include <vector>
 
-#include "device/device.h"
+#include "device/forwarding_device.h"
 #include "device/tiered_map.h"
 
 namespace fraglab {
@@ -28,9 +28,9 @@ struct DeviceRegion {
   bool is_vmm;  // a reserved virtual range (only its mapped parts hold memory)
 };
 
-class PhysicalMapDevice final : public Device {
+class PhysicalMapDevice final : public ForwardingDevice {
  public:
-  explicit PhysicalMapDevice(Device& upstream) : upstream_(upstream), granularity_(upstream.granularity()) {}
+  explicit PhysicalMapDevice(Device& upstream) : ForwardingDevice(upstream) {}
 
   // Physical memory: merged [addr, addr+size) intervals, address-ordered. Pages mapped a second
   // time by alias_pages are not in it (they would count twice): see aliases(). Pieces that touch
@@ -53,17 +53,14 @@ class PhysicalMapDevice final : public Device {
   std::vector<DeviceRegion> regions() const;
 
  private:
-  // The Device interface (device/device.h); its public calls check the arguments first.
+  // The calls that change where memory is (device/forwarding_device.h forwards the others).
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   void do_free_segment(Addr addr, uint64_t size) override;
-  uint64_t do_granularity() const override { return granularity_; }
   std::optional<Addr> do_reserve_range(uint64_t size) override;
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_unmap_pages(Addr addr, uint64_t size) override;
   void do_release_range(Addr addr, uint64_t size) override;
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
-  uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes(); }
-  std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
 
   void add_physical(Addr addr, uint64_t size);
   void remove_physical(Addr addr, uint64_t size);
@@ -72,10 +69,6 @@ class PhysicalMapDevice final : public Device {
   bool alias_covers(Addr addr, uint64_t size) const;
   void remove_alias(Addr addr, uint64_t size);
 
-  Device& upstream_;
-  // The upstream's, which a device fixes when it is built: every layer's public calls check
-  // alignment against it, and asking down the stack each time cost a virtual call per layer.
-  uint64_t granularity_;
   PhysicalRanges physical_;
   // Reserved ranges. Segments need no map of their own: a physical interval outside every
   // reserved range is exactly one segment (they never merge).

@@ -6,7 +6,7 @@
 // call unchanged and keeps no addresses (PhysicalMapDevice knows where memory is).
 #pragma once
 
-#include "device/device.h"
+#include "device/forwarding_device.h"
 
 namespace fraglab {
 
@@ -17,19 +17,18 @@ struct DeviceCallCounts {
   uint64_t total() const { return segment_allocs + segment_frees + maps + unmaps + reserves + releases + aliases; }
 };
 
-class StatisticsDevice final : public Device {
+class StatisticsDevice final : public ForwardingDevice {
  public:
-  explicit StatisticsDevice(Device& upstream) : upstream_(upstream), granularity_(upstream.granularity()) {}
+  explicit StatisticsDevice(Device& upstream) : ForwardingDevice(upstream) {}
 
   const DeviceCallCounts& counts() const { return counts_; }
   // The most physical bytes held at once so far.
   uint64_t peak_reserved() const { return peak_reserved_; }
 
  private:
-  // The Device interface (device/device.h); its public calls check the arguments first.
+  // The calls it counts (device/forwarding_device.h forwards them).
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   void do_free_segment(Addr addr, uint64_t size) override;
-  uint64_t do_granularity() const override { return granularity_; }
   std::optional<Addr> do_reserve_range(uint64_t size) override;
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_unmap_pages(Addr addr, uint64_t size) override;
@@ -38,14 +37,9 @@ class StatisticsDevice final : public Device {
   // Counted here rather than asked of the upstream: one add per call, where a device's own count
   // may cost a search (and the peak needs the count after every call anyway).
   uint64_t do_reserved_bytes() const override { return reserved_; }
-  std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
 
   void grew(uint64_t size);
 
-  Device& upstream_;
-  // The upstream's, which a device fixes when it is built: every layer's public calls check
-  // alignment against it, and asking down the stack each time cost a virtual call per layer.
-  uint64_t granularity_;
   DeviceCallCounts counts_;
   uint64_t reserved_ = 0, peak_reserved_ = 0;
 };

@@ -5,18 +5,18 @@
 namespace fraglab {
 
 std::optional<Addr> StreamRecordingDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
-  auto addr = upstream_.allocate_segment(size, stream);
+  auto addr = upstream().allocate_segment(size, stream);
   if (addr) pieces_[*addr] = {size, stream, pool_};
   return addr;
 }
 
 void StreamRecordingDevice::do_free_segment(Addr addr, uint64_t size) {
   pieces_.erase(addr);
-  upstream_.free_segment(addr, size);
+  upstream().free_segment(addr, size);
 }
 
 bool StreamRecordingDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
-  if (!upstream_.map_pages(addr, size, stream)) return false;
+  if (!upstream().map_pages(addr, size, stream)) return false;
   pieces_[addr] = {size, stream, pool_};
   return true;
 }
@@ -40,7 +40,7 @@ void StreamRecordingDevice::do_unmap_pages(Addr addr, uint64_t size) {
     if (prev->first + prev->second.size > addr) cut(prev);
   }
   for (auto it = pieces_.lower_bound(addr); it != pieces_.end() && it->first < end;) it = cut(it);
-  upstream_.unmap_pages(addr, size);
+  upstream().unmap_pages(addr, size);
 }
 
 const StreamRecordingDevice::Piece* StreamRecordingDevice::piece_at(Addr addr) const {

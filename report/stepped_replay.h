@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "allocators/registry.h"
+#include "device/forwarding_device.h"
 #include "device/simulated_gpu.h"
 #include "sim/replay.h"
 
@@ -22,22 +23,16 @@ namespace fraglab {
 
 // A device adaptor that records the stream of every segment and page mapping, and the allocator pool
 // of the request it was obtained for (set_pool before each request: the trace's Event::pool).
-class StreamRecordingDevice final : public Device {
+class StreamRecordingDevice final : public ForwardingDevice {
  public:
-  explicit StreamRecordingDevice(Device& upstream) : upstream_(upstream) {}
+  explicit StreamRecordingDevice(Device& upstream) : ForwardingDevice(upstream) {}
 
  private:
-  // The Device interface (device/device.h); its public calls check the arguments first.
+  // The calls that obtain or give back memory (device/forwarding_device.h forwards the others).
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   void do_free_segment(Addr addr, uint64_t size) override;
-  uint64_t do_granularity() const override { return upstream_.granularity(); }
-  std::optional<Addr> do_reserve_range(uint64_t size) override { return upstream_.reserve_range(size); }
   bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_unmap_pages(Addr addr, uint64_t size) override;
-  void do_release_range(Addr addr, uint64_t size) override { upstream_.release_range(addr, size); }
-  bool do_alias_pages(Addr dst, Addr src, uint64_t size) override { return upstream_.alias_pages(dst, src, size); }
-  uint64_t do_reserved_bytes() const override { return upstream_.reserved_bytes(); }
-  std::optional<uint64_t> do_capacity() const override { return upstream_.capacity(); }
 
  public:
   // The stream memory at `addr` was obtained for (the first mapping's, for a virtual range), if any.
@@ -53,7 +48,6 @@ class StreamRecordingDevice final : public Device {
     PoolIndex pool;
   };
   const Piece* piece_at(Addr addr) const;
-  Device& upstream_;
   PoolIndex pool_ = 0;
   std::map<Addr, Piece> pieces_;  // segments and mapped runs, by start
 };
