@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks ranks_oom large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17 probe18)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks ranks_oom large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17 probe18 issue39)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -418,6 +418,22 @@ for g in $groups; do case $g in
     rec "DEVICE_LEFT=6" kv_prealloc_serve
     rec "DEVICE_LEFT=6 $E" kv_prealloc_serve
     rec "FRACTION=0.2 MAX_ENTRIES=3000" kv_prealloc_serve ;;
+  issue39)  # expandable segments with max_split_size_mb, rounding and the collector on varying LM training; KV caches
+             # grown by torch.cat under max_split_size_mb:128; a MemPool beside the default pools, deleted, then a burst
+             # (recorded on an H200: the GC runs' fractions are 0.85 of the unlimited run's peak, the limit 0.8 of it)
+    X128=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128
+    X64=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:64,roundup_power2_divisions:4
+    XGC=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6,max_split_size_mb:128
+    M128=PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128
+    for w in lm_varlen_bf16 varlen_transformer_train; do rec "$X128" $w; rec "$X64" $w; done
+    rec "$XGC FRACTION=0.1867" lm_varlen_bf16
+    rec "$XGC FRACTION=0.0664" varlen_transformer_train
+    rec "$X128 DEVICE_LEFT=24.6" lm_varlen_bf16_val
+    rec "$M128" kv_cat_serve
+    rec "$X128" kv_cat_serve
+    rec "$M128 DEVICE_LEFT=5" kv_cat_serve
+    rec "$M128" kv_cat_serve_long
+    for c in "X=1" "$E" "$M128" "$X128" "$X64"; do rec "$c" mempool_mixed_burst; done ;;
   probe_train)  # mixed precision with accumulation and copy streams; checkpointing with activation offloading
     rec "X=1" amp_accum_prefetch
     rec "RECORD=late:2 $E" amp_accum_prefetch

@@ -1603,3 +1603,66 @@ TEST_CASE("snapshot cases: the GPU's limit rising mid-run as another process fre
   CHECK(capacity == 5115150336u);  // the least OOM limit
   CHECK(note.find("up to 3139239936 bytes higher") != std::string::npos);
 }
+
+// Group issue39 (H200, 2026-11-28): expandable segments with max_split_size_mb, roundup_power2_divisions and the
+// collector on training whose shapes change every step (a bf16 causal LM with gradient clipping and a validation
+// loop, at the GPU's limit; the varying-shape transformer under a fraction), and KV caches grown by torch.cat each
+// token across max_split_size_mb:128 (unlimited, expandable, at the GPU's limit, ten requests). Each replays call
+// for call, and plain replay (the driver's addresses as the model places them) reaches the recorded peak.
+TEST_CASE("snapshot cases: expandable segments with max_split_size_mb, rounding and the collector replay exactly",
+          "[snapshot_cases][settings]") {
+  check_cases(
+      {"lm_varlen_bf16.expandable_segments-True_max_split_size_mb-128.pickle.gz",
+       "lm_varlen_bf16.expandable_segments-True_max_split_size_mb-64_roundup_power2_divisions-4.pickle.gz",
+       "lm_varlen_bf16.expandable_segments-True_garbage_collection_threshold-0.6_max_split_size_mb-128_cap0.1867."
+       "pickle.gz",
+       "lm_varlen_bf16_val.expandable_segments-True_max_split_size_mb-128_left24.6.pickle.gz",
+       "varlen_transformer_train.expandable_segments-True_max_split_size_mb-128.pickle.gz",
+       "varlen_transformer_train.expandable_segments-True_max_split_size_mb-64_roundup_power2_divisions-4."
+       "pickle.gz",
+       "varlen_transformer_train.expandable_segments-True_garbage_collection_threshold-0.6_max_split_size_mb-128_"
+       "cap0.0664.pickle.gz"});
+}
+
+TEST_CASE("snapshot cases: KV caches grown by torch.cat under max_split_size_mb replay exactly, plain replay too",
+          "[snapshot_cases][settings]") {
+  check_cases({"kv_cat_serve.max_split_size_mb-128.pickle.gz",
+               "kv_cat_serve.expandable_segments-True_max_split_size_mb-128.pickle.gz",
+               "kv_cat_serve.max_split_size_mb-128_left5.pickle.gz",
+               "kv_cat_serve_long.max_split_size_mb-128.pickle.gz"});
+}
+
+// A MemPool beside the default pools, deleted with its blocks cached: ~MemPool's emptyCache of the pool returned its
+// small segment, then its large one, and none of the default pools' cached pages. No default request told the small
+// segment's pool apart: read as the default pools', the run was torch.cuda.empty_cache(), which in the model returned
+// default pages the recording kept (diverged at the deletion; plain replay 3.2% high under max_split_size_mb:128).
+TEST_CASE("pool inference: a deleted MemPool's small segment goes with it, the default pools keep theirs",
+          "[snapshot_cases][pools][mempool]") {
+  check_cases(
+      {"mempool_mixed_burst.default.pickle.gz", "mempool_mixed_burst.expandable.pickle.gz",
+       "mempool_mixed_burst.max_split_size_mb-128.pickle.gz",
+       "mempool_mixed_burst.expandable_segments-True_max_split_size_mb-128.pickle.gz",
+       "mempool_mixed_burst.expandable_segments-True_max_split_size_mb-64_roundup_power2_divisions-4.pickle.gz"});
+  Trace t = load_trace(kCases + "/mempool_mixed_burst.expandable.pickle.gz");
+  size_t first_unmap = 0;
+  while (first_unmap < t.events.size() && t.events[first_unmap].kind != EventKind::SegmentUnmap) ++first_unmap;
+  REQUIRE(first_unmap < t.events.size());
+  REQUIRE(first_unmap > 0);
+  const Event& before = t.events[first_unmap - 1];
+  REQUIRE(before.kind == EventKind::PoolRelease);
+  CHECK(t.meta.pools[before.pool].empties_on_release);
+  // The small segment's requests are the pool's: every request before the deletion that landed where the first
+  // unmap was (a later default segment may take the same addresses).
+  const Event& small = t.events[first_unmap];
+  size_t in_small = 0;
+  for (size_t i = 0; i < first_unmap; ++i)
+    if (const Event& e = t.events[i];
+        e.kind == EventKind::Alloc && e.addr >= small.addr && e.addr < small.addr + small.size) {
+      CHECK(e.pool == before.pool);
+      ++in_small;
+    }
+  CHECK(in_small > 0);
+  // No empty_cache() of the program follows the deletion: the run is the pool's alone.
+  CHECK(t.events[first_unmap + 1].kind == EventKind::SegmentUnmap);
+  CHECK(t.events[first_unmap + 2].kind != EventKind::EmptyCache);
+}

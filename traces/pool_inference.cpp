@@ -276,6 +276,20 @@ class PoolInference {
     return k;
   }
 
+  // The segments the run of releases right after the `ordinal`-th importer's EmptyCache returned, in the
+  // order the recording released them.
+  std::vector<Instance> released_after(uint64_t ordinal) {
+    std::vector<Instance> out;
+    uint64_t i = walk(Stop{EventKind::EmptyCache, ordinal});
+    std::vector<uint32_t> touched;
+    for (++i; i < trace_.events.size() && is_segment_release(trace_.events[i]); ++i) {
+      touched.clear();
+      live_.erase(trace_.events[i].addr, trace_.events[i].size, touched);
+      for (uint32_t k : touched) out.push_back(instances_[k]);
+    }
+    return out;
+  }
+
   // Whether two live allocations of `pool` ever shared a segment (a mapped range), which a no_split
   // pool never lets happen: each request takes a whole block.
   bool allocations_share_segments(PoolIndex pool) {
@@ -579,12 +593,33 @@ bool can_hold(const TraceMeta& m, const Instance& i, PoolIndex pool) {
   return !(i.mapped && m.pools[pool].own_allocator);
 }
 
+// A deleted MemPool's chunk (rule 6b) that begins with guessed default segments: ~MemPool's emptyCache of the
+// pool returns its small segments, then its large ones, and nothing of the default pools; the recording
+// released guessed default segments (a small one: no default request told its pool) right before a private
+// pool's, and the model, reading the run as torch.cuda.empty_cache(), returned default segments the
+// recording kept. The guessed segment nearest before the pool's first one in the run goes to that pool.
+std::optional<Fix> chunk_revision(Trace& trace, const Trace& probe, const Overrides& overrides, const Tried& tried,
+                                  uint64_t ordinal) {
+  Trace walk{probe.meta, probe.events};
+  const std::vector<Instance> run = PoolInference(walk, overrides).released_after(ordinal);
+  auto first = std::find_if(run.begin(), run.end(), [](const Instance& i) { return i.pool != 0; });
+  if (first == run.end()) return std::nullopt;
+  for (auto q = first; q != run.begin();) {
+    --q;
+    if (q->pool != 0 || q->certain) break;
+    if (!tried.count({q->key, first->pool}) && can_hold(trace.meta, *q, first->pool)) return move_to(*q, first->pool);
+  }
+  return std::nullopt;
+}
+
 // A kept segment: the model returned a guessed default segment the recording kept, so a pool still owned
 // holds it. Malloc's own releases (the collector, release_cached_blocks before a retry or an OOM) name the
 // pool the stream used last where there is one (a MemPool filled inside use_mem_pool, then cached);
 // an empty_cache's a pool of its own, as before.
 std::optional<Fix> kept_revision(Trace& trace, Trace& probe, const Overrides& overrides, const Tried& tried,
                                  const PoolMisplacement& m) {
+  if (m.at == EventKind::EmptyCache)
+    if (auto fix = chunk_revision(trace, probe, overrides, tried, m.ordinal)) return fix;
   auto k = PoolInference(probe, overrides).segment_at(m.at, m.ordinal, m.model_addr);
   if (!k.segment || k.segment->certain || k.segment->pool != 0) return std::nullopt;
   if (m.at != EventKind::EmptyCache && k.last_private && !tried.count({k.segment->key, k.last_private}) &&

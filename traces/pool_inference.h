@@ -29,7 +29,10 @@
 //     (the new segment the request made goes to a pool of its own, or to the private pool the
 //     stream's previous request used; failing that, the segment the model wrongly reused leaves its
 //     pool); where an empty_cache of the model returns a guessed segment the recording kept, that
-//     segment goes to a pool still owned (a MemPool alive across empty_cache), as does one that malloc's
+//     segment goes to a pool still owned (a MemPool alive across empty_cache) — unless the run after that
+//     empty_cache releases a private pool's segments right after guessed default ones: then those guessed
+//     segments are the pool's (a deleted MemPool's small segment, released before its large ones by
+//     ~MemPool's emptyCache of the pool), and rule 6b reads the run as the deletion —, as does one that malloc's
 //     own releases (the collector, the release and retry, the recovery before an OOM) returned in the
 //     model only (to the stream's last private pool), as does one whose cached block the model served a
 //     request from that the recording ran out of memory on (a MemPool's reserve, say); where the model cut a request
