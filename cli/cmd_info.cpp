@@ -3,6 +3,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <future>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +15,8 @@
 #include "cli/device_arg.h"
 #include "cli/live_output.h"
 #include "report/program_attribution.h"
+#include "traces/pool_inference.h"
+#include "traces/pytorch_snapshot.h"
 #include "traces/settings_inference.h"
 #include "traces/state_json.h"
 #include "traces/trace_io.h"
@@ -140,6 +145,52 @@ std::vector<std::pair<uint64_t, LiveAttribution>> moments_at(const std::string& 
   return out;
 }
 
+// The trace at `path` and its statistics. A snapshot whose pools await only the allocator model's check
+// (traces/pool_inference.h, rule 7: no private pool inferred) is read without it, and the check, a replay
+// of the whole history, runs on another core while the statistics are computed; where it would revise the
+// pools (rare), the snapshot is read again with it. The result is what reading with the check gives.
+struct OpenedTrace {
+  std::unique_ptr<Trace> whole;  // a snapshot read whole (what `source` reads), else nullptr
+  std::unique_ptr<EventSource> source;
+  TraceStats stats;
+};
+
+bool is_snapshot(const std::string& path) {
+  try {
+    // Only a regular file is sniffed (a FIFO would block); open_trace words every refusal.
+    return std::filesystem::is_regular_file(path) && detect_format(path) == TraceFormat::PytorchSnapshot;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+OpenedTrace open_with_stats(const std::string& path, int trace_device) {
+  OpenedTrace o;
+  if (is_snapshot(path)) {
+    ReadOptions deferred{trace_device};
+    deferred.defer_pool_check = true;
+    o.whole = std::make_unique<Trace>(read_pytorch_snapshot(path, deferred));
+    if (pool_check_pending(*o.whole)) {
+      const Trace* whole = o.whole.get();
+      std::future<bool> confirmed = std::async(std::launch::async, [whole] { return pools_confirmed(*whole); });
+      MemorySource source(*whole);
+      o.stats = compute_stats(source);
+      if (confirmed.get()) {
+        o.source = std::make_unique<MemorySource>(*whole);
+        return o;
+      }
+      o.whole.reset();
+    } else {
+      o.source = std::make_unique<MemorySource>(*o.whole);
+      o.stats = compute_stats(*o.source);
+      return o;
+    }
+  }
+  o.source = open_trace(path, {trace_device});
+  o.stats = compute_stats(*o.source);
+  return o;
+}
+
 }  // namespace
 
 void add_info(CLI::App& app, CommandFn& run) {
@@ -161,8 +212,9 @@ void add_info(CLI::App& app, CommandFn& run) {
     run = [] {
       if (!at.empty() && at != "oom" && at != "peak" && at.find_first_not_of("0123456789") != std::string::npos)
         throw std::invalid_argument("--at '" + at + "' is not oom, peak or an event index");
-      auto source = open_trace(path, {device.resolve().trace_device});
-      TraceStats s = compute_stats(*source);
+      const OpenedTrace opened = open_with_stats(path, device.resolve().trace_device);
+      const std::unique_ptr<EventSource>& source = opened.source;
+      const TraceStats& s = opened.stats;
       const TraceMeta& m = source->meta();
       const StateSummary st = summarize_state(m.initial);
       const uint64_t st_free = st.reserved - std::min(st.reserved, st.allocated);

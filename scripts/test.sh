@@ -28,6 +28,7 @@ ctest --test-dir build-test --output-on-failure -j "$jobs"
 
 echo "== benchmark smoke run"
 FRAGLAB_BENCH_SMOKE=1 build-test/bench/fraglab_bench --benchmark_min_time=0.01 >/dev/null
+python3 bench/snapshot_import.py --smoke --fraglab build-test/fraglab >/dev/null
 echo "benchmarks: smoke run passed"
 
 echo "== install, the CMake package and an out-of-tree policy plugin"

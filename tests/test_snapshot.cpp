@@ -579,6 +579,51 @@ TEST_CASE("snapshot import: the fast path reads entries as the generic machine d
   }
 }
 
+// The fast path knows a key by the bytes of the memo reference that gave it at the same position of the
+// entry before (BINGET 21: 'size'). A memo slot rewritten since then names another key: read as that key
+// (here the third entry then has no 'size': the complete reading's error), never as the remembered one.
+TEST_CASE("snapshot import: a key's memo slot rewritten between entries is read as the generic machine does",
+          "[snapshot]") {
+  for (bool rewrite : {false, true}) {
+    INFO("rewrite " << rewrite);
+    P p;
+    auto put = [&](int k) { p.op('q').op(static_cast<char>(k)); };
+    auto get = [&](int k) { p.op('h').op(static_cast<char>(k)); };
+    p.empty_dict().mark().str("device_traces").empty_list().empty_list();
+    p.mark().empty_dict().mark().str("action");
+    put(20);
+    p.str("alloc").str("addr");
+    put(22);
+    p.i64(4096).str("size");
+    put(21);
+    p.i64(512).setitems();
+    for (int64_t addr : {8192, 12288}) {  // keys through the memo: the third entry's known by their bytes
+      p.empty_dict().mark();
+      get(20);
+      p.str("alloc");
+      get(22);
+      p.i64(addr);
+      get(21);
+      p.i64(1024).str("user_metadata").str("time_us");
+      if (rewrite && addr == 8192) put(21);  // memo 21: 'time_us' from here on
+      p.setitems();
+    }
+    p.appends().op('a').setitems();
+    BothReadings r = read_both(p.stop(), "rewritten.pickle");
+    CHECK(r.streaming_error == r.complete_error);
+    if (!rewrite) {
+      REQUIRE(r.streaming);
+      CHECK(r.flat_entries == 3);
+      CHECK(*r.streaming == *r.complete);
+      REQUIRE(r.streaming->events.size() == 3);
+      CHECK(r.streaming->events[2].size == 1024);
+    } else {
+      CHECK_FALSE(r.streaming);
+      CHECK(r.complete_error.find("no 'size'") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("snapshot import: streaming off PyTorch's layout falls back to the complete reading", "[snapshot]") {
   SECTION("a frames list named through the memo after its entry was consumed") {
     BothReadings r = read_both(shared_frames_snapshot(false), "shared.pickle");

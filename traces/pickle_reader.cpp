@@ -313,6 +313,17 @@ class Parser {
   size_t key_slots_used_ = 0;
   static constexpr size_t kKeyMemory = 16;
   std::array<KeySlot, kKeyMemory> last_keys_{};  // by position in the entry: the key seen last there
+  // By position in the entry: the bytes of the memo reference (BINGET/LONG_BINGET) that gave the key seen
+  // last there. The next entry's key at that position is recognised by those bytes (one 8-byte compare)
+  // while its memo slot still holds that key, without decoding the opcode.
+  struct KeyBytes {
+    uint64_t bytes = 0, mask = 0;  // the reference's bytes (little-endian), and which of 8 they are
+    uint64_t memo_key = 0;
+    Value key;
+    int slot = -1;
+    uint8_t size = 0;  // 0: nothing remembered
+  };
+  std::array<KeyBytes, kKeyMemory> key_bytes_{};
   int frames_slot_ = -1;
   InputFeed* feed_;
   const uint8_t* p_ = nullptr;
@@ -773,6 +784,24 @@ class Parser {
       return true;  // empty
     };
 
+    // A pair's value (its key's slot given): a scalar, or the entry's frames list.
+    bool have_frames_list = false;
+    auto value = [&](uint8_t& op, int slot, Value& v) FLAT_INLINE {
+      if (!next(op)) return false;
+      if (op == ']') {
+        if (slot != frames_slot_ || slot < 0 || have_frames_list || !frames()) return false;
+        have_frames_list = true;
+        return true;
+      }
+      return scalar(op, v);
+    };
+    auto store = [&](int slot, Value v) FLAT_INLINE {
+      if (slot < 0) return true;
+      if (item.has(slot)) return false;  // a repeated key: generic (there the last one counts)
+      item.present |= 1u << slot;
+      item.slots[slot] = v;
+      return true;
+    };
     auto body = [&]() FLAT_INLINE {
       uint8_t op;
       uint64_t key = 0;
@@ -781,11 +810,23 @@ class Parser {
         if (!put(op, Value::make(Kind::Gone, 0), key) || !next(op)) return false;  // named again: abandoned
       }
       if (op != '(') return false;
-      bool have_frames = false;
       size_t pair = 0;
-      while (next(op)) {
+      for (;;) {
+        Value k, v;
+        int slot = -1;
+        if (pair < kKeyMemory && key_bytes_[pair].size && end - p >= 8) [[likely]] {
+          const KeyBytes& kb = key_bytes_[pair];
+          if (((load_le<uint64_t>(p) ^ kb.bytes) & kb.mask) == 0 && kb.memo_key < memo_size &&
+              memo[kb.memo_key].same_object(kb.key)) [[likely]] {
+            p += kb.size;
+            ++pair;
+            if (!value(op, kb.slot, v) || !store(kb.slot, v)) return false;
+            continue;
+          }
+        }
+        if (!next(op)) return false;
         if (op == 'u') {
-          if (have_frames) {
+          if (have_frames_list) {
             // Interned only now, once the entry is known to be flat: a bail-out leaves no stack behind.
             Value interned = Value::make(Kind::Interned, spec_.sink->intern_list(d_, list, list_size));
             item.slots[frames_slot_] = interned;
@@ -793,30 +834,25 @@ class Parser {
           }
           return true;
         }
-        Value k, v;
+        const uint8_t* key_at = p - 1;
         if (!scalar(op, k) || k.kind() != Kind::Str) return false;
         // Entries repeat their keys in order: the slot the key at this position had last time.
-        int slot;
         if (pair < kKeyMemory && last_keys_[pair].key.same_object(k)) [[likely]] {
           slot = last_keys_[pair].slot;
         } else {
           slot = flat_slot(k);
           if (pair < kKeyMemory) last_keys_[pair] = {k, slot};
         }
-        ++pair;
-        if (!next(op)) return false;
-        if (op == ']') {
-          if (slot != frames_slot_ || slot < 0 || have_frames || !frames()) return false;
-          have_frames = true;
-        } else if (!scalar(op, v)) {
-          return false;
+        if (pair < kKeyMemory && (op == 'h' || op == 'j')) {
+          const auto size = static_cast<uint8_t>(p - key_at);  // 2 or 5
+          uint64_t bytes = 0;
+          std::memcpy(&bytes, key_at, size);
+          const uint64_t memo_key = op == 'h' ? key_at[1] : load_le<uint32_t>(key_at + 1);
+          key_bytes_[pair] = {bytes, (uint64_t{1} << (8 * size)) - 1, memo_key, k, slot, size};
         }
-        if (slot < 0) continue;
-        if (item.has(slot)) return false;  // a repeated key: generic (there the last one counts)
-        item.present |= 1u << slot;
-        item.slots[slot] = v;
+        ++pair;
+        if (!value(op, slot, v) || !store(slot, v)) return false;
       }
-      return false;
     };
 
     if (!body()) {

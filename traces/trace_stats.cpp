@@ -54,12 +54,21 @@ TraceStats compute_stats(EventSource& source) {
   uint64_t reserved = source.meta().initial.reserved();
   s.recorded_peak_reserved = reserved;
   const uint64_t prologue = source.meta().initial.live_blocks;  // their lifetimes began before the history
-  std::vector<Event> buf(1 << 16);
+  std::vector<Event> buf;
   uint64_t index = 0;
   bool first = true;
-  while (size_t n = source.read(buf.data(), buf.size())) {
+  // In place where the source holds its events (a snapshot read whole: no copy of 100 MB of events).
+  auto next = [&](size_t& n) -> const Event* {
+    constexpr size_t kChunk = 1 << 16;
+    if (const Event* at = source.read_in_place(kChunk, n)) return at;
+    if (buf.empty()) buf.resize(kChunk);
+    n = source.read(buf.data(), buf.size());
+    return buf.data();
+  };
+  size_t n = 0;
+  for (const Event* chunk = next(n); n; chunk = next(n)) {
     for (size_t i = 0; i < n; ++i, ++index) {
-      const Event& e = buf[i];
+      const Event& e = chunk[i];
       ++s.by_kind[static_cast<size_t>(e.kind)];
       if (e.kind == EventKind::Alloc) {
         if (e.pool >= s.allocs_by_pool.size()) s.allocs_by_pool.resize(e.pool + 1u);
