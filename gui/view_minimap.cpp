@@ -52,8 +52,7 @@ void draw_minimap(AppState& app, ImVec2 size) {
       app.timeline.begin = a;
       app.timeline.end = b;
     }
-  } else if (ImGui::IsItemDeactivated() && io.MouseDragMaxDistanceSqr[0] < 4.0f &&
-             end - begin < n) {
+  } else if (ImGui::IsItemDeactivated() && io.MouseDragMaxDistanceSqr[0] < 4.0f && end - begin < n) {
     pan_range(app, begin, end, event_at(io.MousePos.x) - (begin + end) / 2);  // a click centers the range there
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("drag: show that range   click: center the view   double-click: all");

@@ -30,9 +30,10 @@ void draw_pools(AppState& app, ImVec2 size) {
     ImGui::TextDisabled(
         "This trace has no private pool: no CUDA graph capture or torch.cuda.MemPool allocated through it.");
   ImGui::PopTextWrapPos();
-  const char* columns[] = {"pool", "made by", "segments", "reserved", "allocated", "requested", "free",
-                           "peak reserved", "allocations", "bytes allocated"};
-  if (!ImGui::BeginTable("##pools", 10, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
+  const char* columns[] = {"pool",      "made by", "segments",      "reserved",    "allocated",
+                           "requested", "free",    "peak reserved", "allocations", "bytes allocated"};
+  if (!ImGui::BeginTable("##pools", 10,
+                         ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
     return;
   for (const char* c : columns) ImGui::TableSetupColumn(c);
   ImGui::TableHeadersRow();
@@ -66,9 +67,11 @@ void draw_pools(AppState& app, ImVec2 size) {
     ImGui::TextUnformatted(bytes_label(u.bytes_allocated).c_str());
   }
   ImGui::EndTable();
+  ImGui::PushTextWrapPos(size.x - 8);
   ImGui::TextDisabled(
       "A private pool's segments serve only its own allocations; its free bytes are unusable by the rest "
       "of the program until the pool is released (graph reset, MemPool deleted) and the cache emptied.");
+  ImGui::PopTextWrapPos();
   ImGui::Spacing();
   // The block map beside it, in the colors of the table under --color pool (C cycles to it).
   draw_blockmap(app, run, 7, {size.x, std::max(80.0f, ImGui::GetContentRegionAvail().y)}, false);

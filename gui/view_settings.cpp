@@ -15,10 +15,9 @@ void row(const char* name, const std::string& value, const char* help = "") {
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(name);
+  if (*help && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", help);  // a tooltip: never clipped by the column
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(value.c_str());
-  ImGui::TableNextColumn();
-  ImGui::TextDisabled("%s", help);
 }
 
 std::string mib_or_unset(uint64_t bytes) {
@@ -37,8 +36,8 @@ void draw_settings(AppState& app, ImVec2 size) {
   if (meta.allocator_settings.empty()) {
     ImGui::TextUnformatted("This trace records no allocator settings: PyTorch's defaults are assumed.");
   } else if (auto conf = detail::recorded_conf(meta.allocator_settings)) {
-    ImGui::Text("%s %s='%s'", meta.settings_inferred ? "Inferred from the recording (the snapshot records none):"
-                                                      : "Recorded with",
+    ImGui::Text("%s %s='%s'",
+                meta.settings_inferred ? "Inferred from the recording (the snapshot records none):" : "Recorded with",
                 conf.variable, conf.text->c_str());
   }
   ImGui::PopTextWrapPos();
@@ -54,7 +53,7 @@ void draw_settings(AppState& app, ImVec2 size) {
     error = e.what();
   }
   if (!error.empty()) ImGui::TextColored({1, 0.4f, 0.4f, 1}, "%s", error.c_str());
-  if (ImGui::BeginTable("##parsed", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+  if (ImGui::BeginTable("##parsed", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
     row("expandable_segments", c.expandable_segments ? "True" : "False",
         "segments grow by mapping pages (cuMemMap) instead of new cudaMallocs");
     row("max_split_size_mb", mib_or_unset(c.max_split_size), "blocks at or past it are never split");

@@ -30,11 +30,11 @@ std::vector<SegmentSpan> segment_spans(const Trace& trace);
 
 struct SegmentRaster {
   int width = 0, height = 0;
-  uint64_t top_bytes = 1;                   // bytes at the top row
-  std::vector<uint32_t> rgba;               // width * height, top row first (palette.h packing)
-  std::vector<uint64_t> column_event;       // the event each column shows (its highest reserved bytes)
-  std::vector<uint64_t> column_reserved;    // the bytes stacked there
-  std::vector<int32_t> column_first_span;   // the oldest span live there (-1: none)
+  uint64_t top_bytes = 1;                  // bytes at the top row
+  std::vector<uint32_t> rgba;              // width * height, top row first (palette.h packing)
+  std::vector<uint64_t> column_event;      // the event each column shows (its highest reserved bytes)
+  std::vector<uint64_t> column_reserved;   // the bytes stacked there
+  std::vector<int32_t> column_first_span;  // the oldest span live there (-1: none)
 };
 
 // The picture of `spans` (segment_spans) over columns whose first events are first_of(0..width): each
