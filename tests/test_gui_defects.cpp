@@ -18,6 +18,7 @@
 #include "gui/model/trace_info.h"
 #include "gui/model/trace_pair.h"
 #include "report/diagnose.h"
+#include "tests/snapshot_stats.h"
 
 using namespace fraglab;
 using namespace fraglab::gui;
@@ -59,18 +60,6 @@ Trace loop_trace(int steps, int device_every, int64_t pause_us) {
   return t;
 }
 
-std::map<std::string, nlohmann::json> snapshot_stats() {
-  std::map<std::string, nlohmann::json> out;
-  std::ifstream in(kSnapshots + "stats.jsonl");
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) {
-      auto j = nlohmann::json::parse(line);
-      out[j.at("file").get<std::string>()] = j;
-    }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("defect 1: steps are found alike in two runs of one program, and time alignment squeezes neither",
@@ -87,8 +76,7 @@ TEST_CASE("defect 1: steps are found alike in two runs of one program, and time 
     for (uint64_t i = 0; i < index; ++i) n += t.events[i].kind == EventKind::Alloc;
     return n;
   };
-  for (size_t k = 1; k < steps.a.size(); ++k)
-    CHECK(nth_alloc(a->trace, steps.a[k]) == nth_alloc(b->trace, steps.b[k]));
+  for (size_t k = 1; k < steps.a.size(); ++k) CHECK(nth_alloc(a->trace, steps.a[k]) == nth_alloc(b->trace, steps.b[k]));
   // By time: the middle of A's step 5 lands in B's step 5, not squeezed into B's pause or first steps.
   Alignment by_time{Align::Time, a.get(), b.get(), &steps.a, &steps.b};
   uint64_t mid_a = (steps.a[5] + steps.a[6]) / 2;
@@ -98,9 +86,10 @@ TEST_CASE("defect 1: steps are found alike in two runs of one program, and time 
   CHECK(by_time.to_b(0) == 0);
   CHECK(by_time.to_b(a->events() - 1) == b->events() - 1);
   // Bundled recordings of one program under two settings find the same number of steps.
-  for (auto [x, y] : {std::pair{"graph_mlp_train.default.pickle.gz", "graph_mlp_train.expandable.pickle.gz"},
-                      std::pair{"resnet50_train.default_empty2.pickle.gz", "resnet50_train.expandable_empty2.pickle.gz"},
-                      std::pair{"nccl_bucketed.default.pickle.gz", "nccl_bucketed.expandable.pickle.gz"}}) {
+  for (auto [x, y] :
+       {std::pair{"graph_mlp_train.default.pickle.gz", "graph_mlp_train.expandable.pickle.gz"},
+        std::pair{"resnet50_train.default_empty2.pickle.gz", "resnet50_train.expandable_empty2.pickle.gz"},
+        std::pair{"nccl_bucketed.default.pickle.gz", "nccl_bucketed.expandable.pickle.gz"}}) {
     INFO(x << " vs " << y);
     auto ta = load_trace_info(kSnapshots + x), tb = load_trace_info(kSnapshots + y);
     PairedSteps p = paired_steps(*ta, *tb);
@@ -111,15 +100,15 @@ TEST_CASE("defect 1: steps are found alike in two runs of one program, and time 
 }
 
 TEST_CASE("defect 2: the recorded lane's allocated bytes are PyTorch's allocated_bytes", "[gui][lanes][defects]") {
-  auto stats = snapshot_stats();
+  auto stats = test::snapshot_stats(kSnapshots);
   int checked = 0;
-  for (const char* file : {"graph_mlp_train.default.pickle.gz", "resnet50_train.default.pickle.gz",
-                           "gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz", "kv_prealloc_serve.default_left6.pickle.gz",
-                           "bert_varlen_oom.default_cap0.16.pickle.gz", "varlen_transformer_train.default.pickle.gz",
-                           "graphs_two_pools.default.pickle.gz", "mempool_no_split.default_keptpools.pickle.gz",
-                           "unet_like.roundup_power2_divisions-4_left5.pickle.gz",
-                           "bert_varlen_oom.max_split_size_mb-128_left12.8.pickle.gz",
-                           "gpt2_oom_backoff.expandable_cap0.12.pickle.gz"}) {
+  for (const char* file :
+       {"graph_mlp_train.default.pickle.gz", "resnet50_train.default.pickle.gz",
+        "gpt2_oom_backoff.default_cap0.12.stacks.pickle.gz", "kv_prealloc_serve.default_left6.pickle.gz",
+        "bert_varlen_oom.default_cap0.16.pickle.gz", "varlen_transformer_train.default.pickle.gz",
+        "graphs_two_pools.default.pickle.gz", "mempool_no_split.default_keptpools.pickle.gz",
+        "unet_like.roundup_power2_divisions-4_left5.pickle.gz",
+        "bert_varlen_oom.max_split_size_mb-128_left12.8.pickle.gz", "gpt2_oom_backoff.expandable_cap0.12.pickle.gz"}) {
     INFO(file);
     REQUIRE(stats.count(file) == 1);
     const auto& s = stats[file]["stats"];
@@ -135,10 +124,10 @@ TEST_CASE("defect 2: the recorded lane's allocated bytes are PyTorch's allocated
   // segments and requests at max_split_size split by other rules.
   detail::PytorchAllocatorConfig config;
   constexpr uint64_t MiB = 1 << 20;
-  CHECK(recorded_block_size(11 * MiB, config, 12 * MiB) == 12 * MiB);       // 1 MiB left: kept whole
-  CHECK(recorded_block_size(10 * MiB, config, 12 * MiB) == 10 * MiB);       // 2 MiB left: split
-  CHECK(recorded_block_size(11 * MiB, config, 12 * MiB, true) == 11 * MiB);  // expandable: split
-  CHECK(recorded_block_size(1000, config, 2 * MiB) == 1024);                // small pool
+  CHECK(recorded_block_size(11 * MiB, config, 12 * MiB) == 12 * MiB);              // 1 MiB left: kept whole
+  CHECK(recorded_block_size(10 * MiB, config, 12 * MiB) == 10 * MiB);              // 2 MiB left: split
+  CHECK(recorded_block_size(11 * MiB, config, 12 * MiB, true) == 11 * MiB);        // expandable: split
+  CHECK(recorded_block_size(1000, config, 2 * MiB) == 1024);                       // small pool
   CHECK(recorded_block_size(5 * MiB, config, 20 * MiB, false, true) == 20 * MiB);  // no_split pool
   config.max_split_size = 8 * MiB;
   CHECK(recorded_block_size(9 * MiB, config, 20 * MiB) == 20 * MiB);  // oversize: never split
@@ -211,8 +200,8 @@ TEST_CASE("defect 3 and 5: peaks, OOM ticks and the cursor are drawn on the colu
 TEST_CASE("defect 3: the active memory picture puts the cursor on the column holding the event", "[gui][defects]") {
   MemoryRaster r;
   r.column_first = {0, 0, 0, 5, 9, 20};  // zoomed in at the start, out later
-  CHECK(r.column_of(0) == Approx(1.5));   // columns 0..2 start at event 0
-  CHECK(r.column_of(7) == Approx(3.5));   // inside column 3's events [5, 9)
+  CHECK(r.column_of(0) == Approx(1.5));  // columns 0..2 start at event 0
+  CHECK(r.column_of(7) == Approx(3.5));  // inside column 3's events [5, 9)
   CHECK(r.column_of(9) == Approx(4.5));
   CHECK(r.column_of(25) == Approx(5.5));
 }

@@ -47,7 +47,8 @@ TEST_CASE("segment timeline: the live spans add up to the recording's reserved b
     CHECK(top + top / 20 == r.top_bytes);
     // A hover just above the bottom of a column with segments finds the oldest live one.
     for (int c = 0; c < 200; c += 37)
-      if (r.column_reserved[static_cast<size_t>(c)] > 0) CHECK(span_at(spans, r, c, 0) == r.column_first_span[static_cast<size_t>(c)]);
+      if (r.column_reserved[static_cast<size_t>(c)] > 0)
+        CHECK(span_at(spans, r, c, 0) == r.column_first_span[static_cast<size_t>(c)]);
   }
   // Unmapping pages from the middle of a mapped run ends it and goes on with what is left.
   Trace t;
