@@ -18,9 +18,11 @@
 #include "gui/model/active_memory.h"
 #include "gui/model/block_strip.h"
 #include "gui/model/event_search.h"
+#include "gui/model/key_queue.h"
 #include "gui/model/oom_diagnosis.h"
 #include "gui/model/policy_run.h"
 #include "gui/model/recent_files.h"
+#include "gui/model/segment_timeline.h"
 #include "gui/model/trace_info.h"
 #include "gui/model/trace_pair.h"
 
@@ -28,7 +30,7 @@ namespace fraglab::gui {
 
 // The tabs below the timeline, in tab order; the fragmentation panel beside them is always
 // shown. Names, keys, titles and help of each are one row of gui/view_table.h.
-enum class ViewId { BlockMap, Memory, Events, Oom, Compare, Summary, Help };
+enum class ViewId { BlockMap, Memory, Events, Oom, Compare, Summary, Help, Settings, Pools, Segments };
 enum class ColorMode { Size, Age, Site, Pool, Stream, Category };
 constexpr const char* kColorNames[] = {"size", "age", "site", "pool", "stream", "category"};
 constexpr int kColorModes = static_cast<int>(std::size(kColorNames));
@@ -131,6 +133,8 @@ class AppState {
   TimelineState timeline;
   bool view_changed = true;  // select app.view's tab on the next frame (keyboard, command line)
   bool focus_path = false;
+  KeyQueue keys;                  // presses since the last frame (the window's GLFW callbacks queue them)
+  std::u32string typed_for_path;  // typed after a Ctrl+L, before the path field had the keyboard
   struct DiffCache {
     std::vector<int32_t> kib;  // reserved(run) - reserved(baseline), KiB per event
     MinMaxPyramid pyramid;
@@ -159,6 +163,17 @@ class AppState {
   } events;
   void search_events(const std::string& query);
   void step_match(int direction);  // the cursor to the next / previous match
+
+  // Cached-segment timeline (view_segments.cpp): the trace's segment spans, and the picture of the
+  // visible range at the view's size (rebuilt when either changes), uploaded as a texture.
+  struct SegmentsState {
+    const TraceInfo* trace = nullptr;  // the spans' (a new trace rebuilds them)
+    std::vector<SegmentSpan> spans;
+    SegmentRaster raster;
+    double begin = -1, end = -1;
+    int axis = -1;
+    uint64_t texture = 0;
+  } segments;
 
   // OOM view: diagnose's reading at each OOM, on a worker once the view is shown.
   std::unique_ptr<OomDiagnosisRun> oom;

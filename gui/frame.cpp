@@ -8,16 +8,14 @@ namespace fraglab::gui {
 
 namespace {
 
-// GLFW key codes, which the GLFW backend puts in io.KeysDown (printable keys are their
-// ASCII codes). ImGui 1.86 (Debian 12) has no named keys for letters yet.
-constexpr int kKeyF1 = 290;
-
-bool pressed(int key) { return ImGui::IsKeyPressed(key, true); }
-bool pressed_named(ImGuiKey_ key) { return ImGui::IsKeyPressed(ImGui::GetKeyIndex(key), true); }
+// GLFW key codes (the window queues them, gui/model/key_queue.h; printable keys are their ASCII codes).
+constexpr int kKeyRight = 262, kKeyLeft = 263, kKeyDown = 264, kKeyUp = 265, kKeyHome = 268, kKeyEnd = 269,
+              kKeyF1 = 290;
 
 void zoom_around_cursor(AppState& app, double factor) {
   if (!app.trace) return;
-  auto [begin, end] = visible_range(app);
+  const auto shown_range = visible_range(app);
+  const double begin = shown_range.first, end = shown_range.second;
   double n = static_cast<double>(app.trace->events());
   double span = std::clamp((end - begin) * factor, std::min(n, 32.0), n);
   double b = std::clamp(static_cast<double>(app.cursor) - span / 2, 0.0, n - span);
@@ -26,38 +24,73 @@ void zoom_around_cursor(AppState& app, double factor) {
   if (span >= n) app.timeline.begin = app.timeline.end = 0;
 }
 
-void handle_shortcuts(AppState& app) {
-  ImGuiIO& io = ImGui::GetIO();
-  if (io.WantTextInput) return;
-  if (io.KeyCtrl && pressed('L')) {
-    app.focus_path = true;
-    return;
+void shortcut(AppState& app, const KeyPress& k) {
+  uint64_t step = k.ctrl ? 10000 : k.shift ? 100 : 1;
+  if (k.key == kKeyRight) app.set_cursor(app.cursor + step);
+  if (k.key == kKeyLeft) app.set_cursor(app.cursor > step ? app.cursor - step : 0);
+  if (k.key == kKeyHome) app.set_cursor(0);
+  if (k.key == kKeyEnd && app.trace) app.set_cursor(app.trace->events());
+  if (k.ctrl) return;
+  int dir = k.shift ? -1 : +1;
+  switch (k.key) {
+    case 'P':
+      app.jump_to_peak();
+      break;
+    case 'O':
+      app.jump_to_oom(dir);
+      break;
+    case 'S':
+      app.jump_to_device_grow(dir);
+      break;
+    case 'C':
+      app.color = static_cast<ColorMode>((static_cast<int>(app.color) + 1) % kColorModes);
+      break;
+    case 'T':
+      app.timeline.axis = app.timeline.axis == TimeAxis::Events ? TimeAxis::Time : TimeAxis::Events;
+      break;
+    case 'Z':
+      app.timeline.begin = app.timeline.end = 0;
+      break;
+    case '=':
+      zoom_around_cursor(app, 0.5);
+      break;
+    case '-':
+      zoom_around_cursor(app, 2.0);
+      break;
+    case '[':
+      if (app.primary > 0) --app.primary;
+      break;
+    case ']':
+      if (app.primary + 1 < app.runs.size()) ++app.primary;
+      break;
+    case kKeyF1:
+      app.show(ViewId::Help);
+      break;
+    default:
+      break;
   }
-  uint64_t step = io.KeyCtrl ? 10000 : io.KeyShift ? 100 : 1;
-  if (pressed_named(ImGuiKey_RightArrow)) app.set_cursor(app.cursor + step);
-  if (pressed_named(ImGuiKey_LeftArrow)) app.set_cursor(app.cursor > step ? app.cursor - step : 0);
-  if (pressed_named(ImGuiKey_Home)) app.set_cursor(0);
-  if (pressed_named(ImGuiKey_End) && app.trace) app.set_cursor(app.trace->events());
-  if (io.KeyCtrl) return;
-  int dir = io.KeyShift ? -1 : +1;
-  if (pressed('P')) app.jump_to_peak();
-  if (pressed('O')) app.jump_to_oom(dir);
-  if (pressed('S')) app.jump_to_device_grow(dir);
-  if (pressed('C')) app.color = static_cast<ColorMode>((static_cast<int>(app.color) + 1) % kColorModes);
-  if (pressed('T')) app.timeline.axis = app.timeline.axis == TimeAxis::Events ? TimeAxis::Time : TimeAxis::Events;
-  if (pressed('Z')) app.timeline.begin = app.timeline.end = 0;
-  if (pressed('=')) zoom_around_cursor(app, 0.5);
-  if (pressed('-')) zoom_around_cursor(app, 2.0);
-  if (pressed('[') && app.primary > 0) --app.primary;
-  if (pressed(']') && app.primary + 1 < app.runs.size()) ++app.primary;
-  for (size_t v = 0; v < kViews.size(); ++v)
-    if (pressed('1' + static_cast<int>(v))) app.show(kViews[v].id);
-  if (pressed(kKeyF1)) app.show(ViewId::Help);
+  for (size_t v = 0; v < kViews.size() && v < 9; ++v)  // keys 1 .. 9: the first nine views
+    if (k.key == '1' + static_cast<int>(v)) app.show(kViews[v].id);
   if (app.view == ViewId::Events) {  // the list steps with the arrows up and down (matches only: match to match)
     bool matches = app.events.only_matches && !app.events.matches.empty();
-    if (pressed_named(ImGuiKey_DownArrow)) matches ? app.step_match(+1) : app.set_cursor(app.cursor + 1);
-    if (pressed_named(ImGuiKey_UpArrow))
-      matches ? app.step_match(-1) : app.set_cursor(app.cursor > 0 ? app.cursor - 1 : 0);
+    if (k.key == kKeyDown) matches ? app.step_match(+1) : app.set_cursor(app.cursor + 1);
+    if (k.key == kKeyUp) matches ? app.step_match(-1) : app.set_cursor(app.cursor > 0 ? app.cursor - 1 : 0);
+  }
+}
+
+// Every key pressed since the last frame, in order (none is lost between frames); none while a text
+// field has the keyboard. After a Ctrl+L, what was typed goes to the path field once it has the keyboard.
+void handle_shortcuts(AppState& app) {
+  ImGuiIO& io = ImGui::GetIO();
+  if (!app.typed_for_path.empty() && io.WantTextInput) {
+    for (char32_t c : app.typed_for_path) io.AddInputCharacter(static_cast<unsigned>(c));
+    app.typed_for_path.clear();
+  }
+  QueuedInput input = app.keys.take(io.WantTextInput);
+  for (const KeyPress& k : input.shortcuts) shortcut(app, k);
+  if (input.focus_path) {
+    app.focus_path = true;
+    app.typed_for_path += input.typed;
   }
 }
 
@@ -108,8 +141,12 @@ void build_frame(AppState& app) {
   ImGui::Separator();
   ImVec2 avail = ImGui::GetContentRegionAvail();
   float timeline_h = std::max(120.0f, avail.y * 0.30f);
-  ImGui::BeginChild("##timeline", {avail.x, timeline_h}, false, ImGuiWindowFlags_NoScrollWithMouse);
-  draw_timeline(app, {avail.x, timeline_h});
+  const float minimap_h = 24;
+  ImGui::BeginChild("##timeline", {avail.x, timeline_h - minimap_h}, false, ImGuiWindowFlags_NoScrollWithMouse);
+  draw_timeline(app, {avail.x, timeline_h - minimap_h});
+  ImGui::EndChild();
+  ImGui::BeginChild("##minimap", {avail.x, minimap_h}, false, ImGuiWindowFlags_NoScrollWithMouse);
+  draw_minimap(app, {avail.x, minimap_h});
   ImGui::EndChild();
   avail = ImGui::GetContentRegionAvail();
   float side_w = std::clamp(avail.x * 0.27f, 260.0f, 420.0f);

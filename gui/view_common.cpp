@@ -125,7 +125,9 @@ void color_legend(const AppState& app, bool with_free) {
       break;
     case ColorMode::Age:
       swatch(age_color(0), "new");
+      swatch(age_color(0.25), "");
       swatch(age_color(0.5), "");
+      swatch(age_color(0.75), "");
       swatch(age_color(1), "oldest");
       break;
     case ColorMode::Site: {
@@ -172,6 +174,24 @@ void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_fr
   ImGui::Text("stream %#llx, pool %s",
               static_cast<unsigned long long>(alloc.stream < streams.size() ? streams[alloc.stream] : 0),
               alloc.pool < pools.size() ? pool_name(pools[alloc.pool]).c_str() : "?");
+  if (alloc.addr != 0) {
+    // MemoryViz's versioned address: how many allocations had this address before this one.
+    static const TraceInfo* cached_trace = nullptr;
+    static uint64_t cached_index = UINT64_MAX, cached_version = 0;
+    if (cached_trace != &info || cached_index != alloc_index) {
+      cached_version = 0;
+      for (uint64_t i = 0; i < alloc_index; ++i)
+        cached_version += info.trace.events[i].kind == EventKind::Alloc && info.trace.events[i].addr == alloc.addr;
+      cached_trace = &info, cached_index = alloc_index;
+    }
+    ImGui::Text("address 0x%llx_%llu (version %llu of this address)", static_cast<unsigned long long>(alloc.addr),
+                static_cast<unsigned long long>(cached_version), static_cast<unsigned long long>(cached_version));
+  }
+  if (const RunResult* r = app.primary_result(); r && alloc_index < r->series[0].size())
+    ImGui::Text("after this allocation (%s): %s requested, %s allocated, %s reserved",
+                app.primary_run()->spec().c_str(), bytes_label(r->series[0].bytes_at(alloc_index)).c_str(),
+                bytes_label(r->series[1].bytes_at(alloc_index)).c_str(),
+                bytes_label(r->series[2].bytes_at(alloc_index)).c_str());
   if (alloc_index < info.categories.size() && info.categories[alloc_index] < kMemoryCategories)
     ImGui::Text("category: %s (inferred from %s)",
                 category_name(static_cast<MemoryCategory>(info.categories[alloc_index])),
@@ -216,10 +236,6 @@ void pan_range(AppState& app, double begin, double end, double shift) {
   app.timeline.end = b + (end - begin);
 }
 
-uint32_t pool_color(PoolIndex pool) {
-  return pool == 0 ? kNoSiteColor : kSiteColors[static_cast<size_t>(pool - 1) % kSiteColors.size()];
-}
-
 uint32_t site_color(const TraceInfo& info, uint32_t site) {
   int slot = info.color_slot(site);
   return slot >= 0 && slot < static_cast<int>(kSiteColors.size()) ? kSiteColors[static_cast<size_t>(slot)]
@@ -260,13 +276,9 @@ uint64_t column_event(const AppState& app, double begin, double end, double colu
 }
 
 double event_x(const AppState& app, double begin, double end, uint64_t event, double width) {
-  if (app.timeline.axis == TimeAxis::Time && app.trace && app.trace->events() > 0) {
-    auto t0 = static_cast<double>(app.trace->time_at(static_cast<uint64_t>(begin)));
-    auto t1 = static_cast<double>(app.trace->time_at(static_cast<uint64_t>(std::max(begin, end - 1))));
-    auto t = static_cast<double>(app.trace->time_at(event));
-    return t1 > t0 ? (t - t0) / (t1 - t0) * width : 0.0;
-  }
-  return end > begin ? (static_cast<double>(event) - begin) / (end - begin) * width : 0.0;
+  // The center of the pixel column that draws the event (the plots draw column c from column_event(c)).
+  auto first_of = [&](int c) { return column_event(app, begin, end, static_cast<double>(c), width); };
+  return event_column_center(first_of, static_cast<int>(width), event);
 }
 
 }  // namespace fraglab::gui

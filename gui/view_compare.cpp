@@ -82,21 +82,25 @@ void diff_plot(AppState& app, ImVec2 size) {
   const float left = 78;
   ImVec2 p0{origin.x + left, origin.y + 16};
   float w = std::max(10.0f, size.x - left - 8), h = std::max(10.0f, size.y - 20);
-  auto [begin, end] = visible_range(app);
+  const auto shown_range = visible_range(app);
+  const double begin = shown_range.first, end = shown_range.second;
   std::vector<const AppState::DiffCache*> diffs;
   int64_t extent = 1;
   for (size_t i = 1; i < app.runs.size(); ++i) {
     const auto* d = diff_for(app, app.runs[i].get(), base);
     diffs.push_back(d);
     if (!d) continue;
-    auto [lo, hi] = d->pyramid.range(static_cast<uint64_t>(begin), static_cast<uint64_t>(std::ceil(end)));
-    extent = std::max({extent, -lo, hi});
+    extent = std::max(extent, diff_extent(d->pyramid, static_cast<uint64_t>(begin),
+                                          static_cast<uint64_t>(std::ceil(end)), app.trace->program_end));
   }
   dl->AddText(origin, IM_COL32_WHITE, fmt::format("reserved bytes minus {}'s", base->spec()).c_str());
   dl->AddRectFilled(p0, {p0.x + w, p0.y + h}, IM_COL32(24, 26, 30, 255));
   float mid = p0.y + h / 2;
   double scale = (h / 2 - 2) / static_cast<double>(extent);
-  auto y_of = [&](int64_t kib) { return mid - static_cast<float>(static_cast<double>(kib) * scale); };
+  // Past the program's end a difference may exceed the scale (diff_extent): clipped to the plot.
+  auto y_of = [&](int64_t kib) {
+    return mid - static_cast<float>(static_cast<double>(std::clamp(kib, -extent, extent)) * scale);
+  };
   dl->AddLine({p0.x, mid}, {p0.x + w, mid}, IM_COL32(120, 120, 120, 255));
   ImU32 dim = IM_COL32(170, 170, 170, 255);
   dl->AddText({origin.x + 2, p0.y}, dim,
@@ -115,6 +119,10 @@ void diff_plot(AppState& app, ImVec2 size) {
       auto [lo, hi] = diffs[i]->pyramid.range(first, std::max(next, first + 1));
       float x = p0.x + static_cast<float>(c);
       dl->AddRectFilled({x, y_of(hi)}, {x + 1, y_of(lo) + 1}, color);
+      if (hi > extent || lo < -extent) {  // clipped: a notch at the edge says so
+        float y = hi > extent ? p0.y : p0.y + h - 3;
+        dl->AddRectFilled({x, y}, {x + 1, y + 3}, IM_COL32(255, 255, 255, 255));
+      }
     }
     std::string label = app.runs[i + 1]->spec();
     dl->AddText({p0.x + 4, p0.y + 2 + 14 * static_cast<float>(i)}, color, label.c_str());

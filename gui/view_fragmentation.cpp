@@ -36,6 +36,8 @@ void free_range_histogram(const CursorSnapshot& snap, float width) {
     ++count[static_cast<size_t>(k)];
     bytes[static_cast<size_t>(k)] += s;
   }
+  // At least eight size buckets: one bucket alone would fill the plot as a solid box.
+  lo = std::min(lo, std::max(0, hi - 7));
   std::vector<float> values;
   for (int k = lo; k <= hi; ++k) values.push_back(static_cast<float>(bytes[static_cast<size_t>(k)]));
   ImGui::PlotHistogram("##freehist", values.data(), static_cast<int>(values.size()), 0, "free bytes by range size", 0,

@@ -22,7 +22,7 @@ void draw_help(AppState&, ImVec2 size) {
     for (size_t v = 0; v < kViews.size(); ++v) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::Text("%zu", v + 1);
+      if (v < 9) ImGui::Text("%zu", v + 1);
       ImGui::TableNextColumn();
       ImGui::Text("%s (--view %s)", kViews[v].title, kViews[v].flag);
       ImGui::TableNextColumn();

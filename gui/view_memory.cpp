@@ -72,7 +72,8 @@ void draw_memory(AppState& app, ImVec2 size) {
   float used = origin.y - ImGui::GetWindowPos().y;
   ImVec2 p0{origin.x + kLeftMargin, origin.y + 2};
   float w = std::max(10.0f, size.x - kLeftMargin - 8), h = std::max(10.0f, size.y - used - kBottomMargin - 6);
-  auto [begin, end] = visible_range(app);
+  const auto shown_range = visible_range(app);
+  const double begin = shown_range.first, end = shown_range.second;
   run.request(request_for(app, begin, end, static_cast<int>(w), static_cast<int>(h)));
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -94,16 +95,15 @@ void draw_memory(AppState& app, ImVec2 size) {
 
   // Scale and the cursor, in the raster's own range (the picture on screen).
   ImU32 dim = IM_COL32(170, 170, 170, 255);
-  for (int g = 0; g <= 4; ++g) {
-    uint64_t bytes = raster->top_bytes * static_cast<uint64_t>(g) / 4;
-    float y = p0.y + h - h * static_cast<float>(g) / 4;
+  const ByteTicks ticks = byte_ticks(raster->top_bytes, 4);
+  for (uint64_t bytes : ticks.values) {
+    float y = p0.y + h - h * static_cast<float>(static_cast<double>(bytes) / static_cast<double>(raster->top_bytes));
     dl->AddLine({p0.x - 4, y}, {p0.x, y}, dim);
-    dl->AddText({origin.x + 2, y - 7}, dim, bytes_label(bytes).c_str());
+    dl->AddText({origin.x + 2, y - 7}, dim, ticks.label(bytes).c_str());
   }
   auto column_of = [&](uint64_t e) -> float {
-    const auto& ce = raster->column_event;
-    auto it = std::lower_bound(ce.begin(), ce.end(), e);
-    return static_cast<float>(it - ce.begin()) * w / static_cast<float>(ce.size());
+    return static_cast<float>(raster->column_of(e)) * w /
+           static_cast<float>(std::max<size_t>(1, raster->column_first.size()));
   };
   if (static_cast<double>(app.cursor) >= shown.begin && static_cast<double>(app.cursor) < shown.end) {
     float x = p0.x + column_of(app.cursor);

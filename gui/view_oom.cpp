@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "gui/model/free_space.h"
 #include "gui/views.h"
 
 namespace fraglab::gui {
@@ -35,7 +36,7 @@ void shares(const char* title, const std::vector<ByteShare>& list, const char* c
 
 size_t selected_oom(const AppState& app, const DiagnoseReport& r) {
   for (size_t i = 0; i < r.ooms.size(); ++i)
-    if (r.ooms[i].event_index >= app.cursor) return i;
+    if (shown_event(r.ooms[i]) >= app.cursor) return i;
   return r.ooms.empty() ? 0 : r.ooms.size() - 1;
 }
 
@@ -51,9 +52,9 @@ void oom_list(AppState& app, const DiagnoseReport& r, size_t selected, float hei
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     if (ImGui::Selectable(fmt::format("{}", i + 1).c_str(), i == selected, ImGuiSelectableFlags_SpanAllColumns))
-      app.set_cursor(d.event_index);
+      app.set_cursor(shown_event(d));
     ImGui::TableNextColumn();
-    ImGui::Text("%llu", static_cast<unsigned long long>(d.event_index));
+    ImGui::Text("%llu", static_cast<unsigned long long>(shown_event(d)));
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(d.request_bytes ? bytes_label(d.request_bytes).c_str() : "(peak)");
     ImGui::TableNextColumn();
@@ -106,7 +107,7 @@ void batch_answers(const FitReport& fit) {
   ImGui::TextDisabled("confidence: %s", fit.confidence.c_str());
 }
 
-void details(const DiagnoseReport& r, const Diagnosis& d) {
+void details(const AppState& app, const DiagnoseReport& r, const Diagnosis& d) {
   const MemoryState& st = d.state;
   if (d.request_bytes) {
     ImGui::Text("request %s   largest free range %s   %s", bytes_label(d.request_bytes).c_str(),
@@ -115,9 +116,23 @@ void details(const DiagnoseReport& r, const Diagnosis& d) {
   } else {
     ImGui::Text("at the peak: largest free range %s", bytes_label(st.largest_free).c_str());
   }
-  ImGui::Text("reserved %s   allocated %s   free inside reserved %s   rounding waste %s",
-              bytes_label(st.reserved).c_str(), bytes_label(st.allocated).c_str(), bytes_label(st.free_bytes).c_str(),
-              bytes_label(d.rounding_waste).c_str());
+  if (d.source == Diagnosis::Source::Recorded) {
+    uint64_t freed = 0;
+    uint64_t arrival = request_arrival_event(app.trace->trace, d.event_index, &freed);
+    ImGui::PushTextWrapPos(0);
+    if (freed)
+      ImGui::TextDisabled(
+          "as the request arrived (event %llu): the allocator then returned %s of cached segments trying to serve "
+          "it, which the cursor on the OOM shows",
+          static_cast<unsigned long long>(arrival), bytes_label(freed).c_str());
+    ImGui::PopTextWrapPos();
+  }
+  // Measured as the fragmentation panel measures every lane (gui/model/free_space.h), so both agree.
+  const Fragmentation f = free_space(st).frag;
+  ImGui::TextWrapped("reserved %s   allocated %s   free inside reserved %s   rounding waste %s   free ranges %llu",
+                     bytes_label(f.reserved).c_str(), bytes_label(f.allocated).c_str(),
+                     bytes_label(f.free_bytes).c_str(), bytes_label(f.allocated - f.requested).c_str(),
+                     static_cast<unsigned long long>(f.free_ranges));
   if (r.capacity)
     ImGui::Text("capacity %s: %s not reserved", bytes_label(*r.capacity).c_str(),
                 bytes_label(*r.capacity > st.reserved ? *r.capacity - st.reserved : 0).c_str());
@@ -170,10 +185,10 @@ void draw_oom(AppState& app, ImVec2 size) {
     return;
   }
   size_t selected = selected_oom(app, *report);
-  if (ImGui::Button("< OOM") && selected > 0) app.set_cursor(report->ooms[selected - 1].event_index);
+  if (ImGui::Button("< OOM") && selected > 0) app.set_cursor(shown_event(report->ooms[selected - 1]));
   ImGui::SameLine();
   if (ImGui::Button("OOM >") && selected + 1 < report->ooms.size())
-    app.set_cursor(report->ooms[selected + 1].event_index);
+    app.set_cursor(shown_event(report->ooms[selected + 1]));
   ImGui::SameLine();
   ImGui::Text("%zu of %zu", selected + 1, report->ooms.size());
   ImGui::SameLine(0, 20);
@@ -189,7 +204,7 @@ void draw_oom(AppState& app, ImVec2 size) {
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("##oomdetail", {0, 0}, false);
-  details(*report, report->ooms[selected]);
+  details(app, *report, report->ooms[selected]);
   ImGui::EndChild();
 }
 

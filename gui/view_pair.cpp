@@ -33,7 +33,8 @@ void pair_plot(AppState& app, const TracePairRun::Result* steps, ImVec2 size) {
     dl->AddText(origin, IM_COL32(170, 170, 170, 255), "replaying both traces ...");
     return;
   }
-  auto [begin, end] = visible_range(app);
+  const auto shown_range = visible_range(app);
+  const double begin = shown_range.first, end = shown_range.second;
   Alignment al{app.align, app.trace.get(), app.other.get(), steps ? &steps->steps_a : nullptr,
                steps ? &steps->steps_b : nullptr};
   // Allocated bytes show the loop (what the alignment lines up), reserved bytes the cost.
@@ -84,10 +85,8 @@ void pair_plot(AppState& app, const TracePairRun::Result* steps, ImVec2 size) {
   }
   ImU32 dim = IM_COL32(170, 170, 170, 255);
   dl->AddText({origin.x + 2, p0.y}, dim, bytes_label(ByteSeries::to_bytes(static_cast<uint32_t>(top))).c_str());
-  std::string head = fmt::format(
-      "reserved (lines) and allocated (areas) under {}:  A {} (peak {})   B {} (peak {}), by {}",
-      app.primary_run()->spec(), file_name(app.trace->path), bytes_label(ra->replay.reserved.bytes),
-      file_name(app.other->path), bytes_label(rb->replay.reserved.bytes), kAlignNames[static_cast<int>(app.align)]);
+  std::string head = fmt::format("under {}:  A peak reserved {}   B peak reserved {}", app.primary_run()->spec(),
+                                 bytes_label(ra->replay.reserved.bytes), bytes_label(rb->replay.reserved.bytes));
   dl->AddText(origin, IM_COL32_WHITE, head.c_str());
 }
 
@@ -179,6 +178,29 @@ void draw_trace_pair(AppState& app, ImVec2 size) {
     ImGui::SameLine();
     if (ImGui::RadioButton(kAlignNames[a], app.align == static_cast<Align>(a))) app.align = static_cast<Align>(a);
   }
+  if (result) {
+    ImGui::SameLine(0, 16);
+    ImGui::TextDisabled("steps: %s", result->steps_how.c_str());
+  }
+  // The plot's legend: which color is which trace, lines reserved, areas allocated.
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  auto key = [&](ImU32 color, bool line, const std::string& label) {
+    ImVec2 p = ImGui::GetCursorScreenPos();
+    float s = ImGui::GetTextLineHeight();
+    if (line)
+      dl->AddRectFilled({p.x, p.y + s / 2 - 1}, {p.x + 16, p.y + s / 2 + 1}, color);
+    else
+      dl->AddRectFilled({p.x, p.y + 3}, {p.x + 16, p.y + s - 3}, (color & 0x00ffffffu) | (120u << 24));
+    ImGui::Dummy({18, s});
+    ImGui::SameLine(0, 3);
+    ImGui::TextUnformatted(label.c_str());
+    ImGui::SameLine(0, 14);
+  };
+  key(kColorA, true, "A reserved");
+  key(kColorA, false, "A allocated");
+  key(kColorB, true, "B reserved");
+  key(kColorB, false, "B allocated");
+  ImGui::TextDisabled("B's events placed under A's by %s", kAlignNames[static_cast<int>(app.align)]);
   pair_plot(app, result.get(), {size.x, std::max(90.0f, size.y * 0.3f)});
   if (app.pair && !app.pair->error().empty()) {
     ImGui::TextColored({1, 0.4f, 0.4f, 1}, "diff: %s", app.pair->error().c_str());

@@ -18,7 +18,7 @@ struct ViewEntry {
 };
 
 // In tab order; the number keys 1.. select them in this order.
-inline constexpr std::array<ViewEntry, 7> kViews{{
+inline constexpr std::array<ViewEntry, 10> kViews{{
     {ViewId::BlockMap, "blockmap", "Block map", draw_blockmap_view,
      "the selected policy's device memory at the cursor, to scale; hover a block for its stack"},
     {ViewId::Memory, "memory", "Active memory", draw_memory,
@@ -31,6 +31,12 @@ inline constexpr std::array<ViewEntry, 7> kViews{{
      "every policy side by side at the cursor, with reserved bytes against the first"},
     {ViewId::Summary, "summary", "Trace summary", draw_summary, "the trace's statistics and allocation sites"},
     {ViewId::Help, "help", "Help", draw_help, "keys and mouse actions"},
+    {ViewId::Settings, "settings", "Settings", draw_settings,
+     "the recording allocator's settings in full: recorded text, every parsed value, what was inferred"},
+    {ViewId::Pools, "pools", "Pools", draw_pools,
+     "the default and private pools (CUDA graphs, MemPool): segments and bytes at the cursor, peaks"},
+    {ViewId::Segments, "segments", "Segments", draw_segments,
+     "every cached segment and mapped range stacked over time (expandable maps and unmaps included)"},
 }};
 
 // --view names that mean a panel always on screen (kept for old command lines).

@@ -15,10 +15,15 @@ namespace {
 
 constexpr float kLeftMargin = 78, kBottomMargin = 16, kTopMargin = 18;
 
-void draw_marker(ImDrawList* dl, float x, float top, float bottom, ImU32 color, const std::string& label) {
+// A peak's marker; its label sits on the plot's background color so the series' lines do not strike
+// through it, and on the marker's left where it would pass the plot's right edge.
+void draw_marker(ImDrawList* dl, float x, float top, float bottom, float right, ImU32 color, const std::string& label) {
   dl->AddLine({x, top}, {x, bottom}, color, 1.0f);
   dl->AddTriangleFilled({x - 4, top}, {x + 4, top}, {x, top + 6}, color);
-  dl->AddText({x + 5, top}, color, label.c_str());
+  ImVec2 size = ImGui::CalcTextSize(label.c_str());
+  float tx = x + 5 + size.x > right ? x - 5 - size.x : x + 5;
+  dl->AddRectFilled({tx - 2, top}, {tx + size.x + 2, top + size.y}, IM_COL32(24, 26, 30, 230));
+  dl->AddText({tx, top}, color, label.c_str());
 }
 
 void handle_input(AppState& app, ImVec2 p0, float w, double begin, double end) {
@@ -55,7 +60,8 @@ void draw_timeline(AppState& app, ImVec2 size) {
   ImVec2 origin = ImGui::GetCursorScreenPos();
   ImVec2 p0{origin.x + kLeftMargin, origin.y + kTopMargin};
   float w = std::max(10.0f, size.x - kLeftMargin - 8), h = std::max(10.0f, size.y - kTopMargin - kBottomMargin);
-  auto [begin, end] = visible_range(app);
+  const auto shown_range = visible_range(app);
+  const double begin = shown_range.first, end = shown_range.second;
 
   // Scale to the highest value visible of any series shown.
   int64_t top = 1;
@@ -67,12 +73,11 @@ void draw_timeline(AppState& app, ImVec2 size) {
   auto y_of = [&](int64_t kib) { return p0.y + h - static_cast<float>(static_cast<double>(kib) * y_scale); };
 
   dl->AddRectFilled(p0, {p0.x + w, p0.y + h}, IM_COL32(24, 26, 30, 255));
-  for (int g = 0; g <= 4; ++g) {
-    int64_t kib = top * 108 / 100 * g / 4;
-    float y = y_of(kib);
+  const ByteTicks ticks = byte_ticks(static_cast<uint64_t>(top) * 108 / 100 * 1024, 4);
+  for (uint64_t v : ticks.values) {
+    float y = y_of(static_cast<int64_t>(v / 1024));
     dl->AddLine({p0.x, y}, {p0.x + w, y}, IM_COL32(60, 60, 60, 255));
-    std::string label = bytes_label(ByteSeries::to_bytes(static_cast<uint32_t>(kib)));
-    dl->AddText({origin.x + 2, y - 7}, IM_COL32(170, 170, 170, 255), label.c_str());
+    dl->AddText({origin.x + 2, y - 7}, IM_COL32(170, 170, 170, 255), ticks.label(v).c_str());
   }
   // Requested as a filled area, then reserved and allocated as lines over it: where the
   // three meet, each still shows (reserved as a rim above allocated, allocated as the line
@@ -107,10 +112,10 @@ void draw_timeline(AppState& app, ImVec2 size) {
   auto visible = [&](uint64_t e) { return static_cast<double>(e) >= begin && static_cast<double>(e) < end; };
   const ReplayResult& r = result->replay;
   if (visible(r.reserved.event_index))
-    draw_marker(dl, x_of(r.reserved.event_index), p0.y, p0.y + h, series_color(Series::Reserved),
+    draw_marker(dl, x_of(r.reserved.event_index), p0.y, p0.y + h, p0.x + w, series_color(Series::Reserved),
                 "peak reserved " + bytes_label(r.reserved.bytes));
   if (visible(r.allocated.event_index))
-    draw_marker(dl, x_of(r.allocated.event_index), p0.y + 14, p0.y + h, series_color(Series::Allocated),
+    draw_marker(dl, x_of(r.allocated.event_index), p0.y + 16, p0.y + h, p0.x + w, series_color(Series::Allocated),
                 "peak allocated " + bytes_label(r.allocated.bytes));
   for (const auto& oom : r.ooms)
     if (visible(oom.event_index))

@@ -36,18 +36,29 @@ void open_row(AppState& app) {
       }
     ImGui::EndCombo();
   }
+  // The GPU whose history is shown (a snapshot holds one a device): Enter reads the trace again for it.
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(70);
+  int device = app.trace ? app.trace->trace.meta.device : std::max(0, app.trace_device);
+  if (ImGui::InputInt("GPU", &device, 1, 1, ImGuiInputTextFlags_EnterReturnsTrue) && !app.loading() &&
+      !app.checking_pools() && !app.path_field.empty()) {
+    app.trace_device = std::max(0, device);
+    app.open(app.path_field);
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "the device whose history a multi-GPU snapshot shows; a device with no data names those that have");
   ImGui::SameLine();
   if (app.loading()) {
     ImGui::Text("loading %s ...", app.loading_path().c_str());
   } else if (!app.load_error.empty()) {
+    ImGui::PushTextWrapPos(0);  // wrapped at the window's edge, not run off it
     ImGui::TextColored({1, 0.35f, 0.35f, 1}, "%s", app.load_error.c_str());
+    ImGui::PopTextWrapPos();
   } else if (app.trace) {
     ImGui::TextDisabled("%llu events, %zu stacks", static_cast<unsigned long long>(app.trace->events()),
                         app.trace->trace.meta.stacks.size() - 1);
-    if (app.trace->trace.meta.device != 0) {  // a rank's or a second GPU's history (--device)
-      ImGui::SameLine();
-      ImGui::TextDisabled("GPU %d", app.trace->trace.meta.device);
-    }
+
     if (app.checking_pools()) {
       ImGui::SameLine();
       ImGui::TextDisabled("(checking the inferred pools with the PyTorch model ...)");

@@ -22,6 +22,10 @@ void draw_compare(AppState& app, ImVec2 size);
 void draw_trace_pair(AppState& app, ImVec2 size);  // two traces (fraglab-gui A B), in the compare view
 void draw_summary(AppState& app, ImVec2 size);
 void draw_help(AppState& app, ImVec2 size);
+void draw_settings(AppState& app, ImVec2 size);
+void draw_pools(AppState& app, ImVec2 size);
+void draw_segments(AppState& app, ImVec2 size);
+void draw_minimap(AppState& app, ImVec2 size);  // the whole trace under the timeline, the visible range boxed
 
 // Shared helpers (view_common.cpp).
 std::string bytes_label(uint64_t bytes);           // "14.24 GiB"
@@ -31,8 +35,7 @@ ImU32 series_color(Series s);
 const char* series_name(Series s);
 // The block map's color of a block under the app's color mode.
 uint32_t block_color(const AppState& app, const SnapshotBlock& b);
-// The color of a private pool's blocks (the default pools: grey), for --color pool.
-uint32_t pool_color(PoolIndex pool);
+// The color of a stream's blocks, for --color stream.
 uint32_t stream_color(StreamIndex stream);
 // The colour of a MemoryCategory (report/program_attribution.h) in the category colouring.
 uint32_t category_color(uint8_t category);
@@ -52,7 +55,7 @@ void color_legend(const AppState& app, bool with_free);
 void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_frames);
 // Maps a column of a plot `width` pixels wide to the first event it covers (events or time axis).
 uint64_t column_event(const AppState& app, double begin, double end, double column, double width);
-// Plot area x for an event index (inverse of column_event).
+// Plot area x for an event index: the center of the pixel column that draws it (see column_event).
 double event_x(const AppState& app, double begin, double end, uint64_t event, double width);
 
 }  // namespace fraglab::gui

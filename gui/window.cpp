@@ -35,6 +35,23 @@ void on_drop(GLFWwindow* window, int count, const char** paths) {
   }
 }
 
+// Every key press and character also goes to the app's queue (gui/model/key_queue.h): ImGui 1.86 sees
+// only which keys are down at each frame, which loses a press released before the next frame.
+GLFWkeyfun imgui_key_callback = nullptr;
+GLFWcharfun imgui_char_callback = nullptr;
+
+void on_key(GLFWwindow* window, int key, int scancode, int action, int mods) {
+  if (imgui_key_callback) imgui_key_callback(window, key, scancode, action, mods);
+  auto* app = static_cast<AppState*>(glfwGetWindowUserPointer(window));
+  if (app && action != GLFW_RELEASE)
+    app->keys.press({key, (mods & GLFW_MOD_CONTROL) != 0, (mods & GLFW_MOD_SHIFT) != 0});
+}
+
+void on_char(GLFWwindow* window, unsigned int c) {
+  if (imgui_char_callback) imgui_char_callback(window, c);
+  if (auto* app = static_cast<AppState*>(glfwGetWindowUserPointer(window))) app->keys.character(c);
+}
+
 // The back buffer as RGBA rows, top row first.
 std::vector<uint8_t> read_framebuffer(int width, int height) {
   std::vector<uint8_t> pixels(static_cast<size_t>(width) * static_cast<size_t>(height) * 4);
@@ -149,6 +166,8 @@ int run_window(const LaunchOptions& o) {
     AppState& app = *owner;
     glfwSetWindowUserPointer(window, &app);
     glfwSetDropCallback(window, on_drop);
+    imgui_key_callback = glfwSetKeyCallback(window, on_key);
+    imgui_char_callback = glfwSetCharCallback(window, on_char);
     int settled_frames = 0;
     while (!glfwWindowShouldClose(window)) {
       bool busy = app.loading() || !app.settled();
@@ -204,10 +223,11 @@ int run_window(const LaunchOptions& o) {
       }
       glfwSwapBuffers(window);
     }
-    if (app.memory_texture.id != 0) {
-      auto texture = static_cast<GLuint>(app.memory_texture.id);
-      glDeleteTextures(1, &texture);
-    }
+    for (uint64_t id : {app.memory_texture.id, app.segments.texture})
+      if (id != 0) {
+        auto texture = static_cast<GLuint>(id);
+        glDeleteTextures(1, &texture);
+      }
     glfwSetWindowUserPointer(window, nullptr);
   }
   owner.reset();  // workers join before GLFW goes

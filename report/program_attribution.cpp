@@ -47,13 +47,15 @@ bool setup_frame(const StackFrame& f) {
 }
 
 // Hysteresis over the live bytes: a step rises to a peak and falls back by more than a quarter of the trace's
-// range before the next one starts (one pass; `live` is the requested bytes after each event).
-void rises_and_falls(const std::vector<uint64_t>& live, std::vector<uint64_t>& starts, std::vector<uint64_t>& peaks) {
+// range (or `hysteresis` bytes) before the next one starts (one pass; `live` is the requested bytes after each
+// event).
+void rises_and_falls(const std::vector<uint64_t>& live, std::vector<uint64_t>& starts, std::vector<uint64_t>& peaks,
+                     uint64_t hysteresis = 0) {
   starts.assign(1, 0);
   peaks.clear();
   if (live.empty()) return;
   uint64_t lo = *std::min_element(live.begin(), live.end()), hi = *std::max_element(live.begin(), live.end());
-  uint64_t h = std::max<uint64_t>((hi - lo) / 4, 1);
+  uint64_t h = hysteresis ? hysteresis : std::max<uint64_t>((hi - lo) / 4, 1);
   bool rising = true;
   uint64_t top = live[0], top_at = 0, bottom = live[0], bottom_at = 0;
   for (uint64_t i = 0; i < live.size(); ++i) {
@@ -80,6 +82,12 @@ void rises_and_falls(const std::vector<uint64_t>& live, std::vector<uint64_t>& s
 }
 
 }  // namespace
+
+std::vector<uint64_t> steps_from_live_bytes(const std::vector<uint64_t>& live, uint64_t hysteresis) {
+  std::vector<uint64_t> starts, peaks;
+  rises_and_falls(live, starts, peaks, hysteresis);
+  return starts;
+}
 
 ProgramAttribution::ProgramAttribution(const Trace& trace) : trace_(trace) {
   const auto& stacks = trace.meta.stacks;

@@ -60,6 +60,11 @@ struct LiveAttribution {
   std::string inferred_from;  // "call stacks and lifetimes" or "lifetimes alone (no stacks recorded)"
 };
 
+// Steps from live bytes alone (`live`: requested bytes after each event): each rises to a peak and falls
+// back by more than `hysteresis` bytes before the next begins (0: a quarter of the series' range, as
+// ProgramAttribution does without annotations or stacks). Step starts, ascending, the first 0.
+std::vector<uint64_t> steps_from_live_bytes(const std::vector<uint64_t>& live, uint64_t hysteresis = 0);
+
 class ProgramAttribution {
  public:
   explicit ProgramAttribution(const Trace& trace);
@@ -75,6 +80,8 @@ class ProgramAttribution {
   uint32_t step_of(uint64_t event_index) const;
   ProgramPhase phase_of_event(uint64_t event_index) const;
   uint32_t steps() const { return static_cast<uint32_t>(step_starts_.size()); }
+  // Where each step begins (event indices, ascending, the first 0), found as step_of finds them.
+  const std::vector<uint64_t>& step_starts() const { return step_starts_; }
   bool has_stacks() const { return has_stacks_; }
   const std::string& inferred_from() const { return inferred_from_; }
 

@@ -32,3 +32,10 @@ fit=tests/data/fit
 shot "$fit/kv_server.b37.default_cap0.0451.pickle.gz" --view oom --probe "$fit/kv_server.b2.default.pickle.gz@2" \
   --probe "$fit/kv_server.b4.default.pickle.gz@4" --probe "$fit/kv_server.b6.default.pickle.gz@6" \
   --screenshot docs/img/gui_kv_oom_probes.png
+# The views MemoryViz has: allocator settings, private pools, the cached-segment timeline.
+shot "$cases/varlen_transformer_train.expandable_segments-True_max_split_size_mb-64_left3.pickle.gz" --policy recorded \
+  --view settings --at peak --screenshot docs/img/gui_settings.png
+shot "$cases/graphs_two_pools.default.pickle.gz" --policy recorded --view pools --at peak --color pool \
+  --screenshot docs/img/gui_pools.png
+shot "$cases/resnet50_train.default_empty2.pickle.gz" --policy recorded --view segments --at peak \
+  --screenshot docs/img/gui_segments.png

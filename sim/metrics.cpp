@@ -108,4 +108,11 @@ std::vector<uint64_t> free_range_sizes(const PhysicalRanges& physical, const std
   return free_sizes(physical, live);
 }
 
+std::vector<uint64_t> free_range_sizes(const std::vector<std::pair<Addr, uint64_t>>& physical,
+                                       const std::vector<std::pair<Addr, uint64_t>>& sorted_blocks) {
+  std::vector<uint64_t> sizes;
+  walk_free(physical, sorted_blocks, [&](Addr, uint64_t size) { sizes.push_back(size); });
+  return sizes;
+}
+
 }  // namespace fraglab

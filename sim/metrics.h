@@ -61,5 +61,8 @@ Fragmentation measure_fragmentation_unsorted(const std::vector<std::pair<Addr, u
 // Sizes of the free ranges (for histograms), in address order.
 std::vector<uint64_t> free_range_sizes(const std::map<Addr, uint64_t>& physical, const std::vector<BlockRecord>& live);
 std::vector<uint64_t> free_range_sizes(const PhysicalRanges& physical, const std::vector<BlockRecord>& live);
+// The same from physical intervals and live (address, size) blocks, both in address order.
+std::vector<uint64_t> free_range_sizes(const std::vector<std::pair<Addr, uint64_t>>& physical,
+                                       const std::vector<std::pair<Addr, uint64_t>>& sorted_blocks);
 
 }  // namespace fraglab

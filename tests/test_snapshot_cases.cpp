@@ -23,6 +23,7 @@
 #include "sim/pool_checker.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
+#include "tests/snapshot_stats.h"
 #include "traces/format_error.h"
 #include "traces/initial_state.h"
 #include "traces/pool_inference.h"
@@ -37,17 +38,7 @@ namespace {
 
 const std::string kCases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots";
 
-std::map<std::string, nlohmann::json> case_stats() {
-  std::map<std::string, nlohmann::json> out;
-  std::ifstream in(kCases + "/stats.jsonl");
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) {
-      auto j = nlohmann::json::parse(line);
-      out[j.at("file").get<std::string>()] = j;
-    }
-  return out;
-}
+std::map<std::string, nlohmann::json> case_stats() { return test::snapshot_stats(kCases); }
 
 uint64_t recorded_peak(const Trace& trace) {
   MemorySource source(trace);

@@ -40,7 +40,7 @@ uint32_t band_color(const TraceInfo& info, uint64_t alloc_index, BandColor mode)
     case BandColor::Stream:
       return kSiteColors[alloc.stream % kSiteColors.size()];
     case BandColor::Pool:
-      return alloc.pool == 0 ? kNoSiteColor : kSiteColors[static_cast<size_t>(alloc.pool - 1) % kSiteColors.size()];
+      return pool_color(alloc.pool);
   }
   return kNoSiteColor;
 }
@@ -143,6 +143,11 @@ std::optional<uint64_t> ActiveMemory::band_at(uint64_t event, uint64_t bytes) co
 
 // --- the raster --------------------------------------------------------------------------
 
+double MemoryRaster::column_of(uint64_t e) const {
+  return event_column_center([this](int c) { return column_first[static_cast<size_t>(c)]; },
+                             static_cast<int>(column_first.size()), e);
+}
+
 MemoryRaster build_raster(const ActiveMemory& model, const RasterRequest& request,
                           const std::function<bool()>& cancelled) {
   auto started = std::chrono::steady_clock::now();
@@ -163,6 +168,7 @@ MemoryRaster build_raster(const ActiveMemory& model, const RasterRequest& reques
   };
   // Each column shows the event of its highest total.
   out.column_event.resize(static_cast<size_t>(w));
+  out.column_first.resize(static_cast<size_t>(w));
   uint32_t top_kib = 1;
   uint64_t next = first_of(0);
   for (int c = 0; c < w; ++c) {
@@ -173,6 +179,7 @@ MemoryRaster build_raster(const ActiveMemory& model, const RasterRequest& reques
     for (uint64_t i = first; i < last && i < n; ++i)
       if (kib[i] > kib[best]) best = i;
     out.column_event[static_cast<size_t>(c)] = best;
+    out.column_first[static_cast<size_t>(c)] = first;
     top_kib = std::max(top_kib, kib[best]);
   }
   out.top_bytes = ByteSeries::to_bytes(top_kib) + ByteSeries::to_bytes(top_kib) / 20;

@@ -98,7 +98,10 @@ struct MemoryRaster {
   uint64_t top_bytes = 1;              // bytes at the top row
   std::vector<uint32_t> rgba;          // width * height, top row first (palette.h packing)
   std::vector<uint64_t> column_event;  // the event each column shows
-  double seconds = 0;                  // build time
+  std::vector<uint64_t> column_first;  // the first event each column covers
+  // Where the picture draws event e, in columns (event_column_center over column_first).
+  double column_of(uint64_t e) const;
+  double seconds = 0;  // build time
 };
 
 // The color of one allocation's band (before its shading); age: when it was allocated.

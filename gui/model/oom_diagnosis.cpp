@@ -1,5 +1,6 @@
 #include "gui/model/oom_diagnosis.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -7,6 +8,17 @@ namespace fraglab::gui {
 
 namespace {
 std::atomic<int> running{0};
+}
+
+uint64_t request_arrival_event(const Trace& trace, uint64_t oom_event, uint64_t* freed) {
+  uint64_t i = std::min<uint64_t>(oom_event, trace.events.size()), bytes = 0;
+  while (i > 0 &&
+         (trace.events[i - 1].kind == EventKind::SegmentFree || trace.events[i - 1].kind == EventKind::SegmentUnmap)) {
+    bytes += trace.events[i - 1].size;
+    --i;
+  }
+  if (freed) *freed = bytes;
+  return i > 0 ? i - 1 : 0;
 }
 
 bool OomDiagnosisRun::any_running() { return running.load() > 0; }

@@ -17,6 +17,19 @@
 
 namespace fraglab::gui {
 
+// The event the cursor goes to for a diagnosis, the one the timeline and toolbar name for the same moment:
+// an OOM's own event (its state is the one just before it, and an oom entry changes no memory); for a
+// peak, the event that set it (diagnose looks at the state just after it, before the next event).
+inline uint64_t shown_event(const Diagnosis& d) {
+  return d.source == Diagnosis::Source::Peak && d.event_index > 0 ? d.event_index - 1 : d.event_index;
+}
+
+// A recorded OOM: PyTorch's allocator, failing to serve the request, first returns its cached segments
+// (segment_free / segment_unmap entries just before the `oom` entry), then reports the OOM. Diagnose reads
+// the state as the request arrived, before those frees: the memory just after the event returned here (the
+// last before them). `freed`: the bytes they returned.
+uint64_t request_arrival_event(const Trace& trace, uint64_t oom_event, uint64_t* freed = nullptr);
+
 class OomDiagnosisRun {
  public:
   // `capacity`: the device's, when the user set one; else inferred from the recording's OOMs.

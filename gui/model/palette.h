@@ -54,13 +54,28 @@ constexpr std::array<uint32_t, 12> kSiteColors{{
     rgba(152, 223, 138),
 }};
 
-// `fraction` 0 = allocated just now, 1 = allocated at the start of the trace.
+// `fraction` 0 = allocated just now, 1 = allocated at the start of the trace. Viridis' stops, young
+// yellow through green and blue to old purple: saturated all the way, so no age reads as the grey of
+// free memory (a straight yellow-to-blue mix passes through grey half way).
 inline uint32_t age_color(double fraction) {
   if (fraction < 0) fraction = 0;
   if (fraction > 1) fraction = 1;
-  // young: warm yellow -> old: deep blue
-  auto mix = [&](double a, double b) { return static_cast<uint32_t>(a + (b - a) * fraction + 0.5); };
-  return rgba(mix(255, 40), mix(210, 70), mix(60, 170));
+  constexpr uint32_t kStops[][3] = {{253, 231, 37}, {94, 201, 98}, {33, 145, 140}, {59, 82, 139}, {68, 1, 84}};
+  constexpr int kLast = 4;
+  double at = fraction * kLast;
+  int i = at >= kLast ? kLast - 1 : static_cast<int>(at);
+  double f = at - i;
+  auto mix = [&](int c) {
+    return static_cast<uint32_t>(kStops[i][c] + (static_cast<double>(kStops[i + 1][c]) - kStops[i][c]) * f + 0.5);
+  };
+  return rgba(mix(0), mix(1), mix(2));
+}
+
+// Pools: the default pools in a color of their own (not the grey of sites without one), each private pool
+// (CUDA graph, MemPool) in a site color.
+constexpr uint32_t kDefaultPoolColor = rgba(110, 180, 150);
+inline uint32_t pool_color(uint32_t pool) {
+  return pool == 0 ? kDefaultPoolColor : kSiteColors[static_cast<size_t>(pool - 1) % kSiteColors.size()];
 }
 
 // a over b with coverage t in [0, 1].

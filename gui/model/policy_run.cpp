@@ -5,6 +5,7 @@
 #include "allocators/registry.h"
 #include "device/limiting_device.h"
 #include "device/simulated_gpu.h"
+#include "gui/model/free_space.h"
 #include "gui/model/recorded_run.h"
 #include "sim/replay_simulated.h"
 
@@ -183,8 +184,9 @@ CursorSnapshot PolicyRun::build_snapshot(const TraceInfo& trace, const std::stri
             [](const SnapshotBlock& a, const SnapshotBlock& b) { return a.addr < b.addr; });
   snap.regions = r.tracking.regions();
   snap.physical.assign(r.tracking.physical().begin(), r.tracking.physical().end());
-  snap.frag = r.engine.measure(event_index);
-  snap.free_ranges = free_range_sizes(r.tracking.physical(), r.engine.blocks());
+  FreeSpace free = free_space(snap);  // as every view measures it (gui/model/free_space.h)
+  snap.frag = free.frag;
+  snap.free_ranges = std::move(free.sizes);
   if (probe) probe_largest_fit(trace, spec, device, snap, cancelled);
   return snap;
 }

@@ -4,7 +4,8 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "sim/metrics.h"
+#include "allocators/detail/pytorch_caching_allocator.h"
+#include "gui/model/free_space.h"
 
 namespace fraglab::gui {
 
@@ -18,12 +19,27 @@ PoolIndex pool_index_of(const TraceMeta& meta, const std::array<int64_t, 2>& id)
 
 }  // namespace
 
+uint64_t recorded_block_size(uint64_t requested, const detail::PytorchAllocatorConfig& config, uint64_t free_span,
+                             bool expandable, bool no_split) {
+  const uint64_t rounded = detail::pytorch_round_size(requested, config);
+  if (free_span <= rounded) return rounded;
+  if (no_split) return free_span;
+  if (rounded <= detail::kSmallSize || expandable) return rounded;  // split when >= 512 bytes remain: always
+  const bool split = rounded < config.max_split_size && free_span - rounded > detail::kSmallSize;
+  return split ? rounded : free_span;
+}
+
 bool has_recorded_layout(const Trace& trace) {
   if (!trace.meta.initial.segments.empty()) return true;
   return std::any_of(trace.events.begin(), trace.events.end(), [](const Event& e) { return is_device_event(e.kind); });
 }
 
 RecordedState::RecordedState(const Trace& trace, bool keep_blocks) : trace_(trace), keep_blocks_(keep_blocks) {
+  try {
+    config_.apply_recorded(trace.meta.allocator_settings);
+  } catch (const std::exception&) {
+    config_ = {};  // settings this model cannot read: PyTorch's defaults
+  }
   for (const RecordedSegment& s : trace.meta.initial.segments) {
     add_region(s.address, s.total_size, s.is_expandable, pool_index_of(trace.meta, s.pool_id));
     for (const RecordedBlock& b : s.blocks)
@@ -87,13 +103,30 @@ void RecordedState::mark_pool(Addr addr, PoolIndex pool) {
   if (addr < it->first + it->second.size) it->second.pool = pool;
 }
 
+// The free block a request takes starts at its address and runs to the next live block of the
+// segment or the segment's end (PyTorch merges adjacent free blocks); only large-pool segments
+// keep a free block whole, and only large-pool blocks live in them.
+uint64_t RecordedState::block_size(const Event& e) const {
+  const bool no_split = e.pool < trace_.meta.pools.size() && trace_.meta.pools[e.pool].no_split;
+  if (e.size <= detail::kSmallSize && !no_split) return detail::pytorch_round_size(e.size, config_);
+  auto region = regions_.upper_bound(e.addr);
+  if (region == regions_.begin()) return recorded_block_size(e.size, config_);
+  --region;
+  Addr end = region->first + region->second.size;
+  if (e.addr >= end) return recorded_block_size(e.size, config_);
+  if (auto next = large_.upper_bound(e.addr); next != large_.end()) end = std::min(end, next->first);
+  return recorded_block_size(e.size, config_, end - e.addr, region->second.vmm, no_split);
+}
+
 void RecordedState::apply(uint64_t index) {
   const Event& e = trace_.events[index];
   switch (e.kind) {
     case EventKind::Alloc: {
-      uint64_t size = recorded_block_size(e.size);
+      uint64_t size = 0;
       if (index < trace_.meta.initial.live_blocks)
         if (auto it = initial_size_.find(e.addr); it != initial_size_.end()) size = it->second;
+      if (size == 0) size = block_size(e);
+      if (size > detail::kSmallSize) large_.insert_or_assign(e.addr, size);
       if (e.id >= size_of_id_.size()) {
         size_of_id_.resize(e.id + 1u, {0, 0});
         addr_of_id_.resize(e.id + 1u, 0);
@@ -113,6 +146,7 @@ void RecordedState::apply(uint64_t index) {
       auto& [size, req] = size_of_id_[e.id];
       requested -= std::min(requested, req);
       allocated -= std::min(allocated, size);
+      if (size > detail::kSmallSize) large_.erase(addr_of_id_[e.id]);
       size = req = 0;
       if (keep_blocks_) blocks_.erase(addr_of_id_[e.id]);
       break;
@@ -224,21 +258,17 @@ CursorSnapshot recorded_snapshot(const TraceInfo& info, uint64_t event_index, co
   }
   CursorSnapshot snap;
   snap.event_index = event_index;
-  std::vector<BlockRecord> live;
-  live.reserve(state.blocks().size());
-  for (const auto& [addr, b] : state.blocks()) {
+  snap.blocks.reserve(state.blocks().size());
+  for (const auto& [addr, b] : state.blocks())
     snap.blocks.push_back({addr, b.size, b.requested, b.alloc_index, b.stream});
-    live.push_back({addr, b.size, b.requested, 0, b.alloc_index, b.stream, true});
-  }
-  std::map<Addr, uint64_t> physical;
   for (const auto& [addr, r] : state.regions()) {
     snap.regions.push_back({addr, r.size, r.vmm});
     snap.region_pools.push_back(r.pool);
     snap.physical.emplace_back(addr, r.size);
-    physical.emplace(addr, r.size);
   }
-  snap.frag = measure_fragmentation(physical, live, event_index);
-  snap.free_ranges = free_range_sizes(physical, live);
+  FreeSpace free = free_space(snap);
+  snap.frag = free.frag;
+  snap.free_ranges = std::move(free.sizes);
   snap.probed = true;
   snap.probe_note = "n/a: the recording";  // no policy to ask
   return snap;

@@ -7,8 +7,10 @@
 // (traces/initial_state.h) gives the segments that existed before the history began. A
 // sweep over them rebuilds, at any event, the live blocks and the device regions, with no
 // policy model involved. Block sizes: trace entries record the requested size only, so a
-// block's size is PyTorch's rounding (a multiple of 512 bytes, at least 512), except for
-// blocks of the initial state, whose recorded size is known.
+// block's size is what PyTorch's allocator gives the request (recorded_block_size below:
+// round_size under the recorded settings, and the whole free block where PyTorch does not
+// split it), so allocated bytes are PyTorch's allocated_bytes; blocks of the initial state
+// have their recorded sizes.
 #pragma once
 
 #include <functional>
@@ -17,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "allocators/detail/pytorch_config.h"
 #include "gui/model/policy_run.h"
 
 namespace fraglab::gui {
@@ -55,8 +58,11 @@ class RecordedState {
   void add_region(Addr addr, uint64_t size, bool vmm, PoolIndex pool);
   void remove_range(Addr addr, uint64_t size);
   void mark_pool(Addr addr, PoolIndex pool);
+  uint64_t block_size(const Event& e) const;
 
   const Trace& trace_;
+  detail::PytorchAllocatorConfig config_;  // the recorded settings (round_size, max_split_size)
+  std::map<Addr, uint64_t> large_;         // live blocks of large-pool requests: where a free block ends
   bool keep_blocks_;
   std::map<Addr, Block> blocks_;
   std::vector<std::pair<uint64_t, uint64_t>> size_of_id_;  // live allocation id -> (block, requested) bytes
@@ -65,11 +71,13 @@ class RecordedState {
   std::unordered_map<Addr, uint64_t> initial_size_;  // initial-state blocks' recorded sizes
 };
 
-// PyTorch's block size for a request (round_size without power-of-two divisions).
-inline uint64_t recorded_block_size(uint64_t requested) {
-  constexpr uint64_t kMin = 512;
-  return requested < kMin ? kMin : (requested + kMin - 1) / kMin * kMin;
-}
+// The block PyTorch's allocator gives a request of `requested` bytes placed at the start of a free
+// block of `free_span` bytes (0: unknown; the span up to the next live block or the segment's end):
+// round_size() under `config`, or the whole free block where should_split() keeps it whole (a large
+// pool's remainder of at most 1 MiB, or a block at or past max_split_size; never in small pools, in
+// expandable segments or where the remainder is unknown; always in a no_split pool).
+uint64_t recorded_block_size(uint64_t requested, const detail::PytorchAllocatorConfig& config, uint64_t free_span = 0,
+                             bool expandable = false, bool no_split = false);
 
 // The whole-trace series, peaks and recorded OOMs of the recording; `progress` as for a
 // replay (return false to cancel: then nullptr).

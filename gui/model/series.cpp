@@ -75,4 +75,66 @@ std::pair<int64_t, int64_t> MinMaxPyramid::range(uint64_t begin, uint64_t end) c
   return {lo, hi};
 }
 
+std::string ByteTicks::label(uint64_t value) const {
+  if (value == 0) return "0";
+  return std::to_string(value / unit) + " " + unit_name;
+}
+
+ByteTicks byte_ticks(uint64_t top, int most) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  ByteTicks t;
+  most = std::max(most, 1);
+  bool found = false;
+  for (int u = 0; u < 5 && !found; ++u) {
+    uint64_t unit = uint64_t{1} << (10 * u);
+    for (uint64_t decade = 1; decade < 1024 && !found; decade *= 10)
+      for (uint64_t m : {1, 2, 5}) {
+        uint64_t step = m * decade * unit;
+        if (top / step <= static_cast<uint64_t>(most)) {
+          t.step = step, t.unit = unit, t.unit_name = kUnits[u];
+          found = true;
+          break;
+        }
+      }
+  }
+  if (!found) t.step = top / static_cast<uint64_t>(most) + 1, t.unit = uint64_t{1} << 40, t.unit_name = "TiB";
+  for (uint64_t v = 0; v <= top; v += t.step) {
+    t.values.push_back(v);
+    if (v > top - t.step) break;  // no overflow past top
+  }
+  return t;
+}
+
+int64_t diff_extent(const MinMaxPyramid& diff, uint64_t begin, uint64_t end, uint64_t program_end) {
+  uint64_t stop = program_end > begin ? std::min(end, program_end) : end;
+  auto [lo, hi] = diff.range(begin, stop);
+  return std::max<int64_t>({1, -lo, hi});
+}
+
+double event_column_center(const std::function<uint64_t(int)>& first_of, int columns, uint64_t e) {
+  if (columns <= 0) return 0.0;
+  // The last column whose first event is at or before e.
+  int lo = 0, hi = columns;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (first_of(mid) > e)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  int last = std::max(lo - 1, 0), first = last;
+  if (first_of(last) == e) {  // zoomed in: every column starting at e draws it
+    int l = 0, h = last;
+    while (l < h) {
+      int mid = l + (h - l) / 2;
+      if (first_of(mid) >= e)
+        h = mid;
+      else
+        l = mid + 1;
+    }
+    first = l;
+  }
+  return (static_cast<double>(first) + static_cast<double>(last)) / 2.0 + 0.5;
+}
+
 }  // namespace fraglab::gui

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -64,5 +66,29 @@ class MinMaxPyramid {
   size_t n_ = 0;
   std::vector<std::vector<int64_t>> min_, max_;
 };
+
+// The half-height of a plot of differences between two lanes over events [begin, end) (KiB, at least 1): the
+// largest magnitude among the events up to `program_end` (one past the program's last allocation or free). What
+// follows it is the lanes' exits, not the program (a recording emptying its cache after the last allocation
+// while a model keeps it): it is drawn clipped, not allowed to flatten the real difference. The whole visible
+// range decides when it lies past the program's end.
+int64_t diff_extent(const MinMaxPyramid& diff, uint64_t begin, uint64_t end, uint64_t program_end);
+
+// Round ticks for a byte axis from 0 to `top`: steps of 1, 2 or 5 times a power of ten of one binary
+// unit (B, KiB, MiB, GiB, TiB; 1, 2, 5, ... 500 MiB, then 1 GiB), at most `most` ticks past 0, labelled in
+// that unit ("500 MiB", "1000 MiB"), so no tick reads 522.18 MiB.
+struct ByteTicks {
+  uint64_t step = 1, unit = 1;
+  const char* unit_name = "B";
+  std::vector<uint64_t> values;  // 0, step, 2 step, ... <= top
+  std::string label(uint64_t value) const;
+};
+ByteTicks byte_ticks(uint64_t top, int most = 5);
+
+// Where a plot draws event `e`, in columns (the center of a pixel column): a plot whose column c
+// draws events [first_of(c), first_of(c + 1)) (first_of non-decreasing over [0, columns]) draws e in
+// the column holding it, or, zoomed in past one event a column, in the columns whose first event is e
+// (their middle). Markers and the cursor drawn there lie on the spike or tick they name.
+double event_column_center(const std::function<uint64_t(int)>& first_of, int columns, uint64_t e);
 
 }  // namespace fraglab::gui

@@ -6,6 +6,7 @@
 #include <future>
 #include <numeric>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "gui/model/recorded_run.h"
@@ -66,13 +67,13 @@ void assign_sites(TraceInfo& info) {
   info.has_stacks = stacks.size() > 1;
 }
 
-// Each allocation's category, from its stack and lifetime (report/program_attribution.h).
-std::vector<uint8_t> alloc_categories(const Trace& trace) {
+// Each allocation's category, from its stack and lifetime, and the program's steps (report/program_attribution.h).
+std::pair<std::vector<uint8_t>, std::vector<uint64_t>> alloc_categories(const Trace& trace) {
   ProgramAttribution program(trace);
   std::vector<uint8_t> out(trace.events.size(), TraceInfo::kNoCategory);
   for (uint64_t i = 0; i < trace.events.size(); ++i)
     if (trace.events[i].kind == EventKind::Alloc) out[i] = static_cast<uint8_t>(program.category_of(i));
-  return out;
+  return {std::move(out), program.step_starts()};
 }
 
 }  // namespace
@@ -106,8 +107,11 @@ std::shared_ptr<TraceInfo> derive(Trace trace, std::string path) {
   info->inferred_capacity = capacity_for(info->trace, std::nullopt, &info->capacity_note);
   info->free_index = frees.get();
   info->stats = stats.get();
-  info->categories = categories.get();
+  std::tie(info->categories, info->steps) = categories.get();
   info->recorded_layout = has_recorded_layout(info->trace);
+  for (uint64_t i = info->trace.events.size(); i > 0 && info->program_end == 0; --i)
+    if (info->trace.events[i - 1].kind == EventKind::Alloc || info->trace.events[i - 1].kind == EventKind::Free)
+      info->program_end = i;
   return info;
 }
 

@@ -35,6 +35,9 @@ struct TraceInfo {
   // report/program_attribution.h); other events: kNoCategory.
   static constexpr uint8_t kNoCategory = UINT8_MAX;
   std::vector<uint8_t> categories;
+  // Where the program's steps begin (event indices, the first 0): ProgramAttribution's (the snapshot's
+  // ProfilerStep / Optimizer.step annotations, else the phases of the stacks, else live-bytes hysteresis).
+  std::vector<uint64_t> steps{0};
   // Sites ordered by bytes allocated, largest first; site_of_stack maps a StackId to one.
   std::vector<AllocSite> sites;
   std::vector<uint32_t> site_of_stack;
@@ -46,14 +49,18 @@ struct TraceInfo {
   std::optional<uint64_t> inferred_capacity;
   std::string capacity_note;
 
+  // One past the last allocation or free: later events are the program's exit (segment frees, empty_cache).
+  uint64_t program_end = 0;
+
   uint64_t events() const { return trace.events.size(); }
   int64_t time_at(uint64_t index) const;
   // The first event at or after time t (times are recorded in order).
   uint64_t index_at_time(int64_t t) const;
   uint32_t site_of(const Event& e) const { return e.stack < site_of_stack.size() ? site_of_stack[e.stack] : 0; }
-  // The site's rank among sites with a recorded stack (its color), -1 for the no-stack site.
+  // The site's rank among sites with a recorded stack (its color), -1 for the no-stack site and for sites
+  // that allocated nothing (stacks of frees or OOMs alone): colors go to sites that hold memory.
   int color_slot(uint32_t site) const {
-    if (site >= sites.size() || !sites[site].recorded) return -1;
+    if (site >= sites.size() || !sites[site].recorded || sites[site].bytes == 0) return -1;
     return static_cast<int>(site) - (no_stack_site < site ? 1 : 0);
   }
   uint32_t no_stack_site = 0;

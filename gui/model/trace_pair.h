@@ -3,11 +3,15 @@
 // class and stream, matched by key) computed on a worker, and the mapping that aligns the
 // second trace's timeline with the first's, by time or by step.
 //
-// Steps: training and generation loops repeat, so live bytes repeat with the loop's period.
-// The period is found by autocorrelation of the live requested bytes (resampled to a few
-// thousand points), and step boundaries are the lowest points of live bytes, one a period.
-// Aligning by step maps step k of one trace onto step k of the other, linearly within it,
-// so runs with different step lengths or different numbers of events per step line up.
+// Steps are found alike in both traces (paired_steps): the program's own steps first
+// (report/program_attribution.h: the snapshot's ProfilerStep / Optimizer.step annotations, else
+// the phases of the stacks, else live-bytes hysteresis); where the two traces' counts differ, the
+// same detector on both (live-bytes hysteresis with one threshold, then the loop's period by
+// autocorrelation of live bytes over allocations and frees alone, so device calls, which
+// one setting makes more of than another, do not stretch one trace). Aligning by step maps step
+// k of one trace onto step k of the other, linearly within it; aligning by time maps each
+// step's time onto the other's step (or, without matching steps, each trace's duration onto
+// the other's), so neither trace is squeezed.
 #pragma once
 
 #include <functional>
@@ -33,6 +37,13 @@ constexpr const char* kAlignNames[] = {"time", "step", "events"};
 // Live requested bytes after each event, in KiB (what steps are detected on).
 std::vector<uint32_t> live_kib(const Trace& trace);
 
+// Step starts of two traces found by the same rule (the first the attributions' that agree in number).
+struct PairedSteps {
+  std::vector<uint64_t> a{0}, b{0};
+  std::string how;  // "the program's steps", "live-bytes hysteresis", "the loop's period", "none agree"
+};
+PairedSteps paired_steps(const TraceInfo& a, const TraceInfo& b);
+
 // Maps events of trace A to events of trace B.
 struct Alignment {
   Align how = Align::Time;
@@ -54,6 +65,7 @@ class TracePairRun {
 
   struct Result {
     std::vector<uint64_t> steps_a, steps_b;
+    std::string steps_how;                  // PairedSteps::how
     std::shared_ptr<const TraceDiff> diff;  // null while the diff's replays run
   };
   // Steps first (quick), then with the diff; null before the steps.
