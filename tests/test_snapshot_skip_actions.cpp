@@ -4,6 +4,10 @@
 // (tests/data/snapshots/handmade_2.14, made by hand: see the SOURCE.md there).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +15,7 @@
 
 #include "allocators/detail/pytorch_config.h"
 #include "report/program_attribution.h"
+#include "report/trace_diff.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "traces/gzip.h"
@@ -216,4 +221,29 @@ TEST_CASE("settings: PYTORCH_ALLOC_CONF, large_segment_size_mb and roundup_power
   CHECK(config.divisions_for(256ull << 20) == 1);
   CHECK(config.divisions_for(512ull << 20) == 2);
   CHECK(config.divisions_for(1024ull << 20) == 4);
+}
+
+TEST_CASE("settings: diff shows a text recorded under PYTORCH_ALLOC_CONF", "[snapshot][skip]") {
+  Trace t = load_trace(kHandmade + "annotate_entries.json");
+  t.meta.allocator_settings.erase("PYTORCH_CUDA_ALLOC_CONF");
+  t.meta.allocator_settings["PYTORCH_ALLOC_CONF"] = "max_split_size_mb:64";
+  CHECK(summarize_run(t, "x", DiffOptions{}).recorded_conf == "max_split_size_mb:64");
+}
+
+TEST_CASE("the native and JSON Lines formats keep skipped actions, marks and host memory", "[snapshot][skip]") {
+  for (const std::string& path : {kSkips + "stream_steps.default_skip-free_completed.pickle.gz",
+                                  kHandmade + "host_memory.json", kHandmade + "annotate_entries.json"}) {
+    INFO(path);
+    Trace t = load_trace(path);
+    for (const char* ext : {".fltrace", ".jsonl"}) {
+      const std::string out =
+          (std::filesystem::temp_directory_path() / ("fraglab_skip_" + std::to_string(::getpid()) + ext)).string();
+      save_trace(t, out);
+      Trace back = load_trace(out);
+      CHECK(back.meta.skipped_actions == t.meta.skipped_actions);
+      CHECK(back.meta.annotations == t.meta.annotations);
+      CHECK(back.meta.host == t.meta.host);
+      std::remove(out.c_str());
+    }
+  }
 }
