@@ -219,6 +219,39 @@ uint64_t peak_of_device_calls(const std::vector<Event>& history, const std::vect
   return static_cast<uint64_t>(peak);
 }
 
+// No alloc entries, and an address freed twice: only a new allocation between can explain it (a history that
+// merely begins mid-run, a ring of frees at the end of a process, frees each block once).
+bool freed_twice(const std::vector<Event>& history, EventKind free_kind) {
+  std::unordered_set<Addr> freed;
+  for (const Event& e : history)
+    if (e.kind == free_kind && !freed.insert(e.addr).second) return true;
+  return false;
+}
+
+// No free_completed entries, and an allocation at an address whose free was requested in the history: the
+// block was reused, so its free completed unrecorded (a ring that merely ends before the completion shows no
+// reuse).
+bool reuses_requested(const std::vector<Event>& history) {
+  std::unordered_set<Addr> requested;
+  for (const Event& e : history) {
+    if (e.kind == EventKind::FreeRequested) requested.insert(e.addr);
+    if (e.kind == EventKind::Alloc && requested.count(e.addr)) return true;
+  }
+  return false;
+}
+
+// No free_requested entries, and a block allocated in the history whose free completed: its request would be
+// in the history too (a history begun mid-run, or PyTorch 2.11's one free_completed of `enabled="state"`,
+// completes only blocks allocated before it).
+bool completes_own_alloc(const std::vector<Event>& history) {
+  std::unordered_set<Addr> allocated;
+  for (const Event& e : history) {
+    if (e.kind == EventKind::Alloc) allocated.insert(e.addr);
+    if (e.kind == EventKind::Free && allocated.count(e.addr)) return true;
+  }
+  return false;
+}
+
 size_t streams_of_allocs(const std::vector<Event>& history) {
   std::set<StreamIndex> streams;
   for (const Event& e : history)
@@ -235,7 +268,8 @@ SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64
   for (const Event& e : history) ++c[static_cast<size_t>(e.kind)];
   const uint64_t allocs = count(c, EventKind::Alloc), requests = count(c, EventKind::FreeRequested),
                  completions = count(c, EventKind::Free);
-  if (allocs == 0 && requests + completions > 0) {
+  if (allocs == 0 && requests + completions > 0 &&
+      freed_twice(history, completions ? EventKind::Free : EventKind::FreeRequested)) {
     uint64_t calls = 0;
     for (const Event& e : history) calls += is_make(e.kind) || is_release(e.kind);
     r.history_unusable = true;
@@ -249,7 +283,7 @@ SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64
                            : std::string())});
     return r;
   }
-  if (completions == 0 && requests > 0) {
+  if (completions == 0 && requests > 0 && reuses_requested(history)) {
     for (Event& e : history)
       if (e.kind == EventKind::FreeRequested) e.kind = EventKind::Free;
     const size_t streams = streams_of_allocs(history);
@@ -262,7 +296,7 @@ SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64
                                    streams)
                      : std::string("frees taken at free_requested: one stream allocates here, so each free completed "
                                    "when it was requested and nothing is lost")});
-  } else if (requests == 0 && completions > 0) {
+  } else if (requests == 0 && completions > 0 && completes_own_alloc(history)) {
     r.requests_skipped = true;
     r.skipped.push_back({"free_requested",
                          "no free_requested entries: only when each block became reusable is recorded (what replay "

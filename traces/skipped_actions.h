@@ -1,8 +1,12 @@
 // Histories recorded with `torch.cuda.memory._record_memory_history(skip_actions=[...])` (PyTorch 2.11): the
 // allocator leaves whole kinds of entries out (alloc, free_requested, free_completed, segment_alloc,
 // segment_free, segment_map, segment_unmap, snapshot, oom) and the snapshot does not say which. A kind is
-// taken as skipped where the data shows it: it never appears while its counterpart does, and (for the device
-// calls) the history needs it (an allocation inside a segment the history released and never made again).
+// taken as skipped where the data shows it: it never appears while its counterpart does, and the history needs
+// it, which a history begun mid-run or a wrapped ring never does: an address freed twice with no alloc between
+// (alloc); a block reused after its free_requested (free_completed); a block allocated in the history and
+// freed without a request (free_requested); an address allocated twice with no free at all (both frees); an
+// allocation inside a segment the history released and never made again (segment_alloc, segment_map); a
+// segment made over one never released, or gone at the end (segment_free, segment_unmap).
 // Each is then read for what it is, and TraceMeta::skipped_actions says what its absence costs:
 //  - free_completed: every free is taken at its free_requested (exact where one stream used each block);
 //  - free_requested: nothing changes (reuse waits for free_completed, which is kept);
