@@ -23,6 +23,7 @@
 #include "sim/pool_checker.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
+#include "tests/snapshot_stats.h"
 #include "traces/format_error.h"
 #include "traces/initial_state.h"
 #include "traces/pool_inference.h"
@@ -37,22 +38,9 @@ namespace {
 
 const std::string kCases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots";
 
-std::map<std::string, nlohmann::json> case_stats() {
-  std::map<std::string, nlohmann::json> out;
-  std::ifstream in(kCases + "/stats.jsonl");
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) {
-      auto j = nlohmann::json::parse(line);
-      out[j.at("file").get<std::string>()] = j;
-    }
-  return out;
-}
+std::map<std::string, nlohmann::json> case_stats() { return test::read_stats_jsonl(kCases + "/stats.jsonl"); }
 
-uint64_t recorded_peak(const Trace& trace) {
-  MemorySource source(trace);
-  return compute_stats(source).recorded_peak_reserved;
-}
+using test::recorded_peak;
 
 // `fraglab replay --policy pytorch` (the simulated driver's addresses) under `capacity`: its reserved peak.
 uint64_t plain_replay_peak(const Trace& trace, std::optional<uint64_t> capacity) {

@@ -18,6 +18,7 @@
 #include "report/trace_diff.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
+#include "tests/snapshot_stats.h"
 #include "traces/gzip.h"
 #include "traces/pytorch_snapshot.h"
 #include "traces/state_json.h"
@@ -31,17 +32,7 @@ namespace {
 const std::string kSkips = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/skip_actions/";
 const std::string kHandmade = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/handmade_2.14/";
 
-std::map<std::string, nlohmann::json> skip_stats() {
-  std::map<std::string, nlohmann::json> out;
-  std::ifstream in(kSkips + "stats.jsonl");
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) {
-      auto j = nlohmann::json::parse(line);
-      out[j.at("file").get<std::string>()] = j;
-    }
-  return out;
-}
+std::map<std::string, nlohmann::json> skip_stats() { return test::read_stats_jsonl(kSkips + "stats.jsonl"); }
 
 std::string skipped_names(const Trace& t) {
   std::string out;
@@ -55,10 +46,7 @@ FidelityResult fidelity(const Trace& trace) {
   return check_fidelity(trace, options);
 }
 
-uint64_t recorded_peak(const Trace& trace) {
-  MemorySource source(trace);
-  return compute_stats(source).recorded_peak_reserved;
-}
+using test::recorded_peak;
 
 }  // namespace
 
