@@ -65,6 +65,9 @@ int run_fidelity(const FidelityArgs& args) {
   std::string note;
   options.capacity = capacity_for(trace, options.capacity, &note);
   if (!note.empty() && !args.json) fmt::print(stderr, "note: {}\n", note);
+  if (!args.json)
+    for (const SkippedAction& k : trace.meta.skipped_actions)
+      fmt::print(stderr, "note: recorded with skip_actions, no {}: {}\n", k.action, k.reading);
   options.hint_addresses = !args.no_hints;
   FidelityResult r = check_fidelity(trace, options);
   if (args.json) {
@@ -79,6 +82,8 @@ int run_fidelity(const FidelityArgs& args) {
                      {"simulated_peak_reserved", r.simulated_peak}};
     if (options.capacity) j["capacity"] = *options.capacity;
     if (!note.empty()) j["capacity_inferred"] = note;
+    for (const SkippedAction& k : trace.meta.skipped_actions)
+      j["skipped_actions"].push_back({{"action", k.action}, {"reading", k.reading}});
     if (!r.exact) j["divergence"] = {{"event_index", r.event_index}, {"what", r.what}, {"context", r.context}};
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (r.exact) {

@@ -91,6 +91,25 @@ StateSummary summarize_state(const InitialState& st) {
   return out;
 }
 
+// "48 (24 ranges: ProfilerStep#0, Optimizer.step#AdamW.step, ...; 2 marks)": the program's markers.
+std::string annotations_line(const TraceMeta& m) {
+  uint64_t ranges = 0, marks = 0;
+  std::vector<std::string> names;
+  for (const Annotation& a : m.annotations) {
+    ranges += a.start && !a.mark;
+    marks += a.mark;
+    if ((a.start || a.mark) && names.size() < 4 && std::find(names.begin(), names.end(), a.name) == names.end())
+      names.push_back(a.name);
+  }
+  return fmt::format("{} ({} ranges, {} marks{}{})", m.annotations.size(), ranges, marks, names.empty() ? "" : ": ",
+                     fmt::join(names, ", "));
+}
+
+nlohmann::json host_json(const HostMemory& h) {
+  if (!h.present()) return nullptr;
+  return host_memory_to_json(h);
+}
+
 std::string time_span(const TraceMeta& m, const TraceStats& s) {
   if (!m.has_times) return "n/a (the recording has no timestamps)";
   return fmt::format("{:.3f} s", static_cast<double>(s.time_span_us()) / 1e6);
@@ -263,6 +282,20 @@ void add_info(CLI::App& app, CommandFn& run) {
             {"peak_live_count", s.peak_live_count},
             {"never_freed", s.never_freed},
             {"dropped_unknown_frees", m.dropped_unknown_frees},
+            // Kinds of entries the recording skipped (_record_memory_history(skip_actions=...)), and how read.
+            {"skipped_actions",
+             [&] {
+               nlohmann::json out = nlohmann::json::array();
+               for (const SkippedAction& k : m.skipped_actions)
+                 out.push_back({{"action", k.action}, {"reading", k.reading}});
+               return out;
+             }()},
+            {"annotations",
+             {{"count", m.annotations.size()},
+              {"marks",
+               std::count_if(m.annotations.begin(), m.annotations.end(), [](const Annotation& a) { return a.mark; })}}},
+            // Pinned host memory (PyTorch 2.14's host_segments / host_traces); null when the snapshot has none.
+            {"host", host_json(m.host)},
             {"dropped_stale_entries", m.dropped_stale_entries},
             {"recorded_peak_reserved", s.recorded_peak_reserved},
             {"allocator_settings", m.allocator_settings},
@@ -296,9 +329,14 @@ void add_info(CLI::App& app, CommandFn& run) {
       if (m.pools.size() > 1) fmt::print("pools        {}\n", pools_line(m, s));
       fmt::print("time span    {}\n", time_span(m, s));
       if (m.history_absent) {
-        fmt::print(
-            "history      none: the snapshot holds the allocator's state only (record with "
-            "torch.cuda.memory._record_memory_history() for a history to replay)\n");
+        if (!m.skipped_actions.empty())  // a history without allocations (skip_actions): nothing to replay
+          fmt::print(
+              "history      not replayable (recorded with skip_actions, below): the state is the allocator's "
+              "at the end\n");
+        else
+          fmt::print(
+              "history      none: the snapshot holds the allocator's state only (record with "
+              "torch.cuda.memory._record_memory_history() for a history to replay)\n");
         fmt::print(
             "state        {} segments, {} reserved, {} allocated in {} blocks, {} free in {} blocks "
             "(largest {}, fragmentation {:.1f}%)\n",
@@ -320,6 +358,21 @@ void add_info(CLI::App& app, CommandFn& run) {
       fmt::print("never freed  {}\n", s.never_freed);
       for (const auto& [key, count] : m.unreplayed)
         fmt::print("not replayed {} {} (read; host memory and annotations are not device memory)\n", count, key);
+      for (const SkippedAction& k : m.skipped_actions)
+        fmt::print("skipped      {} (recorded with skip_actions): {}\n", k.action, k.reading);
+      if (!m.annotations.empty()) fmt::print("annotations  {}\n", annotations_line(m));
+      if (const HostMemory& h = m.host; h.present()) {
+        fmt::print(
+            "host memory  pinned (CachingHostAllocator, not replayed): {} segments, {} reserved, {} allocated "
+            "at the end\n",
+            h.segments, format_size(h.reserved), format_size(h.allocated));
+        if (h.trace_entries)
+          fmt::print(
+              "host history {} entries: {} allocations, {} frees, {} segment allocs, {} segment frees; peak {} "
+              "allocated, {} reserved\n",
+              h.trace_entries, h.allocs, h.frees, h.segment_allocs, h.segment_frees, format_size(h.peak_allocated),
+              format_size(h.peak_reserved));
+      }
       if (m.dropped_unknown_frees)
         fmt::print("dropped      {} frees of blocks that lie in no segment the snapshot shows\n",
                    m.dropped_unknown_frees);

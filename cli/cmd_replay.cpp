@@ -164,7 +164,10 @@ int run_replay(const ReplayArgs& a) {
     config.capacity = capacity_for(trace, config.capacity, &note);
     if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
   }
-  if (!streamed && trace.meta.history_absent)
+  if (!streamed)
+    for (const SkippedAction& k : trace.meta.skipped_actions)
+      fmt::print(stderr, "note: {} was recorded with skip_actions, no {}: {}\n", a.path, k.action, k.reading);
+  if (!streamed && trace.meta.history_absent && trace.meta.skipped_actions.empty())
     fmt::print(stderr,
                "note: {} holds no history (a snapshot of segments only): nothing to replay but its state; "
                "`fraglab info` summarises it\n",

@@ -166,8 +166,9 @@ bool ProgramAttribution::steps_from_annotations() {
   std::vector<uint64_t> profiler_starts, optimizer_ends;
   int64_t open_optimizer = INT64_MIN;
   for (const Annotation& a : trace_.meta.annotations) {
-    if (a.name.rfind("ProfilerStep#", 0) == 0 && a.start) profiler_starts.push_back(first_at(a.time_us));
-    if (a.name.rfind("Optimizer.step", 0) != 0) continue;
+    // A mark (a history's `annotate` entry) named for a step starts one as its range's START does.
+    if (a.name.rfind("ProfilerStep#", 0) == 0 && (a.start || a.mark)) profiler_starts.push_back(first_at(a.time_us));
+    if (a.mark || a.name.rfind("Optimizer.step", 0) != 0) continue;
     if (a.start) {
       open_optimizer = a.time_us;
     } else if (open_optimizer != INT64_MIN) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "allocators/detail/pytorch_config.h"
 #include "allocators/registry.h"
 #include "sim/capacity.h"
 #include "sim/replay.h"
@@ -23,8 +24,8 @@ uint64_t magnitude(int64_t v) { return static_cast<uint64_t>(v < 0 ? -v : v); }
 RunSummary summarize_run(const Trace& trace, const std::string& path, const DiffOptions& o) {
   RunSummary s;
   s.trace = path;
-  auto conf = trace.meta.allocator_settings.find("PYTORCH_CUDA_ALLOC_CONF");
-  if (conf != trace.meta.allocator_settings.end()) s.recorded_conf = conf->second;
+  // The recorded text under any of its variables' names (PYTORCH_ALLOC_CONF, the new one, too).
+  if (auto conf = detail::recorded_conf(trace.meta.allocator_settings)) s.recorded_conf = *conf.text;
   MemorySource stats_source(trace);
   TraceStats stats = compute_stats(stats_source);
   s.events = stats.events;

@@ -19,7 +19,7 @@ namespace fraglab {
 
 struct RunSummary {
   std::string trace;
-  std::string recorded_conf;  // the recording's PYTORCH_CUDA_ALLOC_CONF ("" when none)
+  std::string recorded_conf;  // the recording's PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF ("" when none)
   uint64_t events = 0, allocs = 0, total_requested = 0;
   uint64_t live_bytes_bound = 0, live_peak_event = 0;  // peak live requested bytes and where
   // What the recording allocator did (0 when the trace has no segment events).

@@ -2,7 +2,7 @@
 # Records, on a GPU machine, the snapshots the test suite replays for the cases users' snapshots come
 # in (tests/data/snapshots/SOURCE.md): histories started late or ring-buffered, no history, CUDA graphs,
 # torch.compile's reduce-overhead mode, MemPools, OOMs under a memory fraction. Each run is a fresh
-# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks ranks_oom large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17 probe18 issue39)
+# process (REC_TIMEOUT=S stops one after S seconds). Usage: scripts/record_snapshot_cases.sh OUTDIR [GROUP...]   (groups: snapshots pools pools2 ooms deviceoom deviceoom2 cudnn graphtrees observer workloads lateprivate gcfraction mempoolvariants twogpus ranks ranks_oom large probe_generate probe_compile probe_settings probe_train probe_streams probe_fraction probe_expfraction probe2_pools probe2_compile probe2_train probe2_settings settings_toggle probe3 probe4 probe5 probe6 probe7 probe8 probe9 probe10 probe11 probe12 probe13 probe14 probe15 probe15b probe16 probe17 probe18 issue39 skipactions)
 set -uo pipefail
 out=${1:?OUTDIR}; shift
 groups=${*:-snapshots pools ooms}
@@ -498,6 +498,16 @@ for g in $groups; do case $g in
     rec "FRACTION=0.16 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128" bert_varlen_oom
     rec "FRACTION=0.12 MAX_ENTRIES=5000 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6" gpt2_oom_backoff
     rec "FRACTION=0.12 RECORD=late:1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:64" gpt2_oom_backoff ;;
+  skipactions)  # _record_memory_history(skip_actions=[...]) (PyTorch 2.11) of each kind, and record_function ranges kept
+    rec "ANNOTATE=1" stream_steps
+    rec "ANNOTATE=1 $E" stream_steps
+    for a in free_completed free_requested alloc segment_alloc segment_free free_requested,free_completed snapshot; do
+      rec "SKIP_ACTIONS=$a" stream_steps
+    done
+    for a in free_completed segment_map segment_unmap segment_map,segment_unmap; do
+      rec "SKIP_ACTIONS=$a $E" stream_steps
+    done
+    rec "SKIP_ACTIONS=free_completed ANNOTATE=1 RECORD=late:2" stream_steps ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
     rec "STACKS=1 ROUNDS=${ROUNDS:-56}" gpt2_generate ;;  # 56 rounds: 11,968,495 entries, 1,148 MB of pickle

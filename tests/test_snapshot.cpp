@@ -830,7 +830,20 @@ TEST_CASE("malformed snapshots: exit code 2 naming file and offset", "[snapshot]
     expect_rejected("absurd.pickle", snapshot_of({{"alloc", 4096, int64_t{1} << 60}}), "'size' is absurdly large");
   }
   SECTION("alloc of a live address") {
-    expect_rejected("twice.pickle", snapshot_of({{"alloc", 4096, 512}, {"alloc", 4096, 512}}), "already allocated");
+    // The history frees blocks (so no free action was skipped: traces/skipped_actions.h), but not this one.
+    expect_rejected("twice.pickle",
+                    snapshot_of({{"alloc", 4096, 512},
+                                 {"alloc", 8192, 512},
+                                 {"free_requested", 8192, 512},
+                                 {"free_completed", 8192, 512},
+                                 {"alloc", 4096, 512}}),
+                    "already allocated");
+  }
+  SECTION("an address allocated twice with no free at all: skip_actions of both frees") {
+    std::string bytes = snapshot_of({{"alloc", 4096, 512}, {"alloc", 4096, 512}});
+    Trace t = parse_pytorch_snapshot(bytes, "x", {});
+    REQUIRE(t.meta.skipped_actions.size() == 1);
+    CHECK(t.meta.skipped_actions[0].action == "free_requested, free_completed");
   }
   SECTION("unknown action") {
     expect_rejected("action.pickle", snapshot_of({{"teleport", 4096, 512}}), "unknown trace action 'teleport'");

@@ -40,10 +40,7 @@ const std::string kCases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapsh
 
 std::map<std::string, nlohmann::json> case_stats() { return test::snapshot_stats(kCases); }
 
-uint64_t recorded_peak(const Trace& trace) {
-  MemorySource source(trace);
-  return compute_stats(source).recorded_peak_reserved;
-}
+using test::recorded_peak;
 
 // `fraglab replay --policy pytorch` (the simulated driver's addresses) under `capacity`: its reserved peak.
 uint64_t plain_replay_peak(const Trace& trace, std::optional<uint64_t> capacity) {

@@ -118,6 +118,8 @@ struct JsonlParser {
     if (auto t = h.find("gpu_limit"); t != h.end() && t->is_boolean()) m.gpu_limit = t->get<bool>();
     if (auto t = h.find("settings_inferred"); t != h.end() && t->is_boolean()) m.settings_inferred = t->get<bool>();
     if (auto t = h.find("annotations"); t != h.end()) m.annotations = annotations_from_json(*t);
+    if (auto t = h.find("skipped_actions"); t != h.end()) m.skipped_actions = skipped_actions_from_json(*t);
+    if (auto t = h.find("host"); t != h.end()) m.host = host_memory_from_json(*t);
     if (auto t = h.find("unreplayed"); t != h.end() && t->is_object())
       for (const auto& [k, v] : t->items())
         if (v.is_number_unsigned()) m.unreplayed.emplace_back(k, v.get<uint64_t>());
@@ -224,6 +226,8 @@ class JsonlWriter final : public TraceWriter {
     if (meta.settings_inferred) h["settings_inferred"] = true;
     if (!meta.expandable_flipped.empty()) h["expandable_flipped"] = ranges_to_json(meta.expandable_flipped);
     if (!meta.annotations.empty()) h["annotations"] = annotations_to_json(meta.annotations);
+    if (!meta.skipped_actions.empty()) h["skipped_actions"] = skipped_actions_to_json(meta.skipped_actions);
+    if (meta.host.present()) h["host"] = host_memory_to_json(meta.host);
     for (const auto& [key, count] : meta.unreplayed) h["unreplayed"][key] = count;
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
     if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);

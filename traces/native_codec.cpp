@@ -289,6 +289,8 @@ json meta_to_json(const TraceMeta& m) {
   if (m.dropped_stale_entries) out["dropped_stale_entries"] = m.dropped_stale_entries;
   if (!m.expandable_flipped.empty()) out["expandable_flipped"] = ranges_to_json(m.expandable_flipped);
   if (!m.annotations.empty()) out["annotations"] = annotations_to_json(m.annotations);
+  if (!m.skipped_actions.empty()) out["skipped_actions"] = skipped_actions_to_json(m.skipped_actions);
+  if (m.host.present()) out["host"] = host_memory_to_json(m.host);
   return out;
 }
 
@@ -337,6 +339,8 @@ TraceMeta meta_from_json(const json& j) {
     m.dropped_stale_entries = meta_u64(*it, "dropped_stale_entries");
   if (auto it = j.find("expandable_flipped"); it != j.end()) m.expandable_flipped = ranges_from_json(*it);
   if (auto it = j.find("annotations"); it != j.end()) m.annotations = annotations_from_json(*it);
+  if (auto it = j.find("skipped_actions"); it != j.end()) m.skipped_actions = skipped_actions_from_json(*it);
+  if (auto it = j.find("host"); it != j.end()) m.host = host_memory_from_json(*it);
   if (auto it = j.find("unreplayed"); it != j.end())
     for (const auto& [k, v] : it->items()) m.unreplayed.emplace_back(k, meta_u64(v, "an unreplayed item count"));
   if (auto it = j.find("initial"); it != j.end()) m.initial = initial_from_json(*it, m.streams.size(), m.stacks.size());

@@ -50,6 +50,7 @@
 #include "traces/pool_inference.h"
 #include "traces/read_limits.h"
 #include "traces/settings_inference.h"
+#include "traces/skipped_actions.h"
 #include "traces/stream_interner.h"
 #include "traces/unrecorded_settings.h"
 
@@ -75,6 +76,7 @@ enum class Action : uint8_t {
   Oom,
   Snapshot,
   UserDefined,
+  Annotate,
   Unknown
 };
 
@@ -89,6 +91,8 @@ Action parse_action(std::string_view s) {
   if (s == "oom") return Action::Oom;
   if (s == "snapshot") return Action::Snapshot;
   if (s == "user_defined") return Action::UserDefined;
+  if (s == "annotate") return Action::Annotate;   // a later PyTorch's memory annotation: a marker
+  if (s == "free") return Action::FreeCompleted;  // the first traces' (PyTorch 1.13) name for a completed free
   return Action::Unknown;
 }
 
@@ -122,13 +126,22 @@ class StrCache {
   size_t used_ = 0;
 };
 
-enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, UserMetadata, Other };
+enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, UserMetadata, Name, Other };
 
 // An entry's values by slot (pickle::FlatItem): 'addr' and 'device_free' share one (the last given
 // counts, as in the dict).
-enum Slot : int { kActionSlot, kAddrSlot, kSizeSlot, kStreamSlot, kTimeSlot, kFramesSlot, kUserMetadataSlot };
-constexpr std::array<int, 9> kSlotOfField = {kActionSlot, kAddrSlot,   kAddrSlot,         kSizeSlot, kStreamSlot,
-                                             kTimeSlot,   kFramesSlot, kUserMetadataSlot, -1};
+enum Slot : int {
+  kActionSlot,
+  kAddrSlot,
+  kSizeSlot,
+  kStreamSlot,
+  kTimeSlot,
+  kFramesSlot,
+  kUserMetadataSlot,
+  kNameSlot
+};
+constexpr std::array<int, 10> kSlotOfField = {kActionSlot, kAddrSlot,   kAddrSlot,         kSizeSlot, kStreamSlot,
+                                              kTimeSlot,   kFramesSlot, kUserMetadataSlot, kNameSlot, -1};
 
 Field parse_field(std::string_view s) {
   if (s == "action") return Field::Action;
@@ -139,6 +152,7 @@ Field parse_field(std::string_view s) {
   if (s == "time_us") return Field::TimeUs;
   if (s == "frames") return Field::Frames;
   if (s == "user_metadata") return Field::UserMetadata;
+  if (s == "name") return Field::Name;  // an `annotate` entry's
   return Field::Other;
 }
 
@@ -389,6 +403,7 @@ class Importer final : public pickle::ListSink {
         trace_.meta.unreplayed.emplace_back(key, doc_->size(*v));
     if (const Value* annotations = doc_->find(root, "external_annotations"); annotations && annotations->is_container())
       read_annotations(*annotations);
+    read_host(doc_->find(root, "host_segments"), doc_->find(root, "host_traces"));
     if (segments) read_segments(*segments);
     if (segments && !traces && trace_.meta.segments.empty()) refuse_empty_device(nullptr, *segments);
     bool history = false;
@@ -415,15 +430,16 @@ class Importer final : public pickle::ListSink {
   const ReadOptions& options_;
   Trace trace_;
   IdSlots slots_;
-  AddrMap live_;                                // block address -> id, while allocated
-  std::vector<uint8_t> free_requested_;         // by id: free_requested seen, completion pending
-  std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
-  uint64_t user_metadata_entries_ = 0;          // trace entries with a non-empty user_metadata
-  std::vector<int> segment_devices_;            // devices the segments list, for error messages
-  bool allow_other_device_ = false;             // kAnyDevice: see allow_other_device()
-  std::vector<Event> raw_;                      // the history at address level (ids not yet assigned)
-  size_t written_ = 0;                          // build(): events written so far (over the history)
-  std::vector<uint64_t> raw_offsets_;           // each raw entry's offset in the input, for errors
+  AddrMap live_;                                 // block address -> id, while allocated
+  std::vector<uint8_t> free_requested_;          // by id: free_requested seen, completion pending
+  std::unordered_set<Addr> unknown_requested_;   // free_requested of blocks in no segment the snapshot shows
+  uint64_t user_metadata_entries_ = 0;           // trace entries with a non-empty user_metadata
+  std::vector<Annotation> history_annotations_;  // the history's `annotate` entries
+  std::vector<int> segment_devices_;             // devices the segments list, for error messages
+  bool allow_other_device_ = false;              // kAnyDevice: see allow_other_device()
+  std::vector<Event> raw_;                       // the history at address level (ids not yet assigned)
+  size_t written_ = 0;                           // build(): events written so far (over the history)
+  std::vector<uint64_t> raw_offsets_;            // each raw entry's offset in the input, for errors
   struct EmptyCacheAt {
     uint64_t index;  // the event it goes before
     bool collector;  // garbage collection could have made the run instead (kEmptyCacheOrCollector)
@@ -659,10 +675,24 @@ class Importer final : public pickle::ListSink {
     TraceMeta& m = trace_.meta;
     m.history_absent = !history;
     drop_stale_entries();
+    const SkipReading skips = read_skipped_actions(raw_, raw_offsets_, m.segments);
+    m.skipped_actions = skips.skipped;
+    if (skips.history_unusable) {  // no allocations: the final state alone
+      raw_.clear();
+      raw_offsets_.clear();
+      m.history_absent = true;
+    }
+    m.annotations.insert(m.annotations.end(), history_annotations_.begin(), history_annotations_.end());
+    std::stable_sort(m.annotations.begin(), m.annotations.end(),
+                     [](const Annotation& x, const Annotation& y) { return x.time_us < y.time_us; });
     if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
     std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
     note_large_segment_size(m, raw_);
     m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m));
+    if (skips.requests_skipped)  // a first free_completed is no earlier request's completion
+      for (RecordedSegment& seg : m.initial.segments)
+        for (RecordedBlock& b : seg.blocks)
+          if (b.state == RecordedBlock::State::ActivePendingFree) b.state = RecordedBlock::State::ActiveAllocated;
     reserved_ = m.initial.reserved();
     std::tie(peak_reserved_, least_oom_room_) = reserved_bounds(raw_, reserved_);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
@@ -819,6 +849,20 @@ class Importer final : public pickle::ListSink {
     read_fields(item);
   }
 
+  // An `annotate` entry marks a moment of the program (a later PyTorch's memory annotations): kept as an
+  // annotation (a mark, not a range), not replayed. Its name is its 'name', else its user_metadata text.
+  void read_annotate(const pickle::FlatItem& item) {
+    Annotation a;
+    a.start = false;
+    a.mark = true;
+    if (Value t = item.get(kTimeSlot); t.is_int()) a.time_us = int_field(t, "time_us");
+    for (int slot : {kNameSlot, kUserMetadataSlot})
+      if (Value v = item.get(slot); a.name.empty() && v.is_str()) a.name = std::string(doc_->as_str(v, "name"));
+    if (a.name.empty()) a.name = "annotate";
+    history_annotations_.push_back(std::move(a));
+    entry_stack(item.get(kFramesSlot));  // its stack interned as the streaming reading's fast path does
+  }
+
   void count_user_metadata(Value v) {
     if (v.is_str() && !doc_->as_str(v, "user_metadata").empty()) ++user_metadata_entries_;
   }
@@ -833,6 +877,7 @@ class Importer final : public pickle::ListSink {
     if (!has_action || !action_v.is_str()) fail("trace entry has no 'action' string");
     Action action = actions_.get(*doc_, action_v, parse_action);
     if (action == Action::Snapshot || action == Action::UserDefined) return;  // markers, no memory change
+    if (action == Action::Annotate) return read_annotate(item);
     if (action == Action::Unknown) fail(fmt::format("unknown trace action '{}'", doc_->as_str(action_v, "action")));
     if (!has_size) fail("trace entry has no 'size'");
     if (!has_addr && action != Action::Oom) fail("trace entry has no 'addr'");
@@ -1013,7 +1058,8 @@ class Importer final : public pickle::ListSink {
 
   static RecordedBlock::State parse_state(std::string_view s) {
     if (s == "active_allocated") return RecordedBlock::State::ActiveAllocated;
-    if (s == "active_pending_free") return RecordedBlock::State::ActivePendingFree;
+    // "active_awaiting_free" is the name a Python docstring gives the same state.
+    if (s == "active_pending_free" || s == "active_awaiting_free") return RecordedBlock::State::ActivePendingFree;
     return RecordedBlock::State::Inactive;
   }
 
@@ -1036,6 +1082,82 @@ class Importer final : public pickle::ListSink {
     });
     std::stable_sort(trace_.meta.annotations.begin(), trace_.meta.annotations.end(),
                      [](const Annotation& x, const Annotation& y) { return x.time_us < y.time_us; });
+  }
+
+  // Pinned host memory (PyTorch 2.14: host_segments in the device segments' layout, host_traces the
+  // CachingHostAllocator's history entries, a list or a list per device): counted and its peaks found for
+  // reports, not replayed. Items of another shape are passed over.
+  void read_host(const Value* segments, const Value* traces) {
+    HostMemory& h = trace_.meta.host;
+    auto u64 = [&](Value dict, const char* key) -> uint64_t {
+      const Value* v = doc_->find(dict, key);
+      return v && v->is_int() && doc_->as_int(*v, key) > 0 ? static_cast<uint64_t>(doc_->as_int(*v, key)) : 0;
+    };
+    if (segments && segments->kind() == Kind::List)
+      doc_->for_each(*segments, [&](Value s) {
+        if (s.kind() != Kind::Dict) return;
+        ++h.segments;
+        h.reserved += u64(s, "total_size");
+        uint64_t allocated = u64(s, "allocated_size");
+        if (const Value* blocks = doc_->find(s, "blocks"); !allocated && blocks && blocks->kind() == Kind::List)
+          doc_->for_each(*blocks, [&](Value b) {
+            const Value* st = b.kind() == Kind::Dict ? doc_->find(b, "state") : nullptr;
+            if (st && st->is_str() && doc_->as_str(*st, "state") != "inactive") allocated += u64(b, "size");
+          });
+        h.allocated += allocated;
+      });
+    if (!traces || traces->kind() != Kind::List) return;
+    std::vector<std::pair<int, uint64_t>> steps;  // (+1 alloc / -1 free / +2 segment / -2 segment free, bytes)
+    bool completions = false;
+    std::function<void(Value)> entry = [&](Value e) {
+      if (e.kind() == Kind::List)
+        return doc_->for_each(e, [&](Value inner) {
+          if (inner.kind() == Kind::Dict) entry(inner);
+        });
+      if (e.kind() != Kind::Dict) return;
+      const Value* action = doc_->find(e, "action");
+      if (!action || !action->is_str()) return;
+      ++h.trace_entries;
+      const std::string_view a = doc_->as_str(*action, "action");
+      const uint64_t size = u64(e, "size");
+      if (a == "alloc") {
+        ++h.allocs;
+        steps.emplace_back(1, size);
+      } else if (a == "free_completed" || a == "free") {
+        ++h.frees;
+        completions = true;
+        steps.emplace_back(-1, size);
+      } else if (a == "free_requested") {
+        steps.emplace_back(-3, size);
+      } else if (a == "segment_alloc") {
+        ++h.segment_allocs;
+        steps.emplace_back(2, size);
+      } else if (a == "segment_free") {
+        ++h.segment_frees;
+        steps.emplace_back(-2, size);
+      }
+    };
+    doc_->for_each(*traces, entry);
+    // Frees count at free_completed; a history without them (skip_actions) at free_requested.
+    int64_t net_alloc = 0, net_reserved = 0;
+    for (auto& [kind, size] : steps) {
+      if (kind == -3 && !completions) {
+        kind = -1;
+        ++h.frees;
+      }
+      net_alloc += kind == 1 ? static_cast<int64_t>(size) : kind == -1 ? -static_cast<int64_t>(size) : 0;
+      net_reserved += kind == 2 ? static_cast<int64_t>(size) : kind == -2 ? -static_cast<int64_t>(size) : 0;
+    }
+    int64_t allocated = std::max<int64_t>(0, static_cast<int64_t>(h.allocated) - net_alloc);
+    int64_t reserved = std::max<int64_t>(0, static_cast<int64_t>(h.reserved) - net_reserved);
+    h.peak_allocated = static_cast<uint64_t>(allocated);
+    h.peak_reserved = static_cast<uint64_t>(reserved);
+    for (const auto& [kind, size] : steps) {
+      allocated += kind == 1 ? static_cast<int64_t>(size) : kind == -1 ? -static_cast<int64_t>(size) : 0;
+      reserved += kind == 2 ? static_cast<int64_t>(size) : kind == -2 ? -static_cast<int64_t>(size) : 0;
+      h.peak_allocated = std::max(h.peak_allocated, static_cast<uint64_t>(std::max<int64_t>(0, allocated)));
+      h.peak_reserved = std::max(h.peak_reserved, static_cast<uint64_t>(std::max<int64_t>(0, reserved)));
+    }
   }
 
   void read_segments(Value segments) {

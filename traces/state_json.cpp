@@ -168,7 +168,7 @@ std::vector<PoolInfo> pools_from_json(const nlohmann::json& j) {
 nlohmann::json annotations_to_json(const std::vector<Annotation>& annotations) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& a : annotations)
-    out.push_back(nlohmann::json::array({a.time_us, a.start ? "START" : "END", a.name}));
+    out.push_back(nlohmann::json::array({a.time_us, a.mark ? "MARK" : a.start ? "START" : "END", a.name}));
   return out;
 }
 
@@ -178,8 +178,56 @@ std::vector<Annotation> annotations_from_json(const nlohmann::json& j) {
   for (const auto& item : j)
     if (item.is_array() && item.size() == 3 && item[0].is_number_integer() && item[1].is_string() &&
         item[2].is_string())
-      out.push_back({item[0].get<int64_t>(), item[1].get<std::string>() == "START", item[2].get<std::string>()});
+      out.push_back({item[0].get<int64_t>(), item[1].get<std::string>() == "START", item[2].get<std::string>(),
+                     item[1].get<std::string>() == "MARK"});
   return out;
+}
+
+nlohmann::json skipped_actions_to_json(const std::vector<SkippedAction>& skipped) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : skipped) out.push_back(nlohmann::json::array({s.action, s.reading}));
+  return out;
+}
+
+std::vector<SkippedAction> skipped_actions_from_json(const nlohmann::json& j) {
+  std::vector<SkippedAction> out;
+  if (!j.is_array()) return out;
+  for (const auto& item : j)
+    if (item.is_array() && item.size() == 2 && item[0].is_string() && item[1].is_string())
+      out.push_back({item[0].get<std::string>(), item[1].get<std::string>()});
+  return out;
+}
+
+nlohmann::json host_memory_to_json(const HostMemory& h) {
+  return {{"segments", h.segments},
+          {"reserved", h.reserved},
+          {"allocated", h.allocated},
+          {"trace_entries", h.trace_entries},
+          {"allocs", h.allocs},
+          {"frees", h.frees},
+          {"segment_allocs", h.segment_allocs},
+          {"segment_frees", h.segment_frees},
+          {"peak_allocated", h.peak_allocated},
+          {"peak_reserved", h.peak_reserved}};
+}
+
+HostMemory host_memory_from_json(const nlohmann::json& j) {
+  HostMemory h;
+  if (!j.is_object()) return h;
+  auto get = [&](const char* key, uint64_t& to) {
+    if (auto it = j.find(key); it != j.end() && it->is_number_unsigned()) to = it->get<uint64_t>();
+  };
+  get("segments", h.segments);
+  get("reserved", h.reserved);
+  get("allocated", h.allocated);
+  get("trace_entries", h.trace_entries);
+  get("allocs", h.allocs);
+  get("frees", h.frees);
+  get("segment_allocs", h.segment_allocs);
+  get("segment_frees", h.segment_frees);
+  get("peak_allocated", h.peak_allocated);
+  get("peak_reserved", h.peak_reserved);
+  return h;
 }
 
 }  // namespace fraglab

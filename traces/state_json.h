@@ -15,9 +15,15 @@ nlohmann::json segments_to_json(const std::vector<RecordedSegment>& segments);
 std::vector<RecordedSegment> segments_from_json(const nlohmann::json& j, size_t stream_count, size_t stack_count);
 
 nlohmann::json initial_to_json(const InitialState& state);
-// [[time_us, "START"|"END", name], ...]; from_json skips malformed items (annotations only inform reports).
+// [[time_us, "START"|"END"|"MARK", name], ...]; from_json skips malformed items (annotations only inform reports).
 nlohmann::json annotations_to_json(const std::vector<Annotation>& annotations);
 std::vector<Annotation> annotations_from_json(const nlohmann::json& j);
+// [[action, reading], ...] (TraceMeta::skipped_actions); malformed items are skipped.
+nlohmann::json skipped_actions_to_json(const std::vector<SkippedAction>& skipped);
+std::vector<SkippedAction> skipped_actions_from_json(const nlohmann::json& j);
+// TraceMeta::host as an object of counts; absent or malformed counts read as 0.
+nlohmann::json host_memory_to_json(const HostMemory& h);
+HostMemory host_memory_from_json(const nlohmann::json& j);
 InitialState initial_from_json(const nlohmann::json& j, size_t stream_count, size_t stack_count);
 
 // The pool table (TraceMeta::pools, [[a, b], ...], the default pools first).

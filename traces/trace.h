@@ -159,11 +159,38 @@ const char* pool_origin(const PoolInfo& pool);
 // A region the program marked while the history recorded (a snapshot's `external_annotations`: PyTorch's
 // RecordFunction ranges such as "Optimizer.step#AdamW.step", "Optimizer.zero_grad#...", "ProfilerStep#N"):
 // its START or END, on the trace's clock. They tell the program's steps and phases apart.
+// A history entry with action `annotate` (a later PyTorch's memory annotations) is a point in time, not a
+// range: `mark` is set (and `start` is false).
 struct Annotation {
   int64_t time_us = 0;
   bool start = true;
   std::string name;
+  bool mark = false;
   bool operator==(const Annotation&) const = default;
+};
+
+// A kind of history entry the recording left out (`_record_memory_history(skip_actions=[...])`, PyTorch
+// 2.11), found from the data (the snapshot does not record skip_actions): one kind never appears while its
+// counterpart does. `reading` says how the history is read without it and what that costs.
+struct SkippedAction {
+  std::string action;  // PyTorch's name: "free_completed", "alloc", "segment_alloc", ...
+  std::string reading;
+  bool operator==(const SkippedAction&) const = default;
+};
+
+// Pinned host memory (PyTorch 2.14's `host_segments` and `host_traces`, recorded with
+// `_record_memory_history(record_pinned_host_memory=True)`): the CachingHostAllocator's blocks, summarised
+// for reports, not replayed (no device memory).
+struct HostMemory {
+  uint64_t segments = 0;       // host_segments items
+  uint64_t reserved = 0;       // their total_size
+  uint64_t allocated = 0;      // their allocated_size (or their allocated blocks)
+  uint64_t trace_entries = 0;  // host_traces items
+  uint64_t allocs = 0, frees = 0, segment_allocs = 0, segment_frees = 0;
+  uint64_t peak_allocated = 0;  // over host_traces: allocs less frees, from the state they imply at the start
+  uint64_t peak_reserved = 0;   // the same for segment_alloc / segment_free
+  bool present() const { return segments || trace_entries; }
+  bool operator==(const HostMemory&) const = default;
 };
 
 // Everything about a trace that is not an event.
@@ -210,8 +237,13 @@ struct TraceMeta {
   // range). Inferred at import from the device calls (traces/settings_inference.h); empty when none
   // contradicts the recorded setting.
   std::vector<std::pair<uint64_t, uint64_t>> expandable_flipped;
-  // The program's marked regions, by time (snapshots' external_annotations of this device).
+  // The program's marked regions, by time (snapshots' external_annotations of this device, and the history's
+  // `annotate` entries).
   std::vector<Annotation> annotations;
+  // Kinds of history entries the recording skipped (skip_actions), with how the history is read without them.
+  std::vector<SkippedAction> skipped_actions;
+  // Pinned host memory the snapshot holds (PyTorch 2.14): reported, not replayed.
+  HostMemory host;
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   // intern_stream scans the table (a trace has a few streams); a reader that meets many keeps a
