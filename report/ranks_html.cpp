@@ -15,7 +15,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string groups_table(const std::vector<GroupDiff>& groups, const char* what, size_t top) {
-  std::string out = fmt::format("<table><tr><th>{}</th><th>live at the peak, beyond the lightest rank</th></tr>\n", what);
+  std::string out =
+      fmt::format("<table><tr><th>{}</th><th>live at the peak, beyond the lightest rank</th></tr>\n", what);
   for (size_t i = 0; i < groups.size() && i < top; ++i) {
     int64_t d = groups[i].delta_live_at_peak();
     if (d == 0 && i > 0) break;
@@ -73,10 +74,11 @@ std::string job_html(const std::string& job, const RanksReport& r, size_t top) {
   for (const auto& d : r.divergence)
     out += d.same ? fmt::format("<li>rank {} made the same {} allocations as rank {}</li>\n", d.rank, d.allocs,
                                 r.ranks.front().rank)
-                  : fmt::format("<li>rank {} first differs from rank {} at its allocation {} (event {}): {} "
-                                "against {}</li>\n",
-                                d.rank, r.ranks.front().rank, d.alloc_ordinal, d.event_index, format_size(d.size),
-                                format_size(d.reference_size));
+                  : fmt::format(
+                        "<li>rank {} first differs from rank {} at its allocation {} (event {}): {} "
+                        "against {}</li>\n",
+                        d.rank, r.ranks.front().rank, d.alloc_ordinal, d.event_index, format_size(d.size),
+                        format_size(d.reference_size));
   out += "</ul>\n";
   if (!r.extra_by_category.empty() || !r.extra_by_site.empty()) {
     out += fmt::format("<h3>What rank {} holds beyond the lightest rank</h3>\n", r.limit_rank);

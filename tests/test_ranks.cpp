@@ -1,6 +1,10 @@
 // fraglab ranks (report/ranks.h): one job's per-rank snapshots read together.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
+#include "gui/model/ranks_run.h"
 #include "report/ranks.h"
 #include "traces/trace_io.h"
 
@@ -179,4 +183,20 @@ TEST_CASE("ranks: a rank set by directory or DIR/JOB, timelines that keep the pe
   CHECK(md.find("Rank set job (2 ranks)") != std::string::npos);
   CHECK(md.find("2.00 GiB (rank 1), 2 OOMs") != std::string::npos);
   CHECK(md.find("plain") == std::string::npos);
+}
+
+TEST_CASE("fraglab-gui: a rank set from the command line, read on a worker for the ranks view", "[ranks][gui]") {
+  const std::string r0 = kH200 + "ddp_uneven_oom.default_rank0_cap0.024.stacks.pickle.gz";
+  const std::string r1 = kH200 + "ddp_uneven_oom.default_rank1_cap0.024.stacks.pickle.gz";
+  auto set = gui::rank_set_of({r1, r0});
+  REQUIRE(set.size() == 2);
+  CHECK(set[0].second == r0);
+  CHECK(gui::rank_set_of({r0}).empty());                                              // one file: a trace as before
+  CHECK(gui::rank_set_of({r0, kH200 + "pp_train.default_rank1.pickle.gz"}).empty());  // two jobs: a pair
+  CHECK_THROWS_AS(gui::rank_set_of({kH200}), std::invalid_argument);  // a directory of ten jobs: said why
+  gui::RanksRun run(set);
+  while (!run.settled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(run.report());
+  CHECK(run.report()->limit_rank == 1);
+  CHECK(run.error().empty());
 }
