@@ -129,6 +129,12 @@ void print_text(const RanksReport& r, size_t top) {
         "\none setting for every rank: PYTORCH_CUDA_ALLOC_CONF=\"{}\" ({}; worst rank's peak {}; {} settings "
         "tried)\n",
         r.fits_all_conf, verdict, format_size(r.fits_all_worst_peak), r.settings_tried);
+    bool cut_short = false;
+    for (const auto& k : r.ranks) cut_short = cut_short || k.first_oom_time_us != INT64_MAX;
+    if (cut_short && r.fits_all)
+      fmt::print(
+          "  (for what was recorded: a snapshot that ends at an OOM does not show what the rest of that step needs; "
+          "for the whole job, record it to the end on more memory and ask with --capacity)\n");
     for (const auto& [rank, excess] : r.beyond_any_setting)
       fmt::print(
           "rank {}: its live bytes at its OOM exceed the capacity by {}: no setting fits it; that rank needs "

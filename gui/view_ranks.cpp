@@ -72,9 +72,9 @@ void rank_table(AppState& app, const RanksReport& r) {
     else if (d->same)
       ImGui::Text("the same %llu allocations", static_cast<unsigned long long>(d->allocs));
     else
-      ImGui::Text("differs at allocation %llu (event %llu): %s vs %s", static_cast<unsigned long long>(d->alloc_ordinal),
-                  static_cast<unsigned long long>(d->event_index), bytes_label(d->size).c_str(),
-                  bytes_label(d->reference_size).c_str());
+      ImGui::Text("differs at allocation %llu (event %llu): %s vs %s",
+                  static_cast<unsigned long long>(d->alloc_ordinal), static_cast<unsigned long long>(d->event_index),
+                  bytes_label(d->size).c_str(), bytes_label(d->reference_size).c_str());
   }
   ImGui::EndTable();
 }
