@@ -1,7 +1,12 @@
 // fraglab ranks (report/ranks.h): one job's per-rank snapshots read together.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "gui/model/ranks_run.h"
@@ -199,4 +204,30 @@ TEST_CASE("fraglab-gui: a rank set from the command line, read on a worker for t
   REQUIRE(run.report());
   CHECK(run.report()->limit_rank == 1);
   CHECK(run.error().empty());
+}
+
+TEST_CASE("fraglab ranks --html, diff of two rank sets, compare --ranks: the command line", "[ranks][cli]") {
+  auto dir = std::filesystem::temp_directory_path() / ("fraglab_ranks_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto run = [&](const std::string& args, const std::string& out) {
+    return std::system((std::string(FRAGLAB_CLI) + " " + args + " >" + (dir / out).string() + " 2>&1").c_str());
+  };
+  auto read = [&](const std::string& name) {
+    std::ifstream in(dir / name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string oom = kH200 + "ddp_uneven_oom.default_rank0_cap0.024.stacks.pickle.gz " + kH200 +
+                    "ddp_uneven_oom.default_rank1_cap0.024.stacks.pickle.gz";
+  REQUIRE(run("ranks --no-search --html " + (dir / "r.html").string() + " " + oom, "ranks.txt") == 0);
+  std::string html = read("r.html");
+  CHECK(html.find("<svg") != std::string::npos);
+  CHECK(html.find("rank 1 ran out of memory first") != std::string::npos);
+  CHECK(run("ranks --no-search --html " + kH200 + "ddp_uneven_oom.default_rank0_cap0.024.stacks.pickle.gz " + oom,
+            "refused.txt") != 0);  // an output over an input
+  REQUIRE(run("diff --json " + kH200 + "pp_train.default " + kH200 + "pp_train.expandable", "diff.json") == 0);
+  CHECK(read("diff.json").find("\"rank\": 1") != std::string::npos);
+  CHECK(run("diff " + kH200 + "pp_train.default " + kH200 + "no_such_job", "bad.txt") != 0);
+  REQUIRE(run("compare -q --ranks -p pytorch -- " + oom, "compare.md") == 0);
+  CHECK(read("compare.md").find("job's worst") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
