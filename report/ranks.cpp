@@ -243,27 +243,20 @@ std::vector<RankPoint> rank_timeline(const Trace& t, size_t points) {
   uint64_t live = 0, reserved = 0;
   for (uint64_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    switch (e.kind) {
-      case EventKind::Alloc:
-        live += e.size;
-        live_size[e.id] = e.size;
-        break;
-      case EventKind::Free:
-        if (auto it = live_size.find(e.id); it != live_size.end()) {
-          live -= it->second;
-          live_size.erase(it);
-        }
-        break;
-      case EventKind::SegmentAlloc:
-      case EventKind::SegmentMap:
-        reserved += e.size;
-        break;
-      case EventKind::SegmentFree:
-      case EventKind::SegmentUnmap:
-        reserved -= std::min(reserved, e.size);
-        break;
-      default:
-        continue;
+    if (e.kind == EventKind::Alloc) {
+      live += e.size;
+      live_size[e.id] = e.size;
+    } else if (e.kind == EventKind::Free) {
+      if (auto it = live_size.find(e.id); it != live_size.end()) {
+        live -= it->second;
+        live_size.erase(it);
+      }
+    } else if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) {
+      reserved += e.size;  // what the recording allocator took from the device
+    } else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap) {
+      reserved -= std::min(reserved, e.size);
+    } else {
+      continue;
     }
     all.push_back({e.time_us, i, live, reserved});
   }
