@@ -13,6 +13,7 @@
 #include "report/compare_run.h"
 #include "report/corpus.h"
 #include "report/policy_grid.h"
+#include "report/ranks.h"
 #include "report/report_output.h"
 
 namespace fraglab::cli {
@@ -29,7 +30,7 @@ struct CompareArgs {
   std::string pools;  // --pools: separate|merge for every configuration that does not say
   std::string shard;
   ReportPaths out;
-  bool quiet = false;
+  bool quiet = false, ranks = false;
 };
 
 // Shell-quotes an argument for the command line shown in the reports.
@@ -103,9 +104,11 @@ int run_compare_command(const CompareArgs& a) {
   };
   CompareResults results = run_compare(o);
   std::string md = write_reports(results, a.out, command_line(a));
-  if (!a.out.any())
-    fmt::print("{}", md);
-  else if (!a.quiet)
+  if (!a.out.any()) fmt::print("{}", md);
+  if (a.ranks) {  // after the table: each rank set's rows and the job's worst rank
+    std::string sets = rank_sets_markdown(results);
+    fmt::print("{}\n", sets.empty() ? "\nno rank sets among the traces (files named ...rankN...)" : sets);
+  } else if (!a.quiet)
     fmt::print("{} traces x {} policies{}: {} replays written\n", o.traces.size(), o.policies.size(),
                o.shard ? fmt::format(" (shard {}/{})", o.shard->index, o.shard->count) : "", results.rows.size());
   return 0;
@@ -142,6 +145,9 @@ void add_compare(CLI::App& app, CommandFn& run) {
   cmd->add_option("--shard", a.shard, "Run only slice K of N of the trace x policy matrix (K/N), for fraglab merge");
   add_report_outputs(cmd, a.out);
   cmd->add_flag("-q,--quiet", a.quiet, "No progress bar or summary line");
+  cmd->add_flag("--ranks", a.ranks,
+                "Also print, per job of several ranks (files named ...rankN...), each rank's peak reserved per "
+                "policy and the job's worst rank");
   cmd->callback([&run] { run = [] { return run_compare_command(a); }; });
 }
 

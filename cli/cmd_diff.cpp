@@ -1,13 +1,17 @@
 // fraglab diff A B [--policy P] [--capacity C] [--top N] [--json]: two traces side by side
 // (two runs, two steps, two ranks): recorded and replayed peaks, fragmentation at each peak,
 // device calls, and allocations by call site, size class and stream with the largest
-// differences first (report/trace_diff.h).
+// differences first (report/trace_diff.h). Two directories of one job's per-rank snapshots each (rank sets):
+// rank N against rank N.
 #include <fmt/core.h>
+
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
+#include "report/ranks.h"
 #include "report/trace_diff.h"
 
 namespace fraglab::cli {
@@ -80,7 +84,7 @@ nlohmann::json groups_json(const std::vector<GroupDiff>& groups) {
   return out;
 }
 
-void print_json(const TraceDiff& d) {
+nlohmann::json diff_json(const TraceDiff& d) {
   const RunSummary &a = d.a, &b = d.b;
   nlohmann::json out = {
       {"policy", d.policy},
@@ -104,8 +108,10 @@ void print_json(const TraceDiff& d) {
       {"by_stream", groups_json(d.by_stream)},
       {"by_category", groups_json(d.by_category)},
   };
-  fmt::print("{}\n", out.dump(2));
+  return out;
 }
+
+void print_json(const TraceDiff& d) { fmt::print("{}\n", diff_json(d).dump(2)); }
 
 // One row of the side-by-side table: a byte count in both runs and their difference.
 void bytes_row(const char* what, uint64_t a, uint64_t b) {
@@ -183,8 +189,11 @@ void add_diff(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand("diff",
                                  "Compare two traces (runs, steps, ranks): peaks, fragmentation, device calls, "
                                  "allocations by call site, size class and stream");
-  cmd->add_option("a", a.a, "First trace (A)")->required();
-  cmd->add_option("b", a.b, "Second trace (B)")->required();
+  cmd->add_option("a", a.a,
+                  "First trace (A), or a rank set: a directory of one job's per-rank snapshots, or DIR/JOB (the "
+                  "job's files DIR/JOB_rankN.*)")
+      ->required();
+  cmd->add_option("b", a.b, "Second trace (B), or a rank set to pair with A's rank by rank")->required();
   cmd->add_option("--policy", a.policy,
                   "Policy both are replayed under (default pytorch: each trace's recorded settings; "
                   "pytorch:recorded_settings=false for the same settings)");
@@ -198,6 +207,39 @@ void add_diff(CLI::App& app, CommandFn& run) {
       DiffOptions o;
       o.policy = a.policy;
       if (!a.capacity.empty()) o.capacity = sim_config(a.capacity).capacity;
+      std::error_code ec;
+      auto set_like = [&ec](const std::string& p) {  // a directory, or DIR/JOB naming no file
+        return std::filesystem::is_directory(p, ec) || !std::filesystem::exists(p, ec);
+      };
+      if (set_like(a.a) && set_like(a.b)) {
+        // Two rank sets (a directory of one job's per-rank snapshots each): rank N of A against rank N of B.
+        auto sa = rank_set({a.a}), sb = rank_set({a.b});
+        if (sa.size() != sb.size())
+          throw std::invalid_argument(fmt::format("{} holds {} ranks and {} holds {}: rank sets pair rank by rank", a.a,
+                                                  sa.size(), a.b, sb.size()));
+        std::vector<TraceDiff> diffs;
+        for (size_t i = 0; i < sa.size(); ++i) {
+          if (sa[i].first != sb[i].first)
+            throw std::invalid_argument(
+                fmt::format("{} has rank {} where {} has rank {}", a.a, sa[i].first, a.b, sb[i].first));
+          diffs.push_back(diff_traces(sa[i].second, sb[i].second, o));
+        }
+        if (a.json) {
+          nlohmann::json all = nlohmann::json::array();
+          for (size_t i = 0; i < diffs.size(); ++i) {
+            nlohmann::json j = diff_json(diffs[i]);
+            j["rank"] = sa[i].first;
+            all.push_back(j);
+          }
+          fmt::print("{}\n", nlohmann::json{{"schema_version", 1}, {"command", "diff"}, {"ranks", all}}.dump(2));
+        } else {
+          for (size_t i = 0; i < diffs.size(); ++i) {
+            fmt::print("{}== rank {}: {} against {}\n", i ? "\n" : "", sa[i].first, sa[i].second, sb[i].second);
+            print_text(diffs[i], a.top);
+          }
+        }
+        return 0;
+      }
       TraceDiff d = diff_traces(a.a, a.b, o);
       if (a.json)
         print_json(d);

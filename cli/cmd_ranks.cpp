@@ -5,6 +5,8 @@
 
 #include "cli/commands.h"
 #include "report/ranks.h"
+#include "report/ranks_html.h"
+#include "traces/atomic_file.h"
 #include "traces/units.h"
 
 namespace fraglab::cli {
@@ -13,7 +15,7 @@ namespace {
 
 struct RanksArgs {
   std::vector<std::string> inputs;
-  std::string capacity;
+  std::string capacity, html;
   unsigned jobs = 0;
   size_t top = 6;
   bool json = false, no_search = false;
@@ -47,7 +49,14 @@ nlohmann::json report_json(const RanksReport& r, size_t top) {
                      {"free_at_peak", k.run.at_peak.free_bytes},
                      {"largest_free_at_peak", k.run.at_peak.largest_free},
                      {"fidelity_exact", k.fidelity_exact},
-                     {"fidelity_note", k.fidelity_note}});
+                     {"fidelity_note", k.fidelity_note},
+                     {"first_oom", k.first_oom_time_us == INT64_MAX ? nlohmann::json(nullptr)
+                                                                    : nlohmann::json{{"event_index", k.first_oom_event},
+                                                                                     {"request", k.oom_request},
+                                                                                     {"live_bytes", k.oom_live_bytes},
+                                                                                     {"step", k.oom_step},
+                                                                                     {"phase", k.oom_phase},
+                                                                                     {"site", k.oom_site}}}});
   nlohmann::json div = nlohmann::json::array();
   for (const auto& d : r.divergence)
     div.push_back({{"rank", d.rank},
@@ -120,6 +129,12 @@ void print_text(const RanksReport& r, size_t top) {
         "\none setting for every rank: PYTORCH_CUDA_ALLOC_CONF=\"{}\" ({}; worst rank's peak {}; {} settings "
         "tried)\n",
         r.fits_all_conf, verdict, format_size(r.fits_all_worst_peak), r.settings_tried);
+    bool cut_short = false;
+    for (const auto& k : r.ranks) cut_short = cut_short || k.first_oom_time_us != INT64_MAX;
+    if (cut_short && r.fits_all)
+      fmt::print(
+          "  (for what was recorded: a snapshot that ends at an OOM does not show what the rest of that step needs; "
+          "for the whole job, record it to the end on more memory and ask with --capacity)\n");
     for (const auto& [rank, excess] : r.beyond_any_setting)
       fmt::print(
           "rank {}: its live bytes at its OOM exceed the capacity by {}: no setting fits it; that rank needs "
@@ -144,16 +159,21 @@ void add_ranks(CLI::App& app, CommandFn& run) {
   cmd->add_option("--top", a.top, "Rows per list");
   cmd->add_flag("--no-search", a.no_search, "Skip the settings search");
   cmd->add_flag("--json", a.json, "Print JSON");
+  cmd->add_option("--html", a.html,
+                  "Also write a self-contained HTML page: every job's ranks, their timelines overlaid, the limit");
   cmd->callback([&run] {
     run = [] {
+      refuse_output_over_input(a.inputs, "--html", a.html);
       RanksOptions o;
       if (!a.capacity.empty()) o.capacity = parse_size(a.capacity);
       o.jobs = a.jobs;
       o.search = !a.no_search;
       auto jobs = rank_jobs(a.inputs);
       nlohmann::json all = nlohmann::json::array();
+      std::vector<std::pair<std::string, RanksReport>> reports;
       for (const auto& [job, files] : jobs) {
         RanksReport r = read_ranks(files, o);
+        if (!a.html.empty()) reports.emplace_back(job, r);
         if (a.json) {
           nlohmann::json j = report_json(r, a.top);
           j["job"] = job;
@@ -163,6 +183,13 @@ void add_ranks(CLI::App& app, CommandFn& run) {
           all.push_back(nullptr);
           print_text(r, a.top);
         }
+      }
+      if (!a.html.empty()) {
+        std::string command = "fraglab ranks";
+        for (const auto& in : a.inputs) command += " " + in;
+        AtomicFile out(a.html);
+        out.write(ranks_html(reports, command));
+        out.commit();
       }
       if (a.json)
         fmt::print("{}\n", nlohmann::json{{"schema_version", 1}, {"command", "ranks"}, {"jobs", all}}.dump(

@@ -307,6 +307,7 @@ bool AppState::settled() const {
   if (view == ViewId::Memory && (!memory || !memory->settled() || memory_texture.raster != memory->raster()))
     return false;
   if (view == ViewId::Oom && (!oom || !oom->settled())) return false;
+  if (ranks && !ranks->settled()) return false;
   if (!second_path.empty()) {
     if (!other && other_error.empty()) return false;
     if (other_run && other_run->state() == PolicyRun::State::Running) return false;

@@ -21,6 +21,7 @@
 #include "gui/model/key_queue.h"
 #include "gui/model/oom_diagnosis.h"
 #include "gui/model/policy_run.h"
+#include "gui/model/ranks_run.h"
 #include "gui/model/recent_files.h"
 #include "gui/model/segment_timeline.h"
 #include "gui/model/trace_info.h"
@@ -30,7 +31,7 @@ namespace fraglab::gui {
 
 // The tabs below the timeline, in tab order; the fragmentation panel beside them is always
 // shown. Names, keys, titles and help of each are one row of gui/view_table.h.
-enum class ViewId { BlockMap, Memory, Events, Oom, Compare, Summary, Help, Settings, Pools, Segments };
+enum class ViewId { BlockMap, Memory, Events, Oom, Compare, Ranks, Summary, Help, Settings, Pools, Segments };
 enum class ColorMode { Size, Age, Site, Pool, Stream, Category };
 constexpr const char* kColorNames[] = {"size", "age", "site", "pool", "stream", "category"};
 constexpr int kColorModes = static_cast<int>(std::size(kColorNames));
@@ -79,6 +80,12 @@ class AppState {
   std::unique_ptr<PolicyRun> other_run;  // the primary policy on the second trace
   std::unique_ptr<TracePairRun> pair;    // fraglab diff's comparison and the step boundaries
   Align align = Align::Time;
+
+  // --- a set of rank snapshots (fraglab-gui DIR, or a_rank0 a_rank1 ...): the ranks view (view_ranks.cpp) ---
+  // Every rank read together on a worker; the other views show one rank's snapshot (rank_shown), which the
+  // ranks view's selector switches.
+  std::unique_ptr<RanksRun> ranks;
+  int rank_shown = -1;
 
   // --- policies -------------------------------------------------------------------
   std::vector<std::string> policies{"bestfit"};  // option strings, as on the command line

@@ -1,6 +1,6 @@
 // fraglab-gui: the desktop visualizer of block maps, fragmentation and reserved memory.
-//   fraglab-gui [TRACE [TRACE_B]] [--policy P ...] [--at peak|EVENT] [--view NAME] [--color
-//   size|age|site|pool|stream|category]
+//   fraglab-gui [TRACE [TRACE_B] | RANKS_DIR | A_rank0 A_rank1 ...] [--policy P ...] [--at peak|EVENT] [--view NAME]
+//   [--color size|age|site|pool|stream|category]
 //               [--device N] [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
@@ -9,6 +9,7 @@
 
 #include "allocators/plugin.h"
 #include "gui/model/oom_diagnosis.h"
+#include "gui/model/ranks_run.h"
 #include "gui/view_table.h"
 #include "gui/window.h"
 #include "sim/pool_checker.h"
@@ -20,8 +21,10 @@ int main(int argc, char** argv) {
   CLI::App cli{"fraglab-gui: block maps, fragmentation and peak reserved memory of allocator policies"};
   std::vector<std::string> traces;
   cli.add_option("traces", traces,
-                 "Trace to open: " + fraglab::format_list() + "; a second one is compared with it (compare view)")
-      ->expected(0, 2);
+                 "Trace to open: " + fraglab::format_list() +
+                     "; a second one is compared with it (compare view); a directory of one job's per-rank snapshots, "
+                     "or two or more files named rankN of one job, open as a rank set (ranks view)")
+      ->expected(0, -1);
   cli.add_option("-p,--policy", o.policies,
                  "Policy option string, as for `fraglab replay` (e.g. 'pytorch:expandable_segments:True'), or "
                  "'recorded' (the recording itself: its own blocks and segments); repeat to compare (default: recorded "
@@ -72,8 +75,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : 2;
   }
-  if (!traces.empty()) o.trace = traces[0];
-  if (traces.size() > 1) o.second_trace = traces[1];
+  try {
+    o.rank_set = fraglab::gui::rank_set_of(traces);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
+    return 2;
+  }
+  if (!o.rank_set.empty()) {
+    o.trace = o.rank_set.front().second;
+  } else {
+    if (traces.size() > 2) {
+      std::fprintf(stderr, "fraglab-gui: at most two traces (or one job's rank snapshots, named rankN)\n");
+      return 2;
+    }
+    if (!traces.empty()) o.trace = traces[0];
+    if (traces.size() > 1) o.second_trace = traces[1];
+  }
   int status = fraglab::gui::run_window(o);
   if (fraglab::gui::OomDiagnosisRun::any_running()) {  // a detached diagnosis would outlive the statics
     std::fflush(nullptr);

@@ -18,7 +18,7 @@ struct ViewEntry {
 };
 
 // In tab order; the number keys 1.. select them in this order.
-inline constexpr std::array<ViewEntry, 10> kViews{{
+inline constexpr std::array<ViewEntry, 11> kViews{{
     {ViewId::BlockMap, "blockmap", "Block map", draw_blockmap_view,
      "the selected policy's device memory at the cursor, to scale; hover a block for its stack"},
     {ViewId::Memory, "memory", "Active memory", draw_memory,
@@ -29,6 +29,9 @@ inline constexpr std::array<ViewEntry, 10> kViews{{
      "fraglab diagnose at each OOM: largest hole vs. request, pinning blocks, the setting that fits"},
     {ViewId::Compare, "compare", "Compare", draw_compare,
      "every policy side by side at the cursor, with reserved bytes against the first"},
+    {ViewId::Ranks, "ranks", "Ranks", draw_ranks,
+     "a job's rank snapshots together: pick the rank the views show; every rank's timeline overlaid, the limit "
+     "rank highlighted"},
     {ViewId::Summary, "summary", "Trace summary", draw_summary, "the trace's statistics and allocation sites"},
     {ViewId::Help, "help", "Help", draw_help, "keys and mouse actions"},
     {ViewId::Settings, "settings", "Settings", draw_settings,

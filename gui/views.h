@@ -20,6 +20,7 @@ void draw_oom(AppState& app, ImVec2 size);
 void draw_fragmentation(AppState& app, ImVec2 size);
 void draw_compare(AppState& app, ImVec2 size);
 void draw_trace_pair(AppState& app, ImVec2 size);  // two traces (fraglab-gui A B), in the compare view
+void draw_ranks(AppState& app, ImVec2 size);       // a set of rank snapshots (view_ranks.cpp)
 void draw_summary(AppState& app, ImVec2 size);
 void draw_help(AppState& app, ImVec2 size);
 void draw_settings(AppState& app, ImVec2 size);

@@ -111,6 +111,10 @@ void configure(AppState& app, const LaunchOptions& o) {
   app.events.only_matches = !o.search.empty();
   app.pending_at = o.at;
   if (!o.second_trace.empty()) app.open_second(o.second_trace);
+  if (!o.rank_set.empty()) {
+    app.ranks = std::make_unique<RanksRun>(o.rank_set);
+    app.rank_shown = o.rank_set.front().first;
+  }
   if (!o.trace.empty()) {
     app.path_field = o.trace;
     app.open(o.trace);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "traces/trace_io.h"
@@ -12,6 +13,9 @@ namespace fraglab::gui {
 struct LaunchOptions {
   std::string trace;
   std::string second_trace;  // compared with the first (the compare view)
+  // A job's rank snapshots by rank (fraglab-gui DIR or a_rank0 a_rank1 ...): the ranks view; `trace` is the
+  // first rank's.
+  std::vector<std::pair<int, std::string>> rank_set;
   std::vector<std::string> policies;
   std::string at;  // "peak" or an event index
   std::string view = "blockmap";

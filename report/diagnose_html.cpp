@@ -160,11 +160,13 @@ std::string moment_html(const Diagnosis& d, const DiagnoseReport& r, const Trace
 
 }  // namespace
 
+std::string html_page_head(const std::string& title) {
+  return "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + svg::escape(title) +
+         "</title>\n<style>" + kStyle + "</style></head><body>\n";
+}
+
 std::string diagnose_html(const DiagnoseReport& r, const Trace& trace, const std::string& command) {
-  std::string out =
-      "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fraglab diagnose</title>\n<style>";
-  out += kStyle;
-  out += "</style></head><body>\n";
+  std::string out = html_page_head("fraglab diagnose");
   out += "<h1>fraglab diagnose: " + svg::escape(r.trace) + "</h1>\n";
   out += "<p>Made by <code>" + svg::escape(command) + "</code>. Policy <code>" + svg::escape(r.policy) + "</code> on " +
          (r.capacity ? "a simulated device of " + format_size(*r.capacity)

@@ -9,6 +9,10 @@
 
 namespace fraglab {
 
+// The page's head (doctype, title, the shared style) up to and including <body>: the other HTML reports
+// (`fraglab ranks --html`) look the same.
+std::string html_page_head(const std::string& title);
+
 std::string diagnose_html(const DiagnoseReport& report, const Trace& trace, const std::string& command);
 
 }  // namespace fraglab

@@ -8,7 +8,9 @@
 #include <regex>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
+#include "report/program_attribution.h"
 #include "report/tune.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
@@ -24,6 +26,94 @@ const std::regex& rank_pattern() {
   return pattern;
 }
 }  // namespace
+
+std::vector<std::pair<std::string, std::vector<std::string>>> group_by_job(const std::vector<std::string>& files) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> jobs;
+  for (const auto& f : files) {
+    std::string name = strip_trace_extension(std::filesystem::path(f).filename().string());
+    std::string job = std::regex_replace(name, rank_pattern(), "");
+    auto it = std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) { return j.first == job; });
+    if (it == jobs.end())
+      jobs.push_back({job, {f}});
+    else
+      it->second.push_back(f);
+  }
+  return jobs;
+}
+
+int rank_in_name(const std::string& path) {
+  std::smatch m;
+  std::string name = std::filesystem::path(path).filename().string();
+  if (std::regex_search(name, m, rank_pattern())) return std::stoi(m[1].str());
+  return -1;
+}
+
+std::vector<std::pair<int, std::string>> rank_set(const std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> jobs;
+  std::error_code ec;
+  std::filesystem::path one = args.size() == 1 ? std::filesystem::path(args.front()) : std::filesystem::path();
+  if (args.size() == 1 && !std::filesystem::exists(one, ec) &&
+      std::filesystem::is_directory(one.parent_path().empty() ? "." : one.parent_path(), ec)) {
+    // DIR/JOB: the job of that name among the directory's snapshots ("ranks/ddp.default" for ddp.default_rankN).
+    for (auto& j : rank_jobs({one.parent_path().empty() ? std::string(".") : one.parent_path().string()}))
+      if (j.first == one.filename().string()) jobs.push_back(std::move(j));
+    if (jobs.empty()) throw std::invalid_argument(args.front() + ": no such file, directory or job of rank snapshots");
+  } else {
+    jobs = rank_jobs(args);
+  }
+  std::string where;
+  for (const auto& a : args) where += (where.empty() ? "" : " ") + a;
+  if (jobs.size() != 1)
+    throw std::invalid_argument(
+        fmt::format("{}: {} jobs' snapshots; a rank set is one job's (name them, or one "
+                    "directory a job)",
+                    where, jobs.size()));
+  std::vector<std::pair<int, std::string>> out;
+  for (const auto& f : jobs.front().second) {
+    int r = rank_in_name(f);
+    if (r < 0) throw std::invalid_argument(f + ": no rankN in its name");
+    for (const auto& [rank, other] : out)
+      if (rank == r) throw std::invalid_argument(fmt::format("{} and {} are both rank {}", other, f, r));
+    out.emplace_back(r, f);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string rank_sets_markdown(const CompareResults& results) {
+  std::string out;
+  auto cells = results.cell_table();
+  for (const auto& [job, files] : group_by_job(results.traces)) {
+    if (files.size() < 2 || rank_in_name(files.front()) < 0) continue;
+    std::vector<std::pair<int, size_t>> ranks;  // rank, trace index
+    for (const auto& f : files) ranks.emplace_back(rank_in_name(f), results.trace_index(f));
+    std::sort(ranks.begin(), ranks.end());
+    out += fmt::format("\n### Rank set {} ({} ranks)\n\n| policy |", job, ranks.size());
+    for (const auto& rk : ranks) out += fmt::format(" rank {} |", rk.first);
+    out += " job's worst |\n|---|";
+    for (size_t i = 0; i <= ranks.size(); ++i) out += "---:|";
+    out += "\n";
+    for (size_t p = 0; p < results.policies.size(); ++p) {
+      out += "| `" + results.policies[p] + "` |";
+      uint64_t worst = 0, ooms = 0;
+      int worst_rank = -1;
+      for (const auto& [rank, t] : ranks) {
+        const CompareRow* row = cells[t * results.policies.size() + p];
+        if (!row) {
+          out += " - |";
+          continue;
+        }
+        out += " " + format_size(row->peak_reserved) + (row->ooms ? fmt::format(" ({} OOMs)", row->ooms) : "") + " |";
+        ooms += row->ooms;
+        if (worst_rank < 0 || row->peak_reserved > worst) worst = row->peak_reserved, worst_rank = rank;
+      }
+      out += worst_rank < 0 ? " - |\n"
+                            : fmt::format(" {} (rank {}){} |\n", format_size(worst), worst_rank,
+                                          ooms ? fmt::format(", {} OOMs", ooms) : std::string());
+    }
+  }
+  return out;
+}
 
 std::vector<std::pair<std::string, std::vector<std::string>>> rank_jobs(const std::vector<std::string>& args) {
   std::vector<std::string> files;
@@ -41,16 +131,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> rank_jobs(const st
       files.push_back(a);
     }
   }
-  std::vector<std::pair<std::string, std::vector<std::string>>> jobs;
-  for (const auto& f : files) {
-    std::string name = strip_trace_extension(std::filesystem::path(f).filename().string());
-    std::string job = std::regex_replace(name, rank_pattern(), "");
-    auto it = std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) { return j.first == job; });
-    if (it == jobs.end())
-      jobs.push_back({job, {f}});
-    else
-      it->second.push_back(f);
-  }
+  auto jobs = group_by_job(files);
   if (jobs.empty()) throw std::invalid_argument("ranks needs two or more snapshots (files, or a directory of them)");
   for (const auto& [job, list] : jobs)
     if (list.size() < 2)
@@ -64,10 +145,8 @@ namespace {
 // The rank a file is: "rank3" (or "rank_3", "rank-3") in its name, as frameworks name their dumps; else the
 // device its history is of.
 int rank_of(const std::string& path, int device) {
-  std::smatch m;
-  std::string name = std::filesystem::path(path).filename().string();
-  if (std::regex_search(name, m, rank_pattern())) return std::stoi(m[1].str());
-  return device;
+  int r = rank_in_name(path);
+  return r >= 0 ? r : device;
 }
 
 std::vector<const Event*> allocs_of(const Trace& t) {
@@ -158,6 +237,43 @@ void setting_for_all(RanksReport& rep, const std::vector<Trace>& traces, const R
 
 }  // namespace
 
+std::vector<RankPoint> rank_timeline(const Trace& t, size_t points) {
+  std::vector<RankPoint> all;
+  std::unordered_map<AllocId, uint64_t> live_size;
+  uint64_t live = 0, reserved = 0;
+  for (uint64_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.kind == EventKind::Alloc) {
+      live += e.size;
+      live_size[e.id] = e.size;
+    } else if (e.kind == EventKind::Free) {
+      if (auto it = live_size.find(e.id); it != live_size.end()) {
+        live -= it->second;
+        live_size.erase(it);
+      }
+    } else if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) {
+      reserved += e.size;  // what the recording allocator took from the device
+    } else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap) {
+      reserved -= std::min(reserved, e.size);
+    } else {
+      continue;
+    }
+    all.push_back({e.time_us, i, live, reserved});
+  }
+  if (points == 0 || all.size() <= points) return all;
+  // Thinned: each bucket keeps its point of highest live bytes (a peak is never smoothed away).
+  std::vector<RankPoint> out;
+  size_t per = (all.size() + points - 1) / points;
+  for (size_t b = 0; b < all.size(); b += per) {
+    size_t best = b;
+    for (size_t k = b; k < std::min(all.size(), b + per); ++k)
+      if (all[k].live > all[best].live || (all[k].live == all[best].live && all[k].reserved > all[best].reserved))
+        best = k;
+    out.push_back(all[best]);
+  }
+  return out;
+}
+
 RanksReport read_ranks(const std::vector<std::string>& files, const RanksOptions& o) {
   RanksReport rep;
   std::vector<Trace> traces;
@@ -170,17 +286,30 @@ RanksReport read_ranks(const std::vector<std::string>& files, const RanksOptions
     r.device = t.meta.device;
     r.rank = rank_of(path, t.meta.device);
     r.run = summarize_run(t, path, d);
+    // Fidelity under the recording's own limit (inferred from its OOMs): --capacity asks about another limit.
     FidelityOptions f;
-    f.capacity = capacity_for(t, o.capacity);
+    f.capacity = capacity_for(t, std::nullopt);
     FidelityResult fr = check_fidelity(t, f);
+    if (!fr.exact && o.capacity) {
+      f.capacity = capacity_for(t, o.capacity);
+      FidelityResult at_given = check_fidelity(t, f);
+      if (at_given.exact) fr = at_given;
+    }
     r.fidelity_exact = fr.exact;
     if (!fr.exact) r.fidelity_note = fmt::format("diverges at event {}: {}", fr.event_index, fr.what);
     for (uint64_t i = 0; i < t.events.size(); ++i)
       if (t.events[i].kind == EventKind::Oom) {
         r.first_oom_time_us = t.events[i].time_us;
         r.first_oom_event = i;
+        ProgramAttribution program(t);
+        r.oom_request = t.events[i].size;
+        r.oom_live_bytes = program.live_before(i).live_bytes;
+        r.oom_step = program.step_of(i);
+        r.oom_phase = phase_name(program.phase_of_event(i));
+        r.oom_site = program.site_of(t.events[i]);
         break;
       }
+    r.timeline = rank_timeline(t);
     rep.ranks.push_back(std::move(r));
     traces.push_back(std::move(t));
   }
@@ -208,24 +337,52 @@ RanksReport read_ranks(const std::vector<std::string>& files, const RanksOptions
       limit = k;
       any_oom = true;
     }
+  // Against the capacity when every rank's is known; else in bytes (a ratio and a byte count do not compare).
+  bool all_capacities = true;
+  for (const auto& k : rep.ranks) all_capacities = all_capacities && k.run.capacity && *k.run.capacity;
   auto load = [&](size_t k) {
     const RunSummary& r = rep.ranks[k].run;
     uint64_t peak = std::max(r.recorded_peak_reserved, r.peak_reserved);
-    return r.capacity && *r.capacity ? static_cast<double>(peak) / static_cast<double>(*r.capacity)
-                                     : static_cast<double>(peak);
+    return all_capacities ? static_cast<double>(peak) / static_cast<double>(*r.capacity) : static_cast<double>(peak);
   };
+  // Without a recorded OOM, a rank whose replay runs out on the capacity given comes first.
+  auto replay_fails = [&](size_t k) { return rep.ranks[k].run.ooms > 0; };
   if (!any_oom)
     for (size_t k = 1; k < rep.ranks.size(); ++k)
-      if (load(k) > load(limit)) limit = k;
+      if (std::make_pair(replay_fails(k), load(k)) > std::make_pair(replay_fails(limit), load(limit))) limit = k;
   rep.limit_rank = rep.ranks[limit].rank;
   const RunSummary& lr = rep.ranks[limit].run;
-  if (any_oom)
-    rep.limit_reason = fmt::format("rank {} ran out of memory first (event {}, {} recorded OOMs)", rep.limit_rank,
-                                   rep.ranks[limit].first_oom_event, lr.recorded_ooms);
-  else
+  if (any_oom) {
+    const RankRun& k = rep.ranks[limit];
+    std::string cause;
+    if (lr.capacity && *lr.capacity)
+      cause = k.oom_live_bytes + k.oom_request > *lr.capacity
+                  ? fmt::format(
+                        "{} live plus the request exceed its {} capacity: too much live memory, no "
+                        "allocator setting helps",
+                        format_size(k.oom_live_bytes), format_size(*lr.capacity))
+                  : fmt::format(
+                        "only {} live of its {} capacity: the rest was cached in blocks too small or "
+                        "split (fragmentation); an allocator setting can help",
+                        format_size(k.oom_live_bytes), format_size(*lr.capacity));
+    else
+      cause = fmt::format("{} live", format_size(k.oom_live_bytes));
+    rep.limit_reason = fmt::format(
+        "rank {} ran out of memory first: a {} request in {}{} (event {}, {} recorded "
+        "OOMs){}; {}",
+        rep.limit_rank, format_size(k.oom_request), k.oom_phase,
+        k.oom_step ? fmt::format(" of step {}", k.oom_step) : std::string(), k.first_oom_event, lr.recorded_ooms,
+        k.oom_site.empty() ? std::string() : " at " + k.oom_site, cause);
+  } else if (replay_fails(limit)) {
+    rep.limit_reason = fmt::format(
+        "no rank ran out of memory in the recording; on the {} capacity rank {} would, under its recorded "
+        "settings ({} allocations fail in the replay; it reserved {})",
+        format_size(lr.capacity.value_or(0)), rep.limit_rank, lr.ooms, format_size(lr.recorded_peak_reserved));
+  } else {
     rep.limit_reason = fmt::format("no rank ran out of memory; rank {} reserves the most ({}{})", rep.limit_rank,
                                    format_size(std::max(lr.recorded_peak_reserved, lr.peak_reserved)),
                                    lr.capacity ? " of " + format_size(*lr.capacity) : std::string());
+  }
   // What it holds beyond the lightest rank, by call site and category.
   size_t lightest = 0;
   for (size_t k = 1; k < rep.ranks.size(); ++k)

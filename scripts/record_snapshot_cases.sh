@@ -159,7 +159,8 @@ for g in $groups; do case $g in
     done
     rec "X=1" compile_dynamic
     rec "RECORD=late:2" compile_dynamic ;;
-  ranks_oom)  # needs two GPUs: DDP with uneven data under a memory fraction, the larger rank running out
+  ranks_oom)  # needs two GPUs: DDP with uneven data under a memory fraction, the larger rank running out (the H200 set,
+    # pipeline parallel, and the check of `fraglab ranks`' predicted setting: scripts/record_ranks_job.sh)
     for c in "X=1" "$E"; do
       echo "== $c ddp_uneven_oom (torchrun, 2 ranks, FRACTION=${RANKS_FRACTION:-0.021})"
       env $c FRACTION=${RANKS_FRACTION:-0.021} STACKS=1 python3 -m torch.distributed.run --nproc_per_node 2 \
