@@ -19,13 +19,6 @@
 
 namespace fraglab::cli {
 
-SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses) {
-  SimDeviceConfig config;
-  if (!capacity.empty()) config.capacity = parse_size(capacity);
-  config.addresses = parse_address_model(addresses).value_or(AddressModel::Auto);
-  return config;
-}
-
 void refuse_output_over_input(const std::vector<std::string>& inputs, const std::string& option,
                               const std::string& output) {
   namespace fs = std::filesystem;
