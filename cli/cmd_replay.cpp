@@ -181,9 +181,8 @@ int run_replay(const ReplayArgs& a) {
   if (timeline) timeline->commit();
 
   if (a.json) {
-    nlohmann::json out = replay_json(results, a.path, bound);
     fmt::print("{}\n",
-               (results.size() == 1 ? out[0] : out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+               replay_json(results, a.path, bound).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (results.size() == 1) {
     print_one(results[0], bound);
   } else {

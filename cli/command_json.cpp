@@ -72,7 +72,9 @@ nlohmann::json info_json(const std::string& name, const TraceMeta& m, const Trac
                      {"use_on_oom", m.pools[i].use_on_oom},
                      {"no_split", m.pools[i].no_split},
                      {"empties_on_release", m.pools[i].empties_on_release}});
-  return {{"trace", name},
+  return {{"schema_version", kJsonSchemaVersion},
+          {"command", "info"},
+          {"trace", name},
           {"format", m.format},
           {"events", s.events},
           {"by_kind", kinds},
@@ -93,7 +95,8 @@ nlohmann::json info_json(const std::string& name, const TraceMeta& m, const Trac
             {"largest_free", st.largest_free},
             {"unplaced_frees", m.initial.unplaced_frees},
             {"estimated_requests", m.initial.estimated_requests}}},
-          {"peak_live_requested", {{"bytes", s.peak_live_requested}, {"event_index", s.peak_live_index}}},
+          {"peak_live_requested", s.peak_live_requested},
+          {"peak_live_requested_event", s.peak_live_index},
           {"peak_live_count", s.peak_live_count},
           {"never_freed", s.never_freed},
           {"dropped_unknown_frees", m.dropped_unknown_frees},
@@ -200,7 +203,11 @@ nlohmann::json replay_json(const std::vector<ReplayResult>& results, const std::
     if (auto note = policy_accuracy_note(r.policy); !note.empty()) j["accuracy_note"] = note;
     out.push_back(j);
   }
-  return out;
+  return {{"schema_version", kJsonSchemaVersion},
+          {"command", "replay"},
+          {"trace", name},
+          {"live_bytes_bound", bound},
+          {"results", out}};
 }
 
 // --- fidelity
@@ -248,7 +255,9 @@ FidelityRun run_fidelity_check(const Trace& trace, const std::string& policy, co
 
 nlohmann::json fidelity_json(const std::string& name, const FidelityRun& run) {
   const FidelityResult& r = run.result;
-  nlohmann::json j{{"trace", name},
+  nlohmann::json j{{"schema_version", kJsonSchemaVersion},
+                   {"command", "fidelity"},
+                   {"trace", name},
                    {"policy", run.options.policy},
                    {"exact", r.exact},
                    {"replay_events", r.replay_events},
@@ -292,6 +301,8 @@ nlohmann::json tune_json(const TuneReport& r) {
   nlohmann::json ranking = nlohmann::json::array();
   for (const auto& c : r.ranking) ranking.push_back(candidate_json(c));
   return {
+      {"schema_version", kJsonSchemaVersion},
+      {"command", "tune"},
       {"trace", r.trace},
       {"policy", r.policy},
       {"events", r.events},
@@ -415,7 +426,7 @@ nlohmann::json diagnose_json(const DiagnoseReport& r, const Trace& trace, const 
   if (r.verdict.fit && probes) verdict["fit"] = fit_json(*probes, *r.verdict.fit, "");
   nlohmann::json ooms = nlohmann::json::array();
   for (const auto& d : r.ooms) ooms.push_back(diagnosis_json(d, trace, verdict));
-  return {{"schema_version", 1},
+  return {{"schema_version", kJsonSchemaVersion},
           {"command", "diagnose"},
           {"trace", r.trace},
           {"policy", r.policy},
@@ -435,9 +446,13 @@ int64_t signed_delta(uint64_t a, uint64_t b) { return static_cast<int64_t>(b) - 
 namespace {
 
 nlohmann::json fragmentation_json(const Fragmentation& f) {
-  return {{"event_index", f.event_index}, {"reserved", f.reserved},         {"allocated", f.allocated},
-          {"free_bytes", f.free_bytes},   {"largest_free", f.largest_free}, {"free_ranges", f.free_ranges},
-          {"external", f.external()}};
+  return {{"event_index", f.event_index},
+          {"reserved", f.reserved},
+          {"allocated", f.allocated},
+          {"free_bytes", f.free_bytes},
+          {"largest_free", f.largest_free},
+          {"free_ranges", f.free_ranges},
+          {"external_fragmentation", f.external()}};
 }
 
 nlohmann::json calls_json(const DeviceCallCounts& c) {
@@ -489,6 +504,8 @@ nlohmann::json groups_json(const std::vector<GroupDiff>& groups) {
 nlohmann::json diff_json(const TraceDiff& d) {
   const RunSummary &a = d.a, &b = d.b;
   return {
+      {"schema_version", kJsonSchemaVersion},
+      {"command", "diff"},
       {"policy", d.policy},
       {"capacity", d.capacity ? nlohmann::json(*d.capacity) : nlohmann::json(nullptr)},
       {"a", run_json(a)},

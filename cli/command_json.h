@@ -25,6 +25,10 @@
 
 namespace fraglab::cli {
 
+// Every --json document is an object that starts with "schema_version" (this) and "command" (its name);
+// docs/json.md has the contract, docs/schemas/ one JSON Schema per command.
+constexpr int kJsonSchemaVersion = 1;
+
 // --capacity text ("80GiB", "" = unlimited) and --addresses ("cuda", "bump") -> device config.
 SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "auto");
 
@@ -60,7 +64,7 @@ PreparedReplay prepare_replay(const Trace& trace, const std::string& name, const
                               const std::string& addresses, bool oracle_bound);
 // The known differences of a policy's model from the real allocator ("" when none).
 std::string policy_accuracy_note(const std::string& policy);
-// `replay --json`: one object per policy replayed.
+// `replay --json`: `results`, one object per policy replayed (a list for one policy too).
 nlohmann::json replay_json(const std::vector<ReplayResult>& results, const std::string& name, uint64_t bound);
 
 // --- fidelity

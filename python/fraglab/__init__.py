@@ -127,9 +127,11 @@ class Report(dict):
 
 
 class ReplayResults(list):
-    """``replay``'s results: one dict per policy, in the order given; ``notes`` as the command prints them."""
+    """``replay``'s results: one dict per policy, in the order given (``replay --json``'s ``results``);
+    ``document`` the whole ``--json`` document; ``notes`` what the command prints on stderr."""
 
     notes: List[str] = []
+    document: dict = {}
 
     def _repr_html_(self) -> str:
         head = ["policy", "peak reserved", "peak allocated", "live-bytes bound", "OOMs", "device calls"]
@@ -191,7 +193,8 @@ def replay(snapshot: Any, policy: Union[str, Sequence[str]] = "pytorch", *, capa
         raise ValueError("replay needs a policy")
     out = _fraglab.replay(_core(snapshot), policies, _capacity(capacity), addresses, pools, on_oom, oracle_bound,
                           check)
-    results = ReplayResults(out["results"])
+    results = ReplayResults(out["document"]["results"])
+    results.document = out["document"]
     results.notes = out["notes"]
     return results
 

@@ -116,7 +116,7 @@ py::object replay(const TraceRef& t, const std::vector<std::string>& policies, c
       MemorySource source(t->trace);
       results.push_back(replay_simulated(source, PolicySpec::parse(text), prepared.config, options, &t->trace.events));
     }
-    out = {{"results", cli::replay_json(results, t->name, prepared.bounds.live_bytes)}, {"notes", prepared.notes}};
+    out = {{"document", cli::replay_json(results, t->name, prepared.bounds.live_bytes)}, {"notes", prepared.notes}};
   }
   return to_python(out);
 }
