@@ -177,7 +177,8 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
         fmt::print("\n== the batch what-if (fraglab fit)\n");
         print_fit(*o.probes, *r.verdict.fit, "");
       }
-      return 0;
+      // As tune: 1 when no setting fits the capacity (the exit-code table, docs/json.md).
+      return r.verdict.kind == Verdict::Kind::NoSettingFits ? 1 : 0;
     };
   });
 }

@@ -19,6 +19,11 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 test -x "$prefix/bin/fraglab"
 test -f "$prefix/include/fraglab/allocators/plugin.h"
 test -f "$prefix/lib/cmake/fraglab/fraglabConfigVersion.cmake"
+# The man page and bash completion.
+grep -q "fraglab 0.1.0" "$prefix/share/man/man1/fraglab.1"
+grep -q "diagnose" "$prefix/share/man/man1/fraglab.1"
+bash -c "source '$prefix/share/bash-completion/completions/fraglab'; COMP_WORDS=(fraglab diag); COMP_CWORD=1; _fraglab
+         [ \"\${COMPREPLY[*]}\" = diagnose ]"
 
 # Only the prefix: no source tree include paths, no build tree.
 cmake -S examples/out_of_tree_policy -B "$work/example" -G Ninja -DCMAKE_BUILD_TYPE=Release \

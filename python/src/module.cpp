@@ -39,9 +39,10 @@ struct PyTrace {
 using TraceRef = std::shared_ptr<PyTrace>;
 
 py::object to_python(const nlohmann::json& j) {
-  // The same text the command prints, read by Python's json: the same values, keys and order.
-  static py::object loads = py::module_::import("json").attr("loads");
-  return loads(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // The same text the command prints, read by Python's json: the same values, keys and order. Leaked on
+  // purpose: a static py::object's destructor would run after the interpreter has finalized (a crash at exit).
+  static const py::object* const loads = new py::object(py::module_::import("json").attr("loads"));
+  return (*loads)(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 std::optional<uint64_t> capacity_arg(const std::string& text) {
@@ -248,15 +249,16 @@ std::vector<std::string> policies() {
 PYBIND11_MODULE(_fraglab, m) {
   m.doc() = "fraglab's C++ core (the fraglab package wraps it: help(fraglab))";
   install_pool_checker();  // as the command line does: the pytorch model revises the importer's pools
-  static py::exception<FormatError> format_error(m, "FormatError", PyExc_ValueError);
-  static py::exception<PolicyConfigError> policy_error(m, "PolicyError", PyExc_ValueError);
+  // Leaked on purpose, as `loads` above: never destroyed after the interpreter.
+  static const auto* const format_error = new py::exception<FormatError>(m, "FormatError", PyExc_ValueError);
+  static const auto* const policy_error = new py::exception<PolicyConfigError>(m, "PolicyError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const FormatError& e) {
-      format_error(printable(e.what()).c_str());
+      PyErr_SetString(format_error->ptr(), printable(e.what()).c_str());
     } catch (const PolicyConfigError& e) {
-      policy_error(printable(e.what()).c_str());
+      PyErr_SetString(policy_error->ptr(), printable(e.what()).c_str());
     }
   });
   m.attr("ANY_DEVICE") = kAnyDevice;
