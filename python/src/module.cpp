@@ -73,30 +73,28 @@ TraceRef load_bytes(const py::bytes& data, const std::string& name, int device) 
   return out;
 }
 
-py::object info(const TraceRef& t, const std::string& at) {
+// info --json (whole: the summary, and `at` when given) or only its `at` list (attribution).
+py::object info_or_attribution(const TraceRef& t, const std::string& at, bool whole) {
   cli::check_at(at);
   nlohmann::json j;
   {
     py::gil_scoped_release release;
     MemorySource source(t->trace);
     TraceStats s = compute_stats(source);
-    j = cli::info_json(t->name, t->trace.meta, s);
-    if (!at.empty()) j["at"] = cli::moments_json(cli::moments_at(t->trace, at, s));
+    if (whole) j = cli::info_json(t->name, t->trace.meta, s);
+    if (!whole || !at.empty()) {
+      nlohmann::json moments = cli::moments_json(cli::moments_at(t->trace, at.empty() ? "peak" : at, s));
+      if (whole)
+        j["at"] = std::move(moments);
+      else
+        j = std::move(moments);
+    }
   }
   return to_python(j);
 }
 
-py::object attribution(const TraceRef& t, const std::string& at) {
-  cli::check_at(at);
-  nlohmann::json j;
-  {
-    py::gil_scoped_release release;
-    MemorySource source(t->trace);
-    TraceStats s = compute_stats(source);
-    j = cli::moments_json(cli::moments_at(t->trace, at.empty() ? "peak" : at, s));
-  }
-  return to_python(j);
-}
+py::object info(const TraceRef& t, const std::string& at) { return info_or_attribution(t, at, true); }
+py::object attribution(const TraceRef& t, const std::string& at) { return info_or_attribution(t, at, false); }
 
 py::object replay(const TraceRef& t, const std::vector<std::string>& policies, const std::string& capacity,
                   const std::string& addresses, const std::string& pools, const std::string& on_oom, bool oracle_bound,

@@ -7,6 +7,7 @@ Run by CTest (tests/CMakeLists.txt) with PYTHONPATH=<build>/python:python/ (the 
 the hook's source), FRAGLAB_SOURCE_DIR and FRAGLAB_CLI (the built fraglab).
 """
 
+import contextlib
 import gzip
 import json
 import os
@@ -68,6 +69,20 @@ class StubTorch:
         allowed = int(self.fraction * self.total_memory) if self.fraction else self.total_memory
         for observer in self.observers:
             observer(0, requested, allowed, 512 << 20)
+
+
+@contextlib.contextmanager
+def without_the_module():
+    """`import fraglab` raises ImportError inside (another Python than the wheel's)."""
+    saved = sys.modules.get("fraglab")
+    sys.modules["fraglab"] = None
+    try:
+        yield
+    finally:
+        if saved is None:
+            del sys.modules["fraglab"]
+        else:
+            sys.modules["fraglab"] = saved
 
 
 def fake_fraglab(directory):
@@ -159,34 +174,20 @@ class HookTest(unittest.TestCase):
     def test_the_executable_diagnoses_where_the_module_cannot_be_imported(self):
         fraglab = fake_fraglab(self.out)
         stub = StubTorch(self.snapshot)
-        saved = sys.modules.get("fraglab")
-        sys.modules["fraglab"] = None  # import fraglab raises ImportError
-        try:
+        with without_the_module():
             hook = self.enable(stub, capacity=1 << 30, fraglab=fraglab)
             stub.oom()
             hook.wait()
-        finally:
-            if saved is None:
-                del sys.modules["fraglab"]
-            else:
-                sys.modules["fraglab"] = saved
         with open(os.path.join(self.out, "args.txt")) as f:
             self.assertEqual(f.read().split(), ["diagnose", hook.dumps[0], "--capacity", str(1 << 30)])
         self.assertIn("fake diagnosis", "\n".join(self.printed))
 
     def test_without_the_module_or_an_executable_it_says_what_to_run(self):
         stub = StubTorch(self.snapshot)
-        saved = sys.modules.get("fraglab")
-        sys.modules["fraglab"] = None
-        try:
+        with without_the_module():
             hook = self.enable(stub)
             stub.oom()
             hook.wait()
-        finally:
-            if saved is None:
-                del sys.modules["fraglab"]
-            else:
-                sys.modules["fraglab"] = saved
         self.assertIn("the fraglab module is not importable", "\n".join(self.printed))
 
     @unittest.skipUnless(HAVE_MODULE, "the fraglab module is not built (pybind11-dev)")
