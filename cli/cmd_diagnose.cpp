@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/policy_options.h"
+#include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "cli/fit_output.h"
@@ -30,107 +31,6 @@ struct DiagnoseArgs {
   bool json = false, no_search = false;
 };
 
-const char* source_name(Diagnosis::Source s) {
-  static const char* const names[] = {"recorded", "replay", "peak", "event"};
-  return names[static_cast<int>(s)];
-}
-
-const char* verdict_name(Verdict::Kind k) {
-  static const char* const names[] = {"fits", "no_setting_fits", "needs_capacity", "no_oom", "not_searched"};
-  return names[static_cast<int>(k)];
-}
-
-nlohmann::json shares_json(const std::vector<ByteShare>& shares) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : shares)
-    out.push_back({{"key", s.key},
-                   {"bytes", s.bytes},
-                   {"count", s.count},
-                   {"largest", s.largest},
-                   {"oldest_events", s.oldest_events},
-                   {"oldest_seconds", s.oldest_seconds}});
-  return out;
-}
-
-nlohmann::json verdict_json(const Verdict& v) {
-  return {{"kind", verdict_name(v.kind)},
-          {"conf", v.conf},
-          {"env", v.kind == Verdict::Kind::Fits || v.kind == Verdict::Kind::NoOom
-                      ? nlohmann::json("PYTORCH_CUDA_ALLOC_CONF=" + v.conf)
-                      : nlohmann::json(nullptr)},
-          {"peak_reserved", v.peak_reserved},
-          {"recorded_conf", v.recorded_conf},
-          {"recorded_conf_inferred", v.recorded_conf_inferred},
-          {"recorded_setting_peak", v.recorded_setting_peak},
-          {"needed_bytes", v.needed_bytes},
-          {"excess_bytes", v.excess_bytes},
-          {"settings_tried", v.settings_tried},
-          {"text", v.text}};
-}
-
-nlohmann::json diagnosis_json(const Diagnosis& d, const Trace& trace, const nlohmann::json& verdict) {
-  const MemoryState& st = d.state;
-  nlohmann::json could = nlohmann::json::array();
-  for (const auto& c : d.could_serve) {
-    const StateSegment& s = st.segments[c.segment];
-    could.push_back({{"address", s.addr},
-                     {"size", s.size},
-                     {"kind", s.kind},
-                     {"pool", s.pool},
-                     {"stream", s.stream ? nlohmann::json(*s.stream) : nlohmann::json(nullptr)},
-                     {"free_bytes", s.free_bytes},
-                     {"largest_free", s.largest_free},
-                     {"free_ranges", s.free_ranges.size()},
-                     {"live_blocks", s.blocks.size()},
-                     {"pinned_by", shares_json(c.pinned_by)}});
-  }
-  nlohmann::json out = {
-      {"event_index", d.event_index},
-      {"source", source_name(d.source)},
-      {"request_bytes", d.request_bytes},
-      {"stream", d.stream},
-      {"stream_label", stream_label(trace.meta, d.stream)},
-      {"reserved_bytes", st.reserved},
-      {"allocated_bytes", st.allocated},
-      {"requested_bytes", st.requested},
-      {"free_bytes", st.free_bytes},
-      {"largest_free_bytes", st.largest_free},
-      {"rounding_waste_bytes", d.rounding_waste},
-      {"segments", st.segments.size()},
-      {"live_blocks", st.blocks.size()},
-      {"served_in_replay", d.served_in_replay},
-      {"free_by_kind", shares_json(d.free_by_kind)},
-      {"free_by_stream", shares_json(d.free_by_stream)},
-      {"free_by_pool", shares_json(d.free_by_pool)},
-      {"attributed_by", d.by_site ? "call_site" : "size_class"},
-      {"could_serve_if_merged", could},
-      {"stranded_by", shares_json(d.stranded_by)},
-      {"request_site", d.request_site.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.request_site)},
-      {"request_stack", frames_json(d.request_stack)},
-      {"verdict", verdict}};
-  out.update(attribution_json(d.live));
-  return out;
-}
-
-std::string report_json(const DiagnoseReport& r, const Trace& trace, const BatchModel* probes) {
-  nlohmann::json verdict = verdict_json(r.verdict);
-  if (r.verdict.fit && probes) verdict["fit"] = fit_json(*probes, *r.verdict.fit, "");
-  nlohmann::json ooms = nlohmann::json::array();
-  for (const auto& d : r.ooms) ooms.push_back(diagnosis_json(d, trace, verdict));
-  nlohmann::json out = {{"schema_version", 1},
-                        {"command", "diagnose"},
-                        {"trace", r.trace},
-                        {"policy", r.policy},
-                        {"capacity", r.capacity ? nlohmann::json(*r.capacity) : nlohmann::json(nullptr)},
-                        {"live_bytes_bound", r.live_bytes_bound},
-                        {"recorded_peak_reserved", r.recorded_peak_reserved},
-                        {"peak_reserved", r.peak_reserved},
-                        {"note", r.note},
-                        {"ooms", ooms},
-                        {"verdict", verdict}};
-  return out.dump(2) + "\n";
-}
-
 std::string shares_line(const std::vector<ByteShare>& shares) {
   std::string out;
   for (const auto& s : shares)
@@ -153,7 +53,7 @@ void print_diagnosis(const Diagnosis& d, const DiagnoseReport& r, const Trace& t
   if (d.source == Diagnosis::Source::Peak)
     fmt::print("\nAt the reserved peak (state after event {}):\n", d.event_index ? d.event_index - 1 : 0);
   else if (d.request_bytes)
-    fmt::print("\nOOM at event {} ({}): request {} ({} bytes) on {}\n", d.event_index, source_name(d.source),
+    fmt::print("\nOOM at event {} ({}): request {} ({} bytes) on {}\n", d.event_index, diagnose_source_name(d.source),
                format_size(d.request_bytes), d.request_bytes, stream_label(trace.meta, d.stream));
   else
     fmt::print("\nAt event {}:\n", d.event_index);
@@ -256,29 +156,29 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
       if (!a.capacity.empty()) capacity = sim_config(a.capacity).capacity;
       Trace trace = load_trace(a.path, {a.device.simulated_trace_device("diagnose replays on the simulated device")});
       std::string note;
-      capacity = capacity_for(trace, capacity, &note);
-      if (!note.empty() && !a.json) fmt::print("note      {}\n", note);
       std::optional<BatchModel> probes;
       if (!a.probes.empty()) {
         probes.emplace(
             load_batch_model(a.probes, a.device.simulated_trace_device("diagnose replays on the simulated device")));
         o.probes = &*probes;
       }
-      DiagnoseReport r = diagnose(trace, a.path, capacity, o);
+      DiagnoseReport r = run_diagnose(trace, a.path, capacity, o, &note);
+      if (!note.empty() && !a.json) fmt::print("note      {}\n", note);
       if (!a.html.empty()) {
         AtomicFile out(a.html);
         out.write(diagnose_html(r, trace, "fraglab diagnose " + a.path));
         out.commit();
       }
       if (a.json)
-        fmt::print("{}", report_json(r, trace, o.probes));
+        fmt::print("{}", diagnose_json(r, trace, o.probes).dump(2) + "\n");
       else
         print_text(r, trace, a.top);
       if (!a.json && r.verdict.fit) {
         fmt::print("\n== the batch what-if (fraglab fit)\n");
         print_fit(*o.probes, *r.verdict.fit, "");
       }
-      return 0;
+      // As tune: 1 when no setting fits the capacity (the exit-code table, docs/json.md).
+      return r.verdict.kind == Verdict::Kind::NoSettingFits ? 1 : 0;
     };
   });
 }

@@ -6,10 +6,10 @@
 #include <fmt/core.h>
 
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "allocators/policy_options.h"
+#include "cli/command_json.h"
 #include "cli/commands.h"
 #include "report/ranks.h"
 #include "report/trace_diff.h"
@@ -24,103 +24,22 @@ struct DiffArgs {
   bool json = false;
 };
 
-int64_t delta(uint64_t a, uint64_t b) { return static_cast<int64_t>(b) - static_cast<int64_t>(a); }
-
 std::string signed_size(int64_t bytes) {
   return (bytes < 0 ? "-" : "+") + format_size(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes));
 }
 
 std::string percent(uint64_t a, uint64_t b) {
-  return a ? fmt::format(" ({:+.1f}%)", 100.0 * static_cast<double>(delta(a, b)) / static_cast<double>(a)) : "";
+  return a ? fmt::format(" ({:+.1f}%)", 100.0 * static_cast<double>(signed_delta(a, b)) / static_cast<double>(a)) : "";
 }
-
-nlohmann::json fragmentation_json(const Fragmentation& f) {
-  return {{"event_index", f.event_index}, {"reserved", f.reserved},         {"allocated", f.allocated},
-          {"free_bytes", f.free_bytes},   {"largest_free", f.largest_free}, {"free_ranges", f.free_ranges},
-          {"external", f.external()}};
-}
-
-nlohmann::json calls_json(const DeviceCallCounts& c) {
-  return {{"total", c.total()},
-          {"segment_allocs", c.segment_allocs},
-          {"segment_frees", c.segment_frees},
-          {"maps", c.maps},
-          {"unmaps", c.unmaps},
-          {"reserves", c.reserves},
-          {"releases", c.releases},
-          {"failed", c.failed}};
-}
-
-nlohmann::json run_json(const RunSummary& s) {
-  return {{"trace", s.trace},
-          {"recorded_conf", s.recorded_conf},
-          {"events", s.events},
-          {"allocs", s.allocs},
-          {"total_requested", s.total_requested},
-          {"live_bytes_bound", s.live_bytes_bound},
-          {"live_peak_event", s.live_peak_event},
-          {"recorded_peak_reserved", s.recorded_peak_reserved},
-          {"recorded_device_calls", s.recorded_device_calls},
-          {"recorded_ooms", s.recorded_ooms},
-          {"capacity", s.capacity ? nlohmann::json(*s.capacity) : nlohmann::json(nullptr)},
-          {"peak_reserved", s.peak_reserved},
-          {"peak_reserved_event", s.peak_reserved_event},
-          {"peak_allocated", s.peak_allocated},
-          {"ooms", s.ooms},
-          {"fragmentation_at_peak", fragmentation_json(s.at_peak)},
-          {"device_calls", calls_json(s.calls)},
-          {"has_stacks", s.groups.has_stacks}};
-}
-
-nlohmann::json groups_json(const std::vector<GroupDiff>& groups) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& g : groups)
-    out.push_back(
-        {{"key", g.key},
-         {"a", {{"allocs", g.a.allocs}, {"bytes", g.a.bytes}, {"live_at_peak", g.a.live_at_peak}}},
-         {"b", {{"allocs", g.b.allocs}, {"bytes", g.b.bytes}, {"live_at_peak", g.b.live_at_peak}}},
-         {"delta",
-          {{"allocs", g.delta_allocs()}, {"bytes", g.delta_bytes()}, {"live_at_peak", g.delta_live_at_peak()}}}});
-  return out;
-}
-
-nlohmann::json diff_json(const TraceDiff& d) {
-  const RunSummary &a = d.a, &b = d.b;
-  nlohmann::json out = {
-      {"policy", d.policy},
-      {"capacity", d.capacity ? nlohmann::json(*d.capacity) : nlohmann::json(nullptr)},
-      {"a", run_json(a)},
-      {"b", run_json(b)},
-      {"delta",
-       {{"events", delta(a.events, b.events)},
-        {"allocs", delta(a.allocs, b.allocs)},
-        {"live_bytes_bound", delta(a.live_bytes_bound, b.live_bytes_bound)},
-        {"recorded_peak_reserved", delta(a.recorded_peak_reserved, b.recorded_peak_reserved)},
-        {"recorded_device_calls", delta(a.recorded_device_calls, b.recorded_device_calls)},
-        {"peak_reserved", delta(a.peak_reserved, b.peak_reserved)},
-        {"peak_allocated", delta(a.peak_allocated, b.peak_allocated)},
-        {"free_at_peak", delta(a.at_peak.free_bytes, b.at_peak.free_bytes)},
-        {"largest_free_at_peak", delta(a.at_peak.largest_free, b.at_peak.largest_free)},
-        {"device_calls", delta(a.calls.total(), b.calls.total())},
-        {"ooms", delta(a.ooms, b.ooms)}}},
-      {"by_site", groups_json(d.by_site)},
-      {"by_size_class", groups_json(d.by_size_class)},
-      {"by_stream", groups_json(d.by_stream)},
-      {"by_category", groups_json(d.by_category)},
-  };
-  return out;
-}
-
-void print_json(const TraceDiff& d) { fmt::print("{}\n", diff_json(d).dump(2)); }
 
 // One row of the side-by-side table: a byte count in both runs and their difference.
 void bytes_row(const char* what, uint64_t a, uint64_t b) {
   fmt::print("{:<24} {:>26} {:>26} {:>22}\n", what, fmt::format("{} ({})", format_size(a), a),
-             fmt::format("{} ({})", format_size(b), b), signed_size(delta(a, b)) + percent(a, b));
+             fmt::format("{} ({})", format_size(b), b), signed_size(signed_delta(a, b)) + percent(a, b));
 }
 
 void count_row(const char* what, uint64_t a, uint64_t b) {
-  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", what, a, b, fmt::format("{:+}", delta(a, b)) + percent(a, b));
+  fmt::print("{:<24} {:>26} {:>26} {:>22}\n", what, a, b, fmt::format("{:+}", signed_delta(a, b)) + percent(a, b));
 }
 
 void text_row(const char* what, const std::string& a, const std::string& b) {
@@ -231,7 +150,9 @@ void add_diff(CLI::App& app, CommandFn& run) {
             j["rank"] = sa[i].first;
             all.push_back(j);
           }
-          fmt::print("{}\n", nlohmann::json{{"schema_version", 1}, {"command", "diff"}, {"ranks", all}}.dump(2));
+          fmt::print(
+              "{}\n",
+              nlohmann::json{{"schema_version", kJsonSchemaVersion}, {"command", "diff"}, {"ranks", all}}.dump(2));
         } else {
           for (size_t i = 0; i < diffs.size(); ++i) {
             fmt::print("{}== rank {}: {} against {}\n", i ? "\n" : "", sa[i].first, sa[i].second, sb[i].second);
@@ -242,7 +163,7 @@ void add_diff(CLI::App& app, CommandFn& run) {
       }
       TraceDiff d = diff_traces(a.a, a.b, o);
       if (a.json)
-        print_json(d);
+        fmt::print("{}\n", diff_json(d).dump(2));
       else
         print_text(d, a.top);
       return 0;

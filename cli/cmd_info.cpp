@@ -11,6 +11,7 @@
 
 #include "allocators/detail/pytorch_config.h"
 #include "allocators/policy_options.h"
+#include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "cli/live_output.h"
@@ -62,35 +63,6 @@ std::string dist_line(const Distribution& d, bool bytes) {
   return fmt::format("min {}  p50 {}  p90 {}  p99 {}  max {}", f(d.min), f(d.p50), f(d.p90), f(d.p99), f(d.max));
 }
 
-// The allocator's state before the first entry (a mid-run history) or the whole of a snapshot
-// without history: reserved, allocated, and how its free space is cut up.
-struct StateSummary {
-  uint64_t segments = 0, reserved = 0, allocated = 0, live_blocks = 0, free_blocks = 0, largest_free = 0;
-};
-
-StateSummary summarize_state(const InitialState& st) {
-  StateSummary out;
-  for (const RecordedSegment& seg : st.segments) {
-    ++out.segments;
-    out.reserved += seg.total_size;
-    Addr cursor = seg.address;
-    auto gap = [&](Addr to) {
-      if (to <= cursor) return;
-      ++out.free_blocks;
-      out.largest_free = std::max(out.largest_free, to - cursor);
-    };
-    for (const RecordedBlock& b : seg.blocks) {
-      gap(b.address);
-      uint64_t size = b.size ? b.size : b.requested_size;
-      out.allocated += size;
-      ++out.live_blocks;
-      cursor = std::max(cursor, b.address + size);
-    }
-    gap(seg.address + seg.total_size);
-  }
-  return out;
-}
-
 // "48 (24 ranges: ProfilerStep#0, Optimizer.step#AdamW.step, ...; 2 marks)": the program's markers.
 std::string annotations_line(const TraceMeta& m) {
   uint64_t ranges = 0, marks = 0;
@@ -103,65 +75,6 @@ std::string annotations_line(const TraceMeta& m) {
   }
   return fmt::format("{} ({} ranges, {} marks{}{})", m.annotations.size(), ranges, marks, names.empty() ? "" : ": ",
                      fmt::join(names, ", "));
-}
-
-nlohmann::json host_json(const HostMemory& h) {
-  if (!h.present()) return nullptr;
-  return host_memory_to_json(h);
-}
-
-std::string time_span(const TraceMeta& m, const TraceStats& s) {
-  if (!m.has_times) return "n/a (the recording has no timestamps)";
-  return fmt::format("{:.3f} s", static_cast<double>(s.time_span_us()) / 1e6);
-}
-
-nlohmann::json dist_json(const Distribution& d) {
-  return {{"count", d.count}, {"min", d.min}, {"p50", d.p50},  {"p90", d.p90},
-          {"p99", d.p99},     {"max", d.max}, {"mean", d.mean}};
-}
-
-// "default 80 allocations, (1, 0) 28 (private: a CUDA graph's), ..."
-std::string pools_line(const TraceMeta& m, const TraceStats& s) {
-  std::string out;
-  for (size_t i = 0; i < m.pools.size(); ++i) {
-    uint64_t n = i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0;
-    std::string about = pool_origin(m.pools[i]);
-    if (std::string traits = pool_traits(m.pools[i]); !traits.empty())
-      about += (about.empty() ? "MemPool: " : "; MemPool: ") + traits;
-    out += fmt::format("{}{} {} allocations{}", out.empty() ? "" : ", ", pool_name(m.pools[i]), n,
-                       about.empty() ? "" : fmt::format(" ({})", about));
-  }
-  return out;
-}
-
-// The moments `--at` names (oom: each recorded OOM, else the live peak; peak; an event index), each with who
-// holds the live memory just before it. Loads the trace whole (the attribution reads every event).
-std::vector<std::pair<uint64_t, LiveAttribution>> moments_at(const std::string& path, const std::string& at,
-                                                             const TraceStats& stats, int trace_device) {
-  Trace t = load_trace(path, {trace_device});
-  std::vector<uint64_t> indices;
-  if (at == "oom") {
-    for (uint64_t i = 0; i < t.events.size(); ++i)
-      if (t.events[i].kind == EventKind::Oom) indices.push_back(i);
-  } else if (at != "peak") {
-    size_t used = 0;
-    uint64_t n = 0;
-    try {
-      n = std::stoull(at, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != at.size() || at[0] == '-')
-      throw std::invalid_argument("--at '" + at + "' is not oom, peak or an event index");
-    if (n > t.events.size())
-      throw std::invalid_argument(fmt::format("--at {}: the trace has {} events", n, t.events.size()));
-    indices.push_back(n);
-  }
-  if (indices.empty()) indices.push_back(std::min<uint64_t>(stats.peak_live_index + 1, t.events.size()));
-  ProgramAttribution program(t);
-  std::vector<std::pair<uint64_t, LiveAttribution>> out;
-  for (uint64_t i : indices) out.emplace_back(i, program.live_before(i));
-  return out;
 }
 
 // The trace at `path` and its statistics. A snapshot whose pools await only the allocator model's check
@@ -210,6 +123,25 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
   return o;
 }
 
+std::string time_span(const TraceMeta& m, const TraceStats& s) {
+  if (!m.has_times) return "n/a (the recording has no timestamps)";
+  return fmt::format("{:.3f} s", static_cast<double>(s.time_span_us()) / 1e6);
+}
+
+// "default 80 allocations, (1, 0) 28 (private: a CUDA graph's), ..."
+std::string pools_line(const TraceMeta& m, const TraceStats& s) {
+  std::string out;
+  for (size_t i = 0; i < m.pools.size(); ++i) {
+    uint64_t n = i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0;
+    std::string about = pool_origin(m.pools[i]);
+    if (std::string traits = pool_traits(m.pools[i]); !traits.empty())
+      about += (about.empty() ? "MemPool: " : "; MemPool: ") + traits;
+    out += fmt::format("{}{} {} allocations{}", out.empty() ? "" : ", ", pool_name(m.pools[i]), n,
+                       about.empty() ? "" : fmt::format(" ({})", about));
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_info(CLI::App& app, CommandFn& run) {
@@ -229,92 +161,17 @@ void add_info(CLI::App& app, CommandFn& run) {
   cmd->add_flag("--json", as_json, "Print JSON");
   cmd->callback([&run] {
     run = [] {
-      if (!at.empty() && at != "oom" && at != "peak" && at.find_first_not_of("0123456789") != std::string::npos)
-        throw std::invalid_argument("--at '" + at + "' is not oom, peak or an event index");
-      const OpenedTrace opened = open_with_stats(path, device.resolve().trace_device);
+      check_at(at);
+      const int trace_device = device.resolve().trace_device;
+      const OpenedTrace opened = open_with_stats(path, trace_device);
       const std::unique_ptr<EventSource>& source = opened.source;
       const TraceStats& s = opened.stats;
       const TraceMeta& m = source->meta();
       const StateSummary st = summarize_state(m.initial);
       const uint64_t st_free = st.reserved - std::min(st.reserved, st.allocated);
       if (as_json) {
-        nlohmann::json kinds;
-        for (int k = 0; k < kEventKindCount; ++k) kinds[event_kind_name(static_cast<EventKind>(k))] = s.by_kind[k];
-        nlohmann::json j{
-            {"trace", path},
-            {"format", m.format},
-            {"events", s.events},
-            {"by_kind", kinds},
-            {"allocations", s.by_kind[0]},
-            {"streams", s.streams_used},
-            {"time_span_us", m.has_times ? nlohmann::json(s.time_span_us()) : nlohmann::json(nullptr)},
-            {"unreplayed",
-             [&] {
-               nlohmann::json u = nlohmann::json::object();
-               for (const auto& [key, count] : m.unreplayed) u[key] = count;
-               return u;
-             }()},
-            {"pools",
-             [&] {
-               nlohmann::json pools = nlohmann::json::array();
-               for (size_t i = 0; i < m.pools.size(); ++i)
-                 pools.push_back({{"id", m.pools[i].id},
-                                  {"allocations", i < s.allocs_by_pool.size() ? s.allocs_by_pool[i] : 0},
-                                  {"own_allocator", m.pools[i].own_allocator},
-                                  {"use_on_oom", m.pools[i].use_on_oom},
-                                  {"no_split", m.pools[i].no_split},
-                                  {"empties_on_release", m.pools[i].empties_on_release}});
-               return pools;
-             }()},
-            {"history", m.history_absent    ? "none"
-                        : m.initial.empty() ? "from start"
-                                            : "mid-run"},
-            {"state_at_first_entry",
-             {{"segments", st.segments},
-              {"reserved", st.reserved},
-              {"allocated", st.allocated},
-              {"live_blocks", st.live_blocks},
-              {"free_blocks", st.free_blocks},
-              {"largest_free", st.largest_free},
-              {"unplaced_frees", m.initial.unplaced_frees},
-              {"estimated_requests", m.initial.estimated_requests}}},
-            {"peak_live_requested", {{"bytes", s.peak_live_requested}, {"event_index", s.peak_live_index}}},
-            {"peak_live_count", s.peak_live_count},
-            {"never_freed", s.never_freed},
-            {"dropped_unknown_frees", m.dropped_unknown_frees},
-            // Kinds of entries the recording skipped (_record_memory_history(skip_actions=...)), and how read.
-            {"skipped_actions",
-             [&] {
-               nlohmann::json out = nlohmann::json::array();
-               for (const SkippedAction& k : m.skipped_actions)
-                 out.push_back({{"action", k.action}, {"reading", k.reading}});
-               return out;
-             }()},
-            {"annotations",
-             {{"count", m.annotations.size()},
-              {"marks",
-               std::count_if(m.annotations.begin(), m.annotations.end(), [](const Annotation& a) { return a.mark; })}}},
-            // Pinned host memory (PyTorch 2.14's host_segments / host_traces); null when the snapshot has none.
-            {"host", host_json(m.host)},
-            {"dropped_stale_entries", m.dropped_stale_entries},
-            {"recorded_peak_reserved", s.recorded_peak_reserved},
-            {"allocator_settings", m.allocator_settings},
-            // allocator_settings were inferred from the recording (the snapshot records none).
-            {"settings_inferred", m.settings_inferred},
-            // Alloc ordinals [first, end) run under the other expandable_segments setting (end 2^64-1: to the end).
-            {"expandable_flipped", ranges_to_json(m.expandable_flipped)},
-            {"sizes", dist_json(s.sizes)},
-            {"lifetimes_events", dist_json(s.lifetimes_events)},
-            {"lifetimes_us", dist_json(s.lifetimes_us)}};
-        if (!at.empty()) {
-          nlohmann::json moments = nlohmann::json::array();
-          for (const auto& [index, what] : moments_at(path, at, s, device.resolve().trace_device)) {
-            nlohmann::json one = attribution_json(what);
-            one["event_index"] = index;
-            moments.push_back(one);
-          }
-          j["at"] = moments;
-        }
+        nlohmann::json j = info_json(path, m, s);
+        if (!at.empty()) j["at"] = moments_json(moments_at(load_trace(path, {trace_device}), at, s));
         fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         return 0;
       }
@@ -400,7 +257,7 @@ void add_info(CLI::App& app, CommandFn& run) {
             recorded_large_segment_size(m) >> 20);
       print_setting_changes(m);
       if (!at.empty())
-        for (const auto& [index, what] : moments_at(path, at, s, device.resolve().trace_device)) {
+        for (const auto& [index, what] : moments_at(load_trace(path, {trace_device}), at, s)) {
           fmt::print("\nat event {}{}:\n", index, what.live_count ? "" : " (nothing live)");
           print_live_attribution(what, top, "  ");
         }

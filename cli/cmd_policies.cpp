@@ -28,7 +28,9 @@ void add_policies(CLI::App& app, CommandFn& run) {
                          {"checked_against", p.checked_against},
                          {"accuracy_note", p.accuracy_note}});
         }
-        fmt::print("{}\n", out.dump(2));
+        fmt::print(
+            "{}\n",
+            nlohmann::json{{"schema_version", kJsonSchemaVersion}, {"command", "policies"}, {"policies", out}}.dump(2));
         return 0;
       }
       for (const auto& p : policy_registry()) {

@@ -192,8 +192,9 @@ void add_ranks(CLI::App& app, CommandFn& run) {
         out.commit();
       }
       if (a.json)
-        fmt::print("{}\n", nlohmann::json{{"schema_version", 1}, {"command", "ranks"}, {"jobs", all}}.dump(
-                               2, ' ', false, nlohmann::json::error_handler_t::replace));
+        fmt::print("{}\n",
+                   nlohmann::json{{"schema_version", kJsonSchemaVersion}, {"command", "ranks"}, {"jobs", all}}.dump(
+                       2, ' ', false, nlohmann::json::error_handler_t::replace));
       return 0;
     };
   });

@@ -6,6 +6,7 @@
 
 #include "allocators/registry.h"
 #include "cli/cmd_replay_gpu.h"
+#include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "sim/bounds.h"
@@ -35,18 +36,6 @@ struct ReplayArgs {
   bool check = false;
   bool no_oracle_bound = false;
 };
-
-std::vector<std::string> expand_policies(const std::vector<std::string>& given) {
-  std::vector<std::string> out;
-  for (const auto& p : given) {
-    if (p != "all") {
-      out.push_back(p);
-      continue;
-    }
-    for (const auto& info : policy_registry()) out.push_back(info.name);
-  }
-  return out;
-}
 
 void print_table(const std::vector<ReplayResult>& results, uint64_t bound) {
   fmt::print("{:<44} {:>12} {:>12} {:>12} {:>8} {:>7} {:>8} {:>5} {:>9}\n", "policy", "peak reserved", "peak alloc",
@@ -148,30 +137,17 @@ int run_replay(const ReplayArgs& a) {
     }
   }
   Trace trace;
-  if (!streamed) {
+  SimDeviceConfig config;
+  if (streamed) {
+    config = sim_config(a.capacity, a.addresses);
+  } else {
     trace = load_trace(a.path, {device.trace_device});
-    bounds = compute_bounds(trace.events, !a.no_oracle_bound);
-    if (bounds.oracle_unsearched)
-      fmt::print(stderr,
-                 "note: the oracle plan placed {} allocations without its best-fit search (too many live together "
-                 "for its work bound): the oracle bound is looser (docs/limits.md)\n",
-                 bounds.oracle_unsearched);
+    PreparedReplay prepared = prepare_replay(trace, a.path, a.capacity, a.addresses, !a.no_oracle_bound);
+    for (const auto& note : prepared.notes) fmt::print(stderr, "note: {}\n", note);
+    bounds = prepared.bounds;
+    config = prepared.config;
   }
   uint64_t bound = bounds.live_bytes;
-  SimDeviceConfig config = sim_config(a.capacity, a.addresses);
-  if (!streamed) {
-    std::string note;
-    config.capacity = capacity_for(trace, config.capacity, &note);
-    if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
-  }
-  if (!streamed)
-    for (const SkippedAction& k : trace.meta.skipped_actions)
-      fmt::print(stderr, "note: {} was recorded with skip_actions, no {}: {}\n", a.path, k.action, k.reading);
-  if (!streamed && trace.meta.history_absent && trace.meta.skipped_actions.empty())
-    fmt::print(stderr,
-               "note: {} holds no history (a snapshot of segments only): nothing to replay but its state; "
-               "`fraglab info` summarises it\n",
-               a.path);
 
   std::unique_ptr<AtomicFile> timeline;
   if (!a.timeline.empty()) {
@@ -204,22 +180,9 @@ int run_replay(const ReplayArgs& a) {
   }
   if (timeline) timeline->commit();
 
-  // Known differences from the real allocator go with the prediction.
-  auto accuracy_note = [](const std::string& policy) {
-    const PolicyInfo* info = find_policy(PolicySpec::parse(policy).name);
-    return info ? info->accuracy_note : std::string();
-  };
   if (a.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : results) {
-      auto j = to_json(r);
-      j["trace"] = a.path;
-      j["live_bytes_bound"] = bound;
-      if (auto note = accuracy_note(r.policy); !note.empty()) j["accuracy_note"] = note;
-      out.push_back(j);
-    }
     fmt::print("{}\n",
-               (results.size() == 1 ? out[0] : out).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+               replay_json(results, a.path, bound).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (results.size() == 1) {
     print_one(results[0], bound);
   } else {
@@ -228,7 +191,7 @@ int run_replay(const ReplayArgs& a) {
   }
   if (!a.json)
     for (const auto& r : results)
-      if (auto note = accuracy_note(r.policy); !note.empty()) fmt::print("note: {}: {}\n", r.policy, note);
+      if (auto note = policy_accuracy_note(r.policy); !note.empty()) fmt::print("note: {}: {}\n", r.policy, note);
   for (const auto& r : results)
     if (r.stopped_on_oom) return 1;
   return 0;

@@ -55,7 +55,12 @@ int run_cuda_replay(const CudaReplayRequest& request) {
       j["trace"] = request.path;
       out.push_back(j);
     }
-    fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2));
+    fmt::print("{}\n", nlohmann::json{{"schema_version", kJsonSchemaVersion},
+                                      {"command", "replay"},
+                                      {"trace", request.path},
+                                      {"device", request.exec_device},
+                                      {"results", out}}
+                           .dump(2));
   } else {
     MemorySource source(trace);
     fmt::print("trace {}: live-bytes bound {} bytes\n", request.path, compute_stats(source).peak_live_requested);

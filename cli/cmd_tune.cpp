@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/policy_options.h"
+#include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "report/policy_grid.h"
@@ -30,61 +31,10 @@ struct TuneArgs {
   bool json = false;
 };
 
-// "max_split_size_mb:{unset,64,128}" -> a search dimension ("unset" = the default).
-TuneDimension parse_dimension(const std::string& text) {
-  size_t sep = text.find_first_of(":=");
-  if (sep == std::string::npos || sep == 0 || sep + 1 == text.size())
-    throw std::invalid_argument("--space '" + text + "' is not KEY:{VALUE,...}");
-  TuneDimension d{text.substr(0, sep), {}};
-  for (auto& v : expand_grid(text.substr(sep + 1))) d.values.push_back(v == "unset" ? "" : v);
-  return d;
-}
-
 std::string conf_text(const std::string& conf) { return conf.empty() ? "(unset: every default)" : conf; }
 
 std::string signed_size(int64_t bytes) {
   return (bytes < 0 ? "-" : "+") + format_size(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes));
-}
-
-nlohmann::json candidate_json(const TuneCandidate& c) {
-  return {{"conf", c.conf},
-          {"stage", c.stage},
-          {"peak_reserved", c.peak_reserved},
-          {"peak_allocated", c.peak_allocated},
-          {"device_calls", c.device_calls},
-          {"ooms", c.ooms},
-          {"recorded_ooms", c.recorded_ooms},
-          {"recorded_ooms_served", c.recorded_ooms_served},
-          {"replay_seconds", c.seconds}};
-}
-
-void print_json(const TuneReport& r) {
-  nlohmann::json ranking = nlohmann::json::array();
-  for (const auto& c : r.ranking) ranking.push_back(candidate_json(c));
-  nlohmann::json out = {
-      {"trace", r.trace},
-      {"policy", r.policy},
-      {"events", r.events},
-      {"live_bytes_bound", r.live_bytes_bound},
-      {"recorded_peak_reserved", r.recorded_peak_reserved},
-      {"recorded_conf", r.recorded_conf},
-      {"recorded_conf_inferred", r.recorded_conf_inferred},
-      {"capacity", r.capacity ? nlohmann::json(*r.capacity) : nlohmann::json(nullptr)},
-      {"capacity_inferred", r.capacity_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.capacity_note)},
-      {"oom_live_excess", r.oom_live_excess},
-      {"oom_live_room", r.oom_live_room},
-      {"best", candidate_json(r.best())},
-      {"best_env", "PYTORCH_CUDA_ALLOC_CONF=" + r.best().conf},
-      {"recorded", candidate_json(r.recorded)},
-      {"saving_bytes", static_cast<int64_t>(r.recorded.peak_reserved) - static_cast<int64_t>(r.best().peak_reserved)},
-      {"fits", r.fits()},
-      {"settings_tried", r.ranking.size()},
-      {"search_space_size", r.search_space_size},
-      {"search_seconds", r.seconds},
-      {"threads", r.threads},
-      {"ranking", ranking},
-  };
-  fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void print_text(const TuneReport& r, size_t top) {
@@ -161,7 +111,7 @@ int run_tune(const TuneArgs& a) {
   o.keep_per_dimension = a.keep;
   TuneReport r = tune(a.path, o, a.device.simulated_trace_device("tune replays on the simulated device"));
   if (a.json)
-    print_json(r);
+    fmt::print("{}\n", tune_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   else
     print_text(r, a.top);
   return r.fits() ? 0 : 1;

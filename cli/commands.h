@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/command_json.h"
 #include "device/sim_device.h"
 
 namespace fraglab::cli {
@@ -33,8 +34,6 @@ void add_diagnose(CLI::App& app, CommandFn& run);
 void add_fit(CLI::App& app, CommandFn& run);
 void add_ranks(CLI::App& app, CommandFn& run);
 
-// --capacity text ("80GiB", "" = unlimited) and --addresses ("cuda", "bump") -> device config.
-SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses = "auto");
 // --addresses cuda|bump: the simulated device's address model (device/address_space.h).
 void add_addresses_option(CLI::App* cmd, std::string& addresses);
 // --pools separate|merge: how policies treat a snapshot's private pools (allocators/pool_adaptors.h).

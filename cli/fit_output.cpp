@@ -82,7 +82,7 @@ nlohmann::json fit_json(const BatchModel& model, const FitReport& r, const std::
                       {"recorded_peak_reserved", c.recorded_peak},
                       {"predicted_peak_reserved", c.predicted_peak},
                       {"relative_error", c.error()}});
-  return {{"schema_version", 1},
+  return {{"schema_version", kJsonSchemaVersion},
           {"command", "fit"},
           {"probes", probes},
           {"alignment",

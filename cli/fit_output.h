@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/command_json.h"
 #include "report/batch_fit.h"
 
 namespace fraglab::cli {

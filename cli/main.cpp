@@ -6,8 +6,10 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "allocators/plugin.h"
@@ -18,13 +20,6 @@
 #include "traces/read_limits.h"
 
 namespace fraglab::cli {
-
-SimDeviceConfig sim_config(const std::string& capacity, const std::string& addresses) {
-  SimDeviceConfig config;
-  if (!capacity.empty()) config.capacity = parse_size(capacity);
-  config.addresses = parse_address_model(addresses).value_or(AddressModel::Auto);
-  return config;
-}
 
 void refuse_output_over_input(const std::vector<std::string>& inputs, const std::string& option,
                               const std::string& output) {
@@ -144,6 +139,21 @@ int main(int argc, char** argv) {
   cli::add_fit(app, run);
   cli::add_ranks(app, run);
   cli::add_plugin_option(app);
+  // A first word that is no command's name is named in the error (CLI11 would only ask for a subcommand).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    const std::function<bool(const CLI::App*)> every = [](const CLI::App*) { return true; };
+    for (const CLI::App* sub : std::as_const(app).get_subcommands(every)) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      fmt::print(stderr, "fraglab: error: unknown command '{}' (commands: {}; fraglab --help)\n", printable(argv[1]),
+                 names);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

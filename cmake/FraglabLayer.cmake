@@ -15,8 +15,10 @@ function(fraglab_layer_facade target name folder)
   set(facade ${CMAKE_BINARY_DIR}/layers/${name})
   file(MAKE_DIRECTORY ${facade})
   file(CREATE_LINK ${CMAKE_SOURCE_DIR}/${folder} ${facade}/${folder} SYMBOLIC)
+  # Installed, both "traces/trace.h" (include/fraglab) and <fraglab/traces/trace.h> (include) resolve.
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${facade}>
-                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/fraglab>)
+                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/fraglab>
+                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 endfunction()
 
 function(fraglab_add_layer name)

@@ -122,18 +122,18 @@ json row_json(const CompareRow& row) {
           {"peak_allocated", row.peak_allocated},
           {"reserved_over_bound", row.reserved_over_bound()},
           {"gap_bytes", row.gap_bytes()},
-          {"fragmentation_at_peak", row.fragmentation_at_peak()},
+          {"external_fragmentation_at_peak", row.fragmentation_at_peak()},
           {"free_at_peak", row.free_at_peak},
           {"largest_free_at_peak", row.largest_free_at_peak},
           {"free_ranges_at_peak", row.free_ranges_at_peak},
           {"device_calls",
            {{"total", row.device_calls()},
-            {"segment_alloc", row.segment_allocs},
-            {"segment_free", row.segment_frees},
-            {"map", row.maps},
-            {"unmap", row.unmaps},
-            {"reserve", row.reserves},
-            {"release", row.releases},
+            {"segment_allocs", row.segment_allocs},
+            {"segment_frees", row.segment_frees},
+            {"maps", row.maps},
+            {"unmaps", row.unmaps},
+            {"reserves", row.reserves},
+            {"releases", row.releases},
             {"failed", row.failed_device_calls}}},
           {"ooms", row.ooms},
           {"series", {{"event", row.series_event}, {"reserved", row.series_reserved}}}};
@@ -151,10 +151,11 @@ std::string document(const json& head, const std::vector<json>& rows) {
 }
 
 json head_json(const CompareResults& r) {
-  json head = {{"fraglab_compare", 1},
-               {"capacity", r.capacity ? json(*r.capacity) : json(nullptr)},
-               {"traces", r.traces},
-               {"policies", r.policies}};
+  // schema_version/command: the --json contract (docs/json.md); fraglab_compare: this file's own version,
+  // 2 since the device-call keys are the other commands' (merge reads 1 and 2).
+  json head = {{"schema_version", 1},  {"command", "compare"},
+               {"fraglab_compare", 2}, {"capacity", r.capacity ? json(*r.capacity) : json(nullptr)},
+               {"traces", r.traces},   {"policies", r.policies}};
   if (r.shard) head["shard"] = fmt::format("{}/{}", r.shard->index, r.shard->count);
   return head;
 }
@@ -231,12 +232,14 @@ CompareRow read_row(const json& j, const std::string& path, const std::string& w
   row.free_ranges_at_peak = field<uint64_t>(j, "free_ranges_at_peak", path, where);
   json calls = field<json>(j, "device_calls", path, where);
   std::string cw = where + " device_calls";
-  row.segment_allocs = field<uint64_t>(calls, "segment_alloc", path, cw);
-  row.segment_frees = field<uint64_t>(calls, "segment_free", path, cw);
-  row.maps = field<uint64_t>(calls, "map", path, cw);
-  row.unmaps = field<uint64_t>(calls, "unmap", path, cw);
-  row.reserves = field<uint64_t>(calls, "reserve", path, cw);
-  row.releases = field<uint64_t>(calls, "release", path, cw);
+  // Version 1 named the calls in the singular (segment_alloc, map, ...).
+  const bool v1 = !calls.contains("segment_allocs") && calls.contains("segment_alloc");
+  row.segment_allocs = field<uint64_t>(calls, v1 ? "segment_alloc" : "segment_allocs", path, cw);
+  row.segment_frees = field<uint64_t>(calls, v1 ? "segment_free" : "segment_frees", path, cw);
+  row.maps = field<uint64_t>(calls, v1 ? "map" : "maps", path, cw);
+  row.unmaps = field<uint64_t>(calls, v1 ? "unmap" : "unmaps", path, cw);
+  row.reserves = field<uint64_t>(calls, v1 ? "reserve" : "reserves", path, cw);
+  row.releases = field<uint64_t>(calls, v1 ? "release" : "releases", path, cw);
   row.failed_device_calls = field<uint64_t>(calls, "failed", path, cw);
   row.ooms = field<uint64_t>(j, "ooms", path, where);
   json series = field<json>(j, "series", path, where);
@@ -268,7 +271,8 @@ CompareResults read_results(const std::string& path, const std::string& timings_
   json doc = parse_file(path);
   if (!doc.is_object() || !doc.contains("fraglab_compare"))
     throw FormatError::in_file(path, "not a fraglab compare results file (no \"fraglab_compare\" key)");
-  if (doc["fraglab_compare"] != 1) throw FormatError::in_file(path, "unsupported fraglab_compare version");
+  if (doc["fraglab_compare"] != 1 && doc["fraglab_compare"] != 2)
+    throw FormatError::in_file(path, "unsupported fraglab_compare version");
   CompareResults r;
   r.traces = field<std::vector<std::string>>(doc, "traces", path, "header");
   r.policies = field<std::vector<std::string>>(doc, "policies", path, "header");

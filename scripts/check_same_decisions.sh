@@ -7,6 +7,9 @@
 #   - `fidelity` of every snapshot in tests/data/snapshots and traces/corpus (stdout and exit status);
 #   - `replay --json` of each EXTRA_TRACE (e.g. a generated random trace) with every policy named in
 #     $POLICIES (space-separated, default all), replay times (the one field not reproducible) left out.
+# The JSON documents are compared in the JSON contract's shape (docs/json.md): a binary from before it
+# (replay's object for one policy, singular device-call keys, peaks as objects) is rewritten into it by
+# scripts/json_contract.py, which prints both sides canonically (keys sorted); same values, same decisions.
 # Prints one line per check and exits 1 on the first difference, leaving both outputs in $WORK.
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -30,7 +33,8 @@ for side in old new; do
     --csv "$work/$side/results.csv" --json "$work/$side/results.json"
 done
 cmp -s "$work/old/results.csv" "$work/new/results.csv" || fail "compare results.csv"
-cmp -s "$work/old/results.json" "$work/new/results.json" || fail "compare results.json"
+for side in old new; do scripts/json_contract.py "$work/$side/results.json" >"$work/$side/results.canonical.json"; done
+cmp -s "$work/old/results.canonical.json" "$work/new/results.canonical.json" || fail "compare results.json"
 echo "same: compare traces/corpus --policies all (results.csv, results.json)"
 
 n=0
@@ -53,7 +57,8 @@ for t in "$@"; do
   for side in old new; do
     bin=$old
     [ "$side" = new ] && bin=$new
-    "$bin" replay "$t" "${policy_args[@]}" --json | grep -v '"replay_seconds"' >"$work/$side/replay.json"
+    "$bin" replay "$t" "${policy_args[@]}" --json >"$work/$side/replay.raw.json"
+    scripts/json_contract.py "$work/$side/replay.raw.json" >"$work/$side/replay.json"
   done
   cmp -s "$work/old/replay.json" "$work/new/replay.json" || fail "replay --policy ${POLICIES:-all} --json $t"
   echo "same: replay $t --policy ${POLICIES:-all} --json (replay_seconds left out)"

@@ -25,6 +25,8 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     except (ValueError, OSError):
         rows.append((name, None))
         continue
+    if "results" in j:  # replay --json since schema_version 1 (docs/json.md): one result per policy
+        j = j["results"][0]
     rows.append((name, j))
 
 print("| run | malloc µs mean / p50 / p99 / max | free µs mean / p50 / p99 / max | reserved peak: driver | policy's count | simulated | c10 / pool | free before | free after |")

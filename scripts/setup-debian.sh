@@ -7,6 +7,12 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 packages=(
   build-essential cmake ninja-build pkg-config git python3
+  # The Python package (pyproject.toml): Debian's setuptools, wheel, pip, venv and pybind11; the *-whl
+  # packages let pip build in a fresh venv without network; jsonschema checks the --json outputs.
+  python3-dev python3-setuptools python3-wheel python3-pip python3-venv python3-setuptools-whl
+  python3-wheel-whl python3-pip-whl pybind11-dev python3-jsonschema
+  # `man fraglab` is made by help2man from --help at build time.
+  help2man
   libcli11-dev nlohmann-json3-dev libfmt-dev libzstd-dev zlib1g-dev libdeflate-dev libeigen3-dev catch2
   libbenchmark-dev
   libglfw3-dev libimgui-dev libstb-dev libgl-dev

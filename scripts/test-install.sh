@@ -4,7 +4,9 @@
 #  2. build examples/out_of_tree_policy against that prefix alone (find_package(fraglab));
 #  3. the installed fraglab lists the plugin's policy and replays a bundled trace through it with
 #     --check (every block inside device memory, none overlapping), and refuses a plugin built for
-#     another API version with a clear error and exit 2.
+#     another API version with a clear error and exit 2;
+#  4. a consumer of the package: <fraglab/...> includes against fraglab::traces, the command line as the
+#     imported executable fraglab::fraglab, and the same program built with pkg-config alone.
 # Usage: scripts/test-install.sh BUILD_DIR PREFIX   (PREFIX is left installed, for later stages)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,11 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 test -x "$prefix/bin/fraglab"
 test -f "$prefix/include/fraglab/allocators/plugin.h"
 test -f "$prefix/lib/cmake/fraglab/fraglabConfigVersion.cmake"
+# The man page and bash completion.
+grep -q "fraglab 0.1.0" "$prefix/share/man/man1/fraglab.1"
+grep -q "diagnose" "$prefix/share/man/man1/fraglab.1"
+bash -c "source '$prefix/share/bash-completion/completions/fraglab'; COMP_WORDS=(fraglab diag); COMP_CWORD=1; _fraglab
+         [ \"\${COMPREPLY[*]}\" = diagnose ]"
 
 # Only the prefix: no source tree include paths, no build tree.
 cmake -S examples/out_of_tree_policy -B "$work/example" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -41,4 +48,28 @@ set +e
 rc=$?
 set -e
 [ "$rc" = 2 ] && grep -q "plugin API version 2" "$work/v2.err" || { cat "$work/v2.err"; exit 1; }
-echo "install: package, out-of-tree plugin and version check passed"
+# A consumer: <fraglab/...> includes, a layer target, the imported executable; then pkg-config alone.
+mkdir -p "$work/consumer"
+cat >"$work/consumer/main.cpp" <<'EOF'
+#include <cstdio>
+#include <fraglab/traces/units.h>
+int main() { std::printf("%s\n", fraglab::format_size(fraglab::parse_size("3GiB")).c_str()); }
+EOF
+cat >"$work/consumer/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.25)
+project(consumer LANGUAGES CXX)
+find_package(fraglab 0.1 REQUIRED)
+add_executable(consumer main.cpp)
+target_link_libraries(consumer PRIVATE fraglab::traces)
+add_custom_target(cli_version ALL COMMAND fraglab::fraglab --version > version.txt VERBATIM)
+EOF
+cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/consumer/build" >/dev/null
+[ "$("$work/consumer/build/consumer")" = "3.00 GiB" ]
+grep -q "^fraglab 0.1.0" "$work/consumer/build/version.txt"
+test -f "$prefix/lib/pkgconfig/fraglab.pc"
+# shellcheck disable=SC2046
+c++ "$work/consumer/main.cpp" -o "$work/consumer/by-pkg-config" \
+  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs --static fraglab)
+[ "$("$work/consumer/by-pkg-config")" = "3.00 GiB" ]
+echo "install: package, out-of-tree plugin, version check, consumer (<fraglab/...>, fraglab::fraglab, pkg-config) passed"

@@ -3,6 +3,7 @@
 #  0. every C++ file formatted as .clang-format says (scripts/check-format.sh);
 #  1. a Release build of every target with warnings as errors, and every test through ctest (the
 #     layering probes among them: an include that runs back up the layers must not compile);
+#  1b. the Python package: `pip install .` into a fresh venv, reusing build-test (scripts/test-python.sh);
 #  2. a benchmark smoke run (tiny input, no thresholds) so benchmarks keep building and running;
 #  3. `cmake --install` to a prefix, an out-of-tree policy plugin built against it alone and replayed
 #     through the installed fraglab (scripts/test-install.sh);
@@ -21,10 +22,14 @@ jobs=$(nproc)
 
 # Release (-O3, as scripts/main-job.sh builds): GCC's flow-based warnings are most numerous there, so
 # -Werror here keeps the Release build of every target free of warnings.
-cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRAGLAB_WERROR=ON
+cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRAGLAB_WERROR=ON -DFRAGLAB_PYTHON=ON \
+  -DPython_EXECUTABLE=/usr/bin/python3
 cmake --build build-test -j "$jobs"
 ctest --test-dir build-test --output-on-failure -j "$jobs"
 [ "${FRAGLAB_QUICK:-0}" = 1 ] && exit 0
+
+echo "== the Python package: pip install . into a fresh venv (reusing build-test), module against the CLI"
+./scripts/test-python.sh build-test
 
 echo "== benchmark smoke run"
 FRAGLAB_BENCH_SMOKE=1 build-test/bench/fraglab_bench --benchmark_min_time=0.01 >/dev/null
@@ -45,7 +50,7 @@ echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer (clang, 
 # the Release build above holds the warnings.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DFRAGLAB_SANITIZE=ON -DFRAGLAB_FUZZ=ON \
-  -DFRAGLAB_BENCH=OFF -DFRAGLAB_GUI=OFF -DFRAGLAB_CUDA=OFF
+  -DFRAGLAB_BENCH=OFF -DFRAGLAB_GUI=OFF -DFRAGLAB_CUDA=OFF -DFRAGLAB_PYTHON=OFF
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -E "tune predicts the peaks"
@@ -61,7 +66,7 @@ echo "== threaded tests under ThreadSanitizer"
 # needs the GUI build).
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DFRAGLAB_TSAN=ON -DFRAGLAB_BENCH=OFF \
-  -DFRAGLAB_GUI=OFF -DFRAGLAB_CUDA=OFF
+  -DFRAGLAB_GUI=OFF -DFRAGLAB_CUDA=OFF -DFRAGLAB_PYTHON=OFF
 cmake --build build-tsan -j "$jobs" --target fraglab fraglab_tests
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 build-tsan/tests/fraglab_tests "[gui],[recorder],[fit],[compare]~\"tune predicts the peaks*\""

@@ -237,6 +237,38 @@ TEST_CASE("malformed results files are FormatErrors naming the file", "[compare]
   CHECK_THROWS_AS(read_results(path), FormatError);
 }
 
+TEST_CASE("results.json of both versions reads: 1 with singular device-call keys, 2 with the --json contract's",
+          "[compare]") {
+  TempDir dir("resultsversions");
+  auto path = (dir.path / "r.json").string();
+  const std::string row =
+      R"({"trace": "t", "policy": "p", "events": 4, "allocs": 2, "live_bytes_bound": 10, )"
+      R"("recorded_peak_reserved": 0, "peak_reserved": 20, "peak_reserved_event": 1, "peak_allocated": 12, )"
+      R"("free_at_peak": 8, "largest_free_at_peak": 4, "free_ranges_at_peak": 2, "ooms": 0, )"
+      R"("series": {"event": [1], "reserved": [20]}, "device_calls": )";
+  std::ofstream(path) << R"({"fraglab_compare": 1, "traces": ["t"], "policies": ["p"], "capacity": null, "rows": [)"
+                      << row
+                      << R"({"segment_alloc": 3, "segment_free": 1, "map": 5, "unmap": 4, "reserve": 2, )"
+                         R"("release": 1, "failed": 0}}]})";
+  CompareResults v1 = read_results(path);
+  REQUIRE(v1.rows.size() == 1);
+  CHECK(v1.rows[0].segment_allocs == 3);
+  CHECK(v1.rows[0].maps == 5);
+  CHECK(v1.rows[0].releases == 1);
+  std::ofstream(path) << R"({"schema_version": 1, "command": "compare", "fraglab_compare": 2, "traces": ["t"], )"
+                         R"("policies": ["p"], "capacity": null, "rows": [)"
+                      << row
+                      << R"({"segment_allocs": 3, "segment_frees": 1, "maps": 5, "unmaps": 4, "reserves": 2, )"
+                         R"("releases": 1, "failed": 0}}]})";
+  CompareResults v2 = read_results(path);
+  REQUIRE(v2.rows.size() == 1);
+  CHECK(v2.rows[0].segment_allocs == 3);
+  CHECK(v2.rows[0].unmaps == 4);
+  CHECK(results_json(v2).find("\"segment_allocs\":3") != std::string::npos);
+  std::ofstream(path) << R"({"fraglab_compare": 3, "traces": [], "policies": [], "capacity": null, "rows": []})";
+  CHECK_THROWS_AS(read_results(path), FormatError);
+}
+
 TEST_CASE("tune's pruned search finds the grid's optimum and ranks what it tried", "[compare][tune]") {
   TempDir dir("tune");
   auto trace = (dir.path / "t.jsonl").string();

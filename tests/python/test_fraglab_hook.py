@@ -1,12 +1,15 @@
 """fraglab_hook against a stub of the torch API (CI has no torch): recording is started
 bounded, the OOM observer is attached, an OOM writes the snapshot with rank and time in its
-name, prints the diagnose command, and runs it when fraglab is on PATH.
+name, prints the diagnose command, and diagnoses it on a thread of its own through the fraglab
+module (or, where the module cannot be imported, the executable it was given).
 
-Run by CTest (tests/CMakeLists.txt) with PYTHONPATH=python/, FRAGLAB_SOURCE_DIR and
-FRAGLAB_CLI (the built fraglab, whose `diagnose` the last test runs for real).
+Run by CTest (tests/CMakeLists.txt) with PYTHONPATH=<build>/python:python/ (the built module and
+the hook's source), FRAGLAB_SOURCE_DIR and FRAGLAB_CLI (the built fraglab).
 """
 
+import contextlib
 import gzip
+import json
 import os
 import pickle
 import re
@@ -17,6 +20,12 @@ import types
 import unittest
 
 SOURCE_DIR = os.environ.get("FRAGLAB_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+try:
+    import fraglab  # noqa: F401  (the built module, first on PYTHONPATH)
+
+    HAVE_MODULE = True
+except ImportError:
+    HAVE_MODULE = False
 SNAPSHOT = os.path.join(SOURCE_DIR, "traces", "corpus", "seed_examples.default.pickle.gz")
 
 
@@ -24,6 +33,8 @@ class StubTorch:
     """The parts of torch the hook calls, recording what it was asked."""
 
     def __init__(self, snapshot, fraction=None, total_memory=80 << 30, dist_rank=None):
+        self.fraction = fraction
+        self.total_memory = total_memory
         self.history_calls = []
         self.observers = []
         torch = types.ModuleType("torch")
@@ -53,8 +64,25 @@ class StubTorch:
         sys.modules.update(self.modules)
 
     def oom(self, requested=1 << 30):
+        # As PyTorch's allocator calls it: device, requested bytes, the allowed maximum (the fraction's
+        # limit when one is set, else the device's total memory), free bytes on the device.
+        allowed = int(self.fraction * self.total_memory) if self.fraction else self.total_memory
         for observer in self.observers:
-            observer(0, requested, 70 << 30, 512 << 20)
+            observer(0, requested, allowed, 512 << 20)
+
+
+@contextlib.contextmanager
+def without_the_module():
+    """`import fraglab` raises ImportError inside (another Python than the wheel's)."""
+    saved = sys.modules.get("fraglab")
+    sys.modules["fraglab"] = None
+    try:
+        yield
+    finally:
+        if saved is None:
+            del sys.modules["fraglab"]
+        else:
+            sys.modules["fraglab"] = saved
 
 
 def fake_fraglab(directory):
@@ -82,6 +110,8 @@ class HookTest(unittest.TestCase):
         self.hook_module = fraglab_hook
 
     def tearDown(self):
+        if self.hook_module._hook is not None:
+            self.hook_module._hook.wait()
         os.environ.clear()
         os.environ.update(self.saved_env)
         for name in list(sys.modules):
@@ -116,11 +146,11 @@ class HookTest(unittest.TestCase):
         self.assertFalse(os.path.exists(path + ".part"))
         text = "\n".join(self.printed)
         self.assertIn("allocating 1073741824 bytes", text)
-        self.assertIn(f"fraglab diagnose {path}", text)
-        self.assertIn("not on PATH", text)
+        self.assertIn(f"fraglab diagnose {path} --capacity {80 << 30}", text)
+        hook.wait()
         stub.oom()  # max_dumps=1: a second OOM (a job backing off) writes nothing more
         self.assertEqual(len(hook.dumps), 1)
-        self.assertEqual(len(os.listdir(self.out)), 1)
+        self.assertEqual(len([n for n in os.listdir(self.out) if n.endswith(".pickle.gz")]), 1)
 
     def test_rank_from_the_launcher_and_capacity_from_the_memory_fraction(self):
         os.environ["RANK"] = "7"
@@ -141,25 +171,43 @@ class HookTest(unittest.TestCase):
         self.assertEqual(hook.dumps, [])
         self.assertIn("could not save", "\n".join(self.printed))
 
-    def test_runs_fraglab_diagnose_when_it_is_on_path(self):
-        fake_fraglab(self.out)
+    def test_the_executable_diagnoses_where_the_module_cannot_be_imported(self):
+        fraglab = fake_fraglab(self.out)
         stub = StubTorch(self.snapshot)
-        hook = self.enable(stub, capacity=1 << 30, diagnose_args=["--json"])
-        stub.oom()
+        with without_the_module():
+            hook = self.enable(stub, capacity=1 << 30, fraglab=fraglab)
+            stub.oom()
+            hook.wait()
         with open(os.path.join(self.out, "args.txt")) as f:
-            self.assertEqual(f.read().split(), ["diagnose", hook.dumps[0], "--capacity", str(1 << 30), "--json"])
+            self.assertEqual(f.read().split(), ["diagnose", hook.dumps[0], "--capacity", str(1 << 30)])
         self.assertIn("fake diagnosis", "\n".join(self.printed))
 
-    @unittest.skipUnless(os.environ.get("FRAGLAB_CLI"), "FRAGLAB_CLI not set")
-    def test_the_real_fraglab_diagnoses_the_dump(self):
-        os.environ["PATH"] = os.path.dirname(os.environ["FRAGLAB_CLI"])
+    def test_without_the_module_or_an_executable_it_says_what_to_run(self):
+        stub = StubTorch(self.snapshot)
+        with without_the_module():
+            hook = self.enable(stub)
+            stub.oom()
+            hook.wait()
+        self.assertIn("the fraglab module is not importable", "\n".join(self.printed))
+
+    @unittest.skipUnless(HAVE_MODULE, "the fraglab module is not built (pybind11-dev)")
+    def test_the_module_diagnoses_the_dump_off_the_failing_thread(self):
+        import threading
+
         stub = StubTorch(self.snapshot)
         # seed_examples reserves 2 GiB at its peak: under 1.5 GiB its replay runs out of memory.
-        hook = self.enable(stub, capacity=3 << 29, fraglab=os.path.basename(os.environ["FRAGLAB_CLI"]))
+        hook = self.enable(stub, capacity=3 << 29, diagnose_options={"jobs": 2})
         stub.oom()
+        self.assertEqual(len(hook.threads), 1)
+        self.assertIsNot(hook.threads[0], threading.current_thread())
+        hook.wait()
         text = "\n".join(self.printed)
-        self.assertIn("verdict", text)
-        self.assertRegex(text, r"OOM at event \d+")
+        self.assertIn("verdict:", text)
+        self.assertRegex(text, r"at event \d+ \(replay\)")
+        self.assertEqual(hook.diagnoses[0]["capacity"], 3 << 29)
+        stem = hook.dumps[0][: -len(".pickle.gz")]
+        with open(stem + ".diagnosis.json") as f:
+            self.assertEqual(json.load(f), hook.diagnoses[0])
 
     @unittest.skipUnless(os.environ.get("FRAGLAB_CLI"), "FRAGLAB_CLI not set")
     def test_probe_records_each_batch_and_returns_fits_answer(self):

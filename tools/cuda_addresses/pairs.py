@@ -30,7 +30,7 @@ def predict(fraglab, source, conf, capacity, addresses):
     if capacity:
         cmd += ["--capacity", str(capacity)]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    return json.loads(r.stdout)["peak_reserved"]["bytes"]
+    return json.loads(r.stdout)["results"][0]["peak_reserved"]
 
 
 def path_of(f):

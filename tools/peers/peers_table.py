@@ -41,9 +41,17 @@ def load(path):
 
 
 def model_numbers(m):
+    # replay --json before its schema_version 1 (the stored results) and since (docs/json.md)
+    if "results" in m:
+        m = m["results"][0]
     calls = m["device_calls"]
-    return dict(reserved=m["peak_reserved"]["bytes"], in_use=m["peak_allocated"]["bytes"],
-                calls=calls["segment_alloc"] + calls["map"], ooms=len(m.get("ooms", [])))
+
+    def peak(v):
+        return v["bytes"] if isinstance(v, dict) else v
+
+    return dict(reserved=peak(m["peak_reserved"]), in_use=peak(m["peak_allocated"]),
+                calls=calls.get("segment_allocs", calls.get("segment_alloc")) + calls.get("maps", calls.get("map")),
+                ooms=len(m.get("ooms", [])))
 
 
 def real_numbers(r):
