@@ -474,17 +474,6 @@ nlohmann::json fragmentation_json(const Fragmentation& f) {
           {"external_fragmentation", f.external()}};
 }
 
-nlohmann::json calls_json(const DeviceCallCounts& c) {
-  return {{"total", c.total()},
-          {"segment_allocs", c.segment_allocs},
-          {"segment_frees", c.segment_frees},
-          {"maps", c.maps},
-          {"unmaps", c.unmaps},
-          {"reserves", c.reserves},
-          {"releases", c.releases},
-          {"failed", c.failed}};
-}
-
 nlohmann::json run_json(const RunSummary& s) {
   return {{"trace", s.trace},
           {"recorded_conf", s.recorded_conf},
@@ -502,7 +491,7 @@ nlohmann::json run_json(const RunSummary& s) {
           {"peak_allocated", s.peak_allocated},
           {"ooms", s.ooms},
           {"fragmentation_at_peak", fragmentation_json(s.at_peak)},
-          {"device_calls", calls_json(s.calls)},
+          {"device_calls", to_json(s.calls)},
           {"has_stacks", s.groups.has_stacks}};
 }
 

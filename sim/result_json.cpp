@@ -9,6 +9,17 @@ nlohmann::json to_json(const Fragmentation& f) {
           {"free_ranges", f.free_ranges}, {"external_fragmentation", f.external()}};
 }
 
+nlohmann::json to_json(const DeviceCallCounts& c) {
+  return {{"total", c.total()},
+          {"segment_allocs", c.segment_allocs},
+          {"segment_frees", c.segment_frees},
+          {"maps", c.maps},
+          {"unmaps", c.unmaps},
+          {"reserves", c.reserves},
+          {"releases", c.releases},
+          {"failed", c.failed}};
+}
+
 nlohmann::json to_json(const ReplayResult& r) {
   nlohmann::json ooms = nlohmann::json::array();
   for (const auto& o : r.ooms)
@@ -45,15 +56,7 @@ nlohmann::json to_json(const ReplayResult& r) {
       {"gap_to_oracle", r.gap_to_oracle() ? nlohmann::json(*r.gap_to_oracle()) : nlohmann::json(nullptr)},
       {"fragmentation_at_peak", to_json(r.at_peak)},
       {"final", {{"reserved", r.final_reserved}, {"allocated", r.final_allocated}, {"requested", r.final_requested}}},
-      {"device_calls",
-       {{"total", r.calls.total()},
-        {"segment_allocs", r.calls.segment_allocs},
-        {"segment_frees", r.calls.segment_frees},
-        {"maps", r.calls.maps},
-        {"unmaps", r.calls.unmaps},
-        {"reserves", r.calls.reserves},
-        {"releases", r.calls.releases},
-        {"failed", r.calls.failed}}},
+      {"device_calls", to_json(r.calls)},
       {"ooms", ooms},
       {"recorded_ooms", recorded},
       {"recorded_ooms_served", r.recorded_ooms_served()},

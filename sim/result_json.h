@@ -8,6 +8,8 @@
 namespace fraglab {
 
 nlohmann::json to_json(const Fragmentation& f);
+// Call counts by kind, failed calls apart: the "device_calls" object of every command.
+nlohmann::json to_json(const DeviceCallCounts& c);
 nlohmann::json to_json(const ReplayResult& r);
 
 }  // namespace fraglab
