@@ -700,18 +700,20 @@ FitReport fit_batch(const BatchModel& model, const FitOptions& o) {
 
   // tune's best where the recorded setting first fails: the cheapest setting that fits that batch, then its own
   // largest batch.
-  const SettingAnswer& recorded = r.answers.front();
-  if (o.search_best && recorded.first_failing && *recorded.first_failing <= r.live_limit_batch) {
+  // Copied, not referenced: finish() below appends to r.answers and may move its elements.
+  const std::optional<uint64_t> recorded_first_failing = r.answers.front().first_failing;
+  if (o.search_best && recorded_first_failing && *recorded_first_failing <= r.live_limit_batch) {
     TuneOptions t;
     t.capacity = o.capacity;
     t.jobs = o.jobs;
-    TuneReport tr = tune(model.at(*recorded.first_failing), model.reference().name, t);
+    TuneReport tr = tune(model.at(*recorded_first_failing), model.reference().name, t);
     const TuneCandidate& best = tr.best();
     bool known = false;
     for (const auto& a : r.answers) known = known || a.conf == best.conf;
     if (!best.fails() && !known) finish(search.answer(best.conf, "tune's best", r.live_limit_batch));
   }
 
+  const SettingAnswer& recorded = r.answers.front();
   r.growth_batch = recorded.largest_batch ? recorded.largest_batch : model.reference().batch;
   r.growth = growth_at(model, r.growth_batch, r.growth_by_site);
   r.checks = model_checks(model);
