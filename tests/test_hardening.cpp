@@ -6,12 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "allocators/offline_plan.h"
 #include "allocators/policy_options.h"
@@ -19,6 +22,8 @@
 #include "report/compare_results.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
+#include "traces/gzip.h"
+#include "traces/pytorch_snapshot.h"
 #include "traces/read_limits.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
@@ -479,3 +484,31 @@ TEST_CASE("compare does not follow directory symlinks in a corpus", "[hardening]
   fs::remove(csv);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a snapshot truncated while it is read is an error, not SIGBUS", "[hardening]") {
+  fs::path dir = temp_dir("truncated");
+  const fs::path source =
+      fs::path(FRAGLAB_SOURCE_DIR) /
+      "tests/data/snapshots/bert_varlen_train.garbage_collection_threshold-0.6_cap0.27_empty3.pickle.gz";
+  REQUIRE(fs::file_size(source) > (1u << 20));  // more than one chunk: the hook runs mid-read
+  fs::copy_file(source, dir / "s.pickle.gz");
+  {
+    InflatedBytes raw = inflate_gzip(read_file(source.string()), source.string());
+    std::ofstream(dir / "s.pickle", std::ios::binary) << raw.bytes();
+  }
+  for (const char* name : {"s.pickle.gz", "s.pickle"}) {
+    INFO(name);
+    const fs::path path = dir / name;
+    REQUIRE(load_error(path).empty());
+    const auto size = fs::file_size(path);
+    int calls = 0;
+    detail::g_after_read_chunk = [&] {
+      if (calls++ == 0) fs::resize_file(path, size / 3);  // what a re-dump does: truncate, then write
+    };
+    std::string err = load_error(path);
+    detail::g_after_read_chunk = nullptr;
+    CHECK_THAT(err, Catch::Contains(path.string()) && Catch::Contains("the file changed while being read"));
+  }
+  fs::remove_all(dir);
+}
+

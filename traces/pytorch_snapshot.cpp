@@ -1117,11 +1117,12 @@ class Importer final : public pickle::ListSink {
   }
 };
 
-// A read-only mapping of a whole file: the pickle is parsed in place, without copying
-// 160 MB into a string first (strings in the parsed document point into it).
-class MappedFile {
+// The whole file read into memory. Not a mapping: a snapshot truncated while it is read (a
+// training loop re-dumping to the same name) would raise SIGBUS at the first page past the new end;
+// read(2) sees the shorter file instead, and the reading stops with an error (issue 40).
+class FileBytes {
  public:
-  explicit MappedFile(const std::string& path) {
+  explicit FileBytes(const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
     if (fd < 0) throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
@@ -1131,28 +1132,52 @@ class MappedFile {
     }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
-      void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) {
         close(fd);
-        throw FormatError::in_file(path, std::string("cannot map: ") + std::strerror(errno));
+        throw FormatError::in_file(path, std::string("cannot hold it in memory: ") + std::strerror(errno));
       }
-      data_ = static_cast<const char*>(p);
+      data_ = static_cast<char*>(p);
     }
+    size_t got = 0;
+    while (got < size_) {
+      ssize_t n = read(fd, data_ + got, std::min<size_t>(size_ - got, size_t{1} << 20));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        int err = errno;
+        close(fd);
+        throw FormatError::at_offset(path, got, std::string("read error: ") + std::strerror(err));
+      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+      if (detail::g_after_read_chunk) detail::g_after_read_chunk();
+    }
+    struct stat after {};
+    bool changed = got != size_ || fstat(fd, &after) != 0 || after.st_size != st.st_size ||
+                   after.st_mtim.tv_sec != st.st_mtim.tv_sec || after.st_mtim.tv_nsec != st.st_mtim.tv_nsec;
     close(fd);
+    if (changed)
+      throw FormatError::in_file(path, fmt::format("the file changed while being read ({} bytes when opened, {} read); "
+                                                   "read it again once it is written",
+                                                   size_, got));
   }
-  ~MappedFile() {
-    if (data_) munmap(const_cast<char*>(data_), size_);
+  ~FileBytes() {
+    if (data_) munmap(data_, size_);
   }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
   std::string_view bytes() const { return {data_ ? data_ : "", size_}; }
 
  private:
-  const char* data_ = nullptr;
+  char* data_ = nullptr;
   size_t size_ = 0;
 };
 
 }  // namespace
+
+namespace detail {
+std::function<void()> g_after_read_chunk;
+}  // namespace detail
 
 namespace {
 
@@ -1214,7 +1239,7 @@ class InflatingFeed final : public pickle::InputFeed {
 // when the file is not that plain case: then it is inflated first, which also words gzip's errors.
 // Errors come out as they would from inflating first: any error waits for the end of the stream,
 // and a damaged stream gives way to the one-shot path.
-std::optional<Trace> import_while_inflating(std::unique_ptr<MappedFile>& file, const std::string& path,
+std::optional<Trace> import_while_inflating(std::unique_ptr<FileBytes>& file, const std::string& path,
                                             const ReadOptions& options, uint64_t disk_bytes) {
   std::unique_ptr<InflatingBytes> raw = InflatingBytes::start(file->bytes(), true);
   if (!raw) return std::nullopt;
@@ -1263,7 +1288,7 @@ namespace {
 
 // One device's reading of the snapshot file (OnlyOtherDevice: another device holds its data).
 Trace read_device(const std::string& path, const ReadOptions& options) {
-  auto file = std::make_unique<MappedFile>(path);
+  auto file = std::make_unique<FileBytes>(path);
   std::string_view bytes = file->bytes();
   uint64_t disk_bytes = bytes.size();
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
