@@ -512,3 +512,59 @@ TEST_CASE("a snapshot truncated while it is read is an error, not SIGBUS", "[har
   fs::remove_all(dir);
 }
 
+namespace {
+
+std::string plugin(const char* kind) {
+  return std::string(FRAGLAB_TEST_PLUGIN_DIR) + "/libfraglab_test_plugin_" + kind + ".so";
+}
+
+// The files in `dir` whose names are not in `keep` (temporaries left behind).
+std::vector<std::string> strays(const fs::path& dir, const std::vector<std::string>& keep) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (std::find(keep.begin(), keep.end(), entry.path().filename().string()) == keep.end())
+      out.push_back(entry.path().filename().string());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plugins that misbehave while loading are refused clearly, exit 2", "[hardening]") {
+  fs::path dir = temp_dir("plugins");
+  const std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
+  struct Case {
+    std::string args;
+    const char* says;
+  };
+  // A truncated library: the loader would map it and fault past its end (SIGBUS).
+  const fs::path truncated = dir / "truncated.so";
+  fs::copy_file(plugin("misbehaving"), truncated);
+  fs::resize_file(truncated, fs::file_size(truncated) / 2);
+  const Case cases[] = {
+      {"replay " + trace + " --plugin " + plugin("null_factory") + " --policy misbehaving_null_factory",
+       "its factory returned no policy"},
+      {"compare " + trace + " -q --plugin " + plugin("null_factory") + " --policies misbehaving_null_factory",
+       "its factory returned no policy"},
+      {"export " + trace + " " + (dir / "x.json").string() + " --plugin " + plugin("null_factory") +
+           " --policy misbehaving_null_factory",
+       "its factory returned no policy"},
+      {"policies --plugin " + plugin("register_throws"),
+       "its registration function failed: the registration's own error"},
+      {"policies --plugin " + plugin("register_throws_int"), "registration function threw something that is not"},
+      {"policies --plugin " + plugin("abi_size"), "PolicyInfo is"},
+      {"policies --plugin " + plugin("misbehaving") + " --plugin " + plugin("misbehaving"), "already loaded"},
+      {"policies --plugin " + truncated.string(), "truncated"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    Cli r = run_cli(c.args);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+  }
+  // The size mismatch names the one tag both share, not two "differing" ones.
+  Cli abi = run_cli("policies --plugin " + plugin("abi_size"));
+  CHECK_THAT(abi.err, Catch::Contains("(same ABI "));
+  CHECK(strays(dir, {"truncated.so"}).empty());
+  fs::remove_all(dir);
+}
+
