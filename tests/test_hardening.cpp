@@ -568,3 +568,39 @@ TEST_CASE("plugins that misbehave while loading are refused clearly, exit 2", "[
   fs::remove_all(dir);
 }
 
+TEST_CASE("a policy that hands out impossible blocks is an error naming it and the event", "[hardening]") {
+  fs::path dir = temp_dir("misbehaving");
+  const std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
+  const std::string load = " --plugin " + plugin("misbehaving");
+  struct Case {
+    const char* mode;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"overlap", "a block over live allocation id"},
+      {"tiny", "a block smaller than the request"},
+      {"zero", "an empty block"},
+      {"outside", "outside the device memory it holds"},
+      {"freed", "outside the device memory it holds"},
+      {"throw_int", "threw something that is not a std::exception in allocate"},
+  };
+  for (const Case& c : cases) {
+    const std::string policy = std::string("misbehaving_misbehaving:mode=") + c.mode;
+    const std::string out = (dir / "out.json").string();
+    for (const std::string& args :
+         {"replay " + trace + load + " --policy " + policy,
+          "compare " + trace + load + " -q --policies " + policy + " -o " + (dir / "set").string(),
+          "export " + trace + " " + out + load + " --policy " + policy}) {
+      INFO(args);
+      Cli r = run_cli(args);
+      CHECK(r.rc == 2);  // the same in every command
+      CHECK_THAT(r.err, Catch::Contains("policy 'misbehaving_misbehaving") && Catch::Contains(c.says));
+      if (std::string(c.mode) != "throw_int") CHECK_THAT(r.err, Catch::Contains("misbehaved at event 2"));
+      CHECK(strays(dir, {}).empty());  // no OUT.tmp, no staging directory
+    }
+  }
+  // A policy that behaves: the checks cost nothing visible and change nothing.
+  CHECK(run_cli("replay " + trace + load + " --policy misbehaving_misbehaving:mode=none").rc == 0);
+  fs::remove_all(dir);
+}
+
