@@ -604,3 +604,95 @@ TEST_CASE("a policy that hands out impossible blocks is an error naming it and t
   fs::remove_all(dir);
 }
 
+TEST_CASE("temporary outputs: short names beside the target, removed on SIGINT and SIGTERM", "[hardening]") {
+  fs::path dir = temp_dir("temps");
+  // A name of 253 characters: the old "NAME.tmp.PID" passed NAME_MAX (255).
+  const fs::path long_name = dir / (std::string(248, 'n') + ".json");
+  {
+    AtomicFile f(long_name.string());
+    f.write("{}");
+    f.commit();
+  }
+  CHECK(read_file(long_name.string()) == "{}");
+  const std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
+  const fs::path long_out = dir / (std::string(248, 'e') + ".json");
+  CHECK(run_cli("export " + trace + " " + long_out.string() + " --policy bestfit").rc == 0);
+  CHECK(fs::exists(long_out));
+  const fs::path long_set = dir / std::string(250, 's');
+  CHECK(run_cli("compare " + trace + " --policies bestfit -q -o " + long_set.string()).rc == 0);
+  CHECK(fs::exists(long_set / "results.csv"));
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO(sig);
+    const fs::path sub = dir / ("sig" + std::to_string(sig));
+    fs::create_directory(sub);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // As in fraglab itself: no test framework's handler in the way (ours must be the one that runs).
+      for (int s : {SIGINT, SIGTERM}) std::signal(s, SIG_DFL);
+      AtomicFile f((sub / "out.json").string());
+      f.write(std::string(1 << 20, 'x'));
+      ::raise(sig);
+      ::_exit(0);  // not reached: the signal ends the process
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK(strays(sub, {}).empty());
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("compare -o and merge -o through a symlink to a directory write inside it, keeping the link", "[hardening]") {
+  fs::path dir = temp_dir("outlink");
+  const std::string trace = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv";
+  fs::create_directory(dir / "real");
+  std::ofstream(dir / "real/notes.txt") << "mine";
+  fs::create_directory_symlink(dir / "real", dir / "link");
+  for (int run = 0; run < 2; ++run) {
+    REQUIRE(run_cli("compare " + trace + " --policies bestfit -q -o " + (dir / "link").string()).rc == 0);
+    CHECK(fs::is_symlink(dir / "link"));
+    CHECK(fs::exists(dir / "real/results.csv"));
+    CHECK(read_file((dir / "real/notes.txt").string()) == "mine");
+  }
+  REQUIRE(run_cli("compare " + trace + " --policies firstfit -q -o " + (dir / "shard").string()).rc == 0);
+  REQUIRE(run_cli("merge " + (dir / "shard").string() + " -o " + (dir / "link").string()).rc == 0);
+  CHECK(fs::is_symlink(dir / "link"));
+  CHECK(read_file((dir / "real/notes.txt").string()) == "mine");
+  CHECK_THAT(read_file((dir / "real/results.csv").string()), Catch::Contains("firstfit"));
+  CHECK(strays(dir, {"real", "link", "shard"}).empty());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("every command that writes refuses an output that is its input", "[hardening]") {
+  fs::path dir = temp_dir("clobber2");
+  const fs::path trace = dir / "t.csv";
+  fs::copy_file(fs::path(FRAGLAB_SOURCE_DIR) / "tests/data/rmm_log_small.csv", trace);
+  const std::string t = trace.string(), before = read_file(t);
+  REQUIRE(run_cli("compare " + t + " --policies bestfit -q -o " + (dir / "set").string()).rc == 0);
+  const std::string results = (dir / "set/results.json").string(), results_before = read_file(results);
+  for (const std::string& args : {"convert " + t + " " + t + " --to jsonl", "export " + t + " " + t + " --to perfetto",
+                                  "ops " + t + " -o " + t, "merge " + results + " --json " + results,
+                                  "merge " + (dir / "set").string() + " -o " + (dir / "set").string()}) {
+    INFO(args);
+    Cli r = run_cli(args);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Catch::Contains("refusing to overwrite it"));
+    CHECK(read_file(t) == before);
+    CHECK(read_file(results) == results_before);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("merge refuses a results file too large to parse, before reading it", "[hardening]") {
+  fs::path dir = temp_dir("merge-big");
+  const fs::path big = dir / "results.json";
+  { std::ofstream(big) << "{"; }
+  fs::resize_file(big, kMaxResultsBytes + 1);  // sparse: no disk used
+  Cli r = run_cli("merge " + big.string());
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Catch::Contains(big.string()) && Catch::Contains("results files are read up to 512 MiB"));
+  fs::remove_all(dir);
+}
+
