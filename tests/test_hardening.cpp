@@ -696,3 +696,35 @@ TEST_CASE("merge refuses a results file too large to parse, before reading it", 
   fs::remove_all(dir);
 }
 
+TEST_CASE("JSON fraglab does not read is named as such", "[hardening]") {
+  fs::path dir = temp_dir("json-kinds");
+  const std::string snapshot = R"({"segments": [], "device_traces": [[]]})";
+  {
+    std::ofstream out(dir / "utf16.json", std::ios::binary);
+    out << "\xff\xfe";
+    for (char c : snapshot) out << c << '\0';
+  }
+  std::ofstream(dir / "comment.json") << "// dumped by train.py\n" << snapshot;
+  std::ofstream(dir / "inner-comment.json") << R"({"segments": [], /* none */ "device_traces": [[]]})";
+  std::ofstream(dir / "big-int.json")
+      << R"({"segments": [{"address": 18446744073709551616, "total_size": 512, "blocks": []}], "device_traces": [[]]})";
+  std::ofstream(dir / "big-int.jsonl") << R"({"op":"alloc","id":1,"size":18446744073709551616})"
+                                       << "\n";
+  CHECK_THAT(load_error(dir / "utf16.json"), Catch::Contains("UTF-16 text") && !Catch::Contains("opcode"));
+  CHECK_THAT(load_error(dir / "comment.json"), Catch::Contains("JSON with comments") && !Catch::Contains("opcode"));
+  CHECK_THAT(load_error(dir / "inner-comment.json"), Catch::Contains("JSON with a comment"));
+  CHECK_THAT(load_error(dir / "big-int.json"),
+             Catch::Contains("integer 18446744073709551616 is out of range") && Catch::Contains("byte offset 26"));
+  CHECK_THAT(load_error(dir / "big-int.jsonl"), Catch::Contains(":1: \"size\" is an integer out of range"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("docs state the readers' own JSON nesting limit", "[hardening]") {
+  for (const char* doc : {"docs/snapshots.md", "docs/limits.md"}) {
+    INFO(doc);
+    const std::string text = read_file(std::string(FRAGLAB_SOURCE_DIR) + "/" + doc);
+    CHECK_THAT(text, Catch::Contains(std::to_string(kMaxJsonDepth) + " levels"));
+    CHECK_THAT(text, !Catch::Contains("64 levels"));
+  }
+}
+
