@@ -12,6 +12,8 @@
 #include "cli/device_arg.h"
 #include "cli/live_output.h"
 #include "report/program_attribution.h"
+#include "traces/format_error.h"
+#include "traces/history_check.h"
 #include "traces/settings_inference.h"
 #include "traces/state_json.h"
 #include "traces/trace_io.h"
@@ -162,8 +164,16 @@ void add_info(CLI::App& app, CommandFn& run) {
       if (!at.empty() && at != "oom" && at != "peak" && at.find_first_not_of("0123456789") != std::string::npos)
         throw std::invalid_argument("--at '" + at + "' is not oom, peak or an event index");
       auto source = open_trace(path, {device.resolve().trace_device});
-      TraceStats s = compute_stats(*source);
+      HistoryChecker history(source->meta());
+      TraceStats s =
+          compute_stats(*source, [&](const Event* e, size_t n, uint64_t first) { history.add(e, n, first); });
       const TraceMeta& m = source->meta();
+      const HistoryProblems& impossible = history.result();
+      // A history no allocator can have made: said first, on stderr too, whatever the output's form.
+      if (impossible.count)
+        fmt::print(stderr, "warning: {}: the history is impossible ({} problem{}); first, at event {}: {}\n",
+                   printable(path), impossible.count, impossible.count == 1 ? "" : "s", impossible.first_event,
+                   printable(impossible.first));
       const StateSummary st = summarize_state(m.initial);
       const uint64_t st_free = st.reserved - std::min(st.reserved, st.allocated);
       if (as_json) {
@@ -212,6 +222,11 @@ void add_info(CLI::App& app, CommandFn& run) {
             {"never_freed", s.never_freed},
             {"dropped_unknown_frees", m.dropped_unknown_frees},
             {"dropped_stale_entries", m.dropped_stale_entries},
+            {"double_frees", m.double_frees},
+            {"impossible", impossible.count ? nlohmann::json{{"problems", impossible.count},
+                                                             {"first_event", impossible.first_event},
+                                                             {"first", impossible.first}}
+                                            : nlohmann::json(nullptr)},
             {"recorded_peak_reserved", s.recorded_peak_reserved},
             {"allocator_settings", m.allocator_settings},
             // allocator_settings were inferred from the recording (the snapshot records none).

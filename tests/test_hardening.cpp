@@ -728,3 +728,45 @@ TEST_CASE("docs state the readers' own JSON nesting limit", "[hardening]") {
   }
 }
 
+TEST_CASE("impossible histories: info warns naming the event, fidelity is not exact", "[hardening]") {
+  fs::path dir = temp_dir("impossible");
+  const std::string segment = R"({"op":"segment_alloc","addr":1048576,"size":1048576})";
+  struct Case {
+    const char* name;
+    std::string events;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"overlap.jsonl",
+       segment + "\n" + R"({"op":"alloc","id":1,"addr":1048576,"size":4096})" + "\n" +
+           R"({"op":"alloc","id":2,"addr":1050624,"size":4096})",
+       "at event 2: allocation id 1 at 0x100800 (4096 bytes) overlaps the block at 0x100000 live since event 1"},
+      {"nowhere.jsonl", segment + "\n" + R"({"op":"alloc","id":1,"addr":9437184,"size":512})",
+       "at event 1: allocation id 0 at 0x900000 (512 bytes) lies in no recorded segment"},
+      {"beyond.jsonl",
+       segment + "\n" + R"({"op":"alloc","id":1,"addr":1048576,"size":524288})" + "\n" +
+           R"({"op":"alloc","id":2,"size":20971520})",
+       "at event 2: 21495808 bytes live beside 1048576 bytes of recorded segments"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const fs::path path = dir / c.name;
+    std::ofstream(path) << c.events << "\n";
+    Cli info = run_cli("info " + path.string());
+    CHECK(info.rc == 0);
+    CHECK_THAT(info.err,
+               Catch::Contains("warning: " + path.string() + ": the history is impossible") && Catch::Contains(c.says));
+    Cli fidelity = run_cli("fidelity " + path.string(), (dir / "fidelity.txt").string());
+    CHECK(fidelity.rc == 1);
+    const std::string out = read_file((dir / "fidelity.txt").string());
+    CHECK_THAT(out, Catch::Contains("the recorded history is impossible"));
+    CHECK_THAT(out, !Catch::StartsWith("exact"));
+  }
+  // A history that is possible draws no warning.
+  const fs::path fine = dir / "fine.jsonl";
+  std::ofstream(fine) << segment << "\n"
+                      << R"({"op":"alloc","id":1,"addr":1048576,"size":4096})"
+                      << "\n";
+  CHECK(run_cli("info " + fine.string()).err.empty());
+  fs::remove_all(dir);
+}

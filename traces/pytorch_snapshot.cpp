@@ -416,6 +416,7 @@ class Importer final : public pickle::ListSink {
   Trace trace_;
   IdSlots slots_;
   AddrMap live_;                                // block address -> id, while allocated
+  std::unordered_set<Addr> freed_;              // addresses freed since their last allocation
   std::vector<uint8_t> free_requested_;         // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
   uint64_t user_metadata_entries_ = 0;          // trace entries with a non-empty user_metadata
@@ -962,6 +963,7 @@ class Importer final : public pickle::ListSink {
       fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
     e.id = slots_.acquire();
     live_.insert(e.addr, e.id);
+    if (!freed_.empty()) freed_.erase(e.addr);
     if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
     free_requested_[e.id] = 0;
     push(e);
@@ -986,11 +988,17 @@ class Importer final : public pickle::ListSink {
       // A block that lies in no segment the snapshot shows (so not in the state at the first
       // entry): counted once, whether or not its free_requested was recorded too.
       unknown_requested_.erase(e.addr);
-      ++trace_.meta.dropped_unknown_frees;
+      // A block this history allocated and freed already, freed again with no allocation between: a
+      // double free (no allocator records one; the history is damaged), not a block before the history.
+      if (freed_.count(e.addr))
+        ++trace_.meta.double_frees;
+      else
+        ++trace_.meta.dropped_unknown_frees;
       return;
     }
     e.kind = EventKind::Free;
     e.id = *id;
+    freed_.insert(e.addr);
     live_.erase(e.addr);
     slots_.release(e.id);
     push(e);

@@ -39,7 +39,7 @@ Distribution summarize(std::vector<double> values) {
   return d;
 }
 
-TraceStats compute_stats(EventSource& source) {
+TraceStats compute_stats(EventSource& source, const std::function<void(const Event*, size_t, uint64_t)>& also) {
   TraceStats s;
   struct Open {
     uint64_t index = 0, size = 0;
@@ -58,6 +58,7 @@ TraceStats compute_stats(EventSource& source) {
   uint64_t index = 0;
   bool first = true;
   while (size_t n = source.read(buf.data(), buf.size())) {
+    if (also) also(buf.data(), n, index);
     for (size_t i = 0; i < n; ++i, ++index) {
       const Event& e = buf[i];
       ++s.by_kind[static_cast<size_t>(e.kind)];
