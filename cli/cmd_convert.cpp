@@ -23,6 +23,7 @@ void add_convert(CLI::App& app, CommandFn& run) {
   add_device_options(cmd, device);
   cmd->callback([&run] {
     run = [] {
+      refuse_output_over_input({in}, "output", out);
       TraceFormat format = to.empty() ? format_for_path(out) : parse_format_name(to);
       auto start = std::chrono::steady_clock::now();
       auto source = open_trace(in, {device.resolve().trace_device});

@@ -31,6 +31,7 @@ std::string target_format(const ExportArgs& a) {
 }
 
 int run_export(const ExportArgs& a) {
+  refuse_output_over_input({a.trace}, "output", a.out);
   std::string format = target_format(a);
   Trace trace = load_trace(a.trace, {a.device.resolve().trace_device});
   PolicySpec spec = PolicySpec::parse(a.policy);

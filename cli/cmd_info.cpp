@@ -16,6 +16,8 @@
 #include "cli/device_arg.h"
 #include "cli/live_output.h"
 #include "report/program_attribution.h"
+#include "traces/format_error.h"
+#include "traces/history_check.h"
 #include "traces/pool_inference.h"
 #include "traces/pytorch_snapshot.h"
 #include "traces/settings_inference.h"
@@ -85,7 +87,15 @@ struct OpenedTrace {
   std::unique_ptr<Trace> whole;  // a snapshot read whole (what `source` reads), else nullptr
   std::unique_ptr<EventSource> source;
   TraceStats stats;
+  HistoryProblems history;  // what no allocator can have done (traces/history_check.h), found in the same pass
 };
+
+// The statistics and the history check in one pass over `source`.
+void read_stats(EventSource& source, OpenedTrace& o) {
+  HistoryChecker history(source.meta());
+  o.stats = compute_stats(source, [&](const Event* e, size_t n, uint64_t first) { history.add(e, n, first); });
+  o.history = history.result();
+}
 
 bool is_snapshot(const std::string& path) {
   try {
@@ -106,7 +116,7 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
       const Trace* whole = o.whole.get();
       std::future<bool> confirmed = std::async(std::launch::async, [whole] { return pools_confirmed(*whole); });
       MemorySource source(*whole);
-      o.stats = compute_stats(source);
+      read_stats(source, o);
       if (confirmed.get()) {
         o.source = std::make_unique<MemorySource>(*whole);
         return o;
@@ -114,12 +124,12 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
       o.whole.reset();
     } else {
       o.source = std::make_unique<MemorySource>(*o.whole);
-      o.stats = compute_stats(*o.source);
+      read_stats(*o.source, o);
       return o;
     }
   }
   o.source = open_trace(path, {trace_device});
-  o.stats = compute_stats(*o.source);
+  read_stats(*o.source, o);
   return o;
 }
 
@@ -167,10 +177,16 @@ void add_info(CLI::App& app, CommandFn& run) {
       const std::unique_ptr<EventSource>& source = opened.source;
       const TraceStats& s = opened.stats;
       const TraceMeta& m = source->meta();
+      const HistoryProblems& impossible = opened.history;
+      // A history no allocator can have made: said first, on stderr too, whatever the output's form.
+      if (impossible.count)
+        fmt::print(stderr, "warning: {}: the history is impossible ({} problem{}); first, at event {}: {}\n",
+                   printable(path), impossible.count, impossible.count == 1 ? "" : "s", impossible.first_event,
+                   printable(impossible.first));
       const StateSummary st = summarize_state(m.initial);
       const uint64_t st_free = st.reserved - std::min(st.reserved, st.allocated);
       if (as_json) {
-        nlohmann::json j = info_json(path, m, s);
+        nlohmann::json j = info_json(path, m, s, impossible);
         if (!at.empty()) j["at"] = moments_json(moments_at(load_trace(path, {trace_device}), at, s));
         fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         return 0;

@@ -20,13 +20,28 @@ struct MergeArgs {
 };
 
 int run_merge(const MergeArgs& a) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> jsons;
+  for (const auto& in : a.inputs)
+    jsons.push_back((fs::is_directory(in) ? fs::path(in) / "results.json" : fs::path(in)).string());
+  // No output may be a shard's results (or its timings, which are read beside it).
+  std::vector<std::string> read = jsons;
+  for (const auto& json : jsons) read.push_back((fs::path(json).parent_path() / "timings.json").string());
+  for (const auto& [option, path] : {std::pair<const char*, const std::string*>{"--csv", &a.out.csv},
+                                     {"--json", &a.out.json},
+                                     {"--timings", &a.out.timings},
+                                     {"--html", &a.out.html},
+                                     {"--md", &a.out.md}})
+    refuse_output_over_input(read, option, *path);
+  if (!a.out.dir.empty())
+    for (const char* name : {"results.csv", "results.json", "timings.json", "report.html", "summary.md"})
+      refuse_output_over_input(read, "-o", a.out.dir + "/" + name);
   std::vector<CompareResults> shards;
   std::string command = "fraglab merge";
-  for (const auto& in : a.inputs) {
-    namespace fs = std::filesystem;
-    fs::path json = fs::is_directory(in) ? fs::path(in) / "results.json" : fs::path(in);
+  for (size_t i = 0; i < jsons.size(); ++i) {
+    const fs::path json = jsons[i];
     shards.push_back(read_results(json.string(), (json.parent_path() / "timings.json").string()));
-    command += " " + in;
+    command += " " + a.inputs[i];
   }
   if (!a.out.dir.empty()) command += " -o " + a.out.dir;
   CompareResults merged = merge_results(std::move(shards), a.inputs);

@@ -28,6 +28,7 @@ std::string header(const Trace& trace, const std::string& path) {
 }
 
 int run_ops(const OpsArgs& a) {
+  refuse_output_over_input({a.path}, "-o", a.out);
   Trace trace = load_trace(a.path, {a.device.resolve().trace_device});
   AtomicFile out(a.out);
   out.write(header(trace, a.path));

@@ -58,7 +58,8 @@ StateSummary summarize_state(const InitialState& st) {
   return out;
 }
 
-nlohmann::json info_json(const std::string& name, const TraceMeta& m, const TraceStats& s) {
+nlohmann::json info_json(const std::string& name, const TraceMeta& m, const TraceStats& s,
+                         const HistoryProblems& impossible) {
   const StateSummary st = summarize_state(m.initial);
   nlohmann::json kinds;
   for (int k = 0; k < kEventKindCount; ++k) kinds[event_kind_name(static_cast<EventKind>(k))] = s.by_kind[k];
@@ -101,6 +102,12 @@ nlohmann::json info_json(const std::string& name, const TraceMeta& m, const Trac
           {"never_freed", s.never_freed},
           {"dropped_unknown_frees", m.dropped_unknown_frees},
           {"dropped_stale_entries", m.dropped_stale_entries},
+          {"double_frees", m.double_frees},
+          // A history no allocator can have made (traces/history_check.h): null when there is none.
+          {"impossible", impossible.count ? nlohmann::json{{"problems", impossible.count},
+                                                           {"first_event", impossible.first_event},
+                                                           {"first", impossible.first}}
+                                          : nlohmann::json(nullptr)},
           {"recorded_peak_reserved", s.recorded_peak_reserved},
           {"allocator_settings", m.allocator_settings},
           // allocator_settings were inferred from the recording (the snapshot records none).

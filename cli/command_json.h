@@ -20,6 +20,7 @@
 #include "sim/bounds.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"
+#include "traces/history_check.h"
 #include "traces/trace.h"
 #include "traces/trace_stats.h"
 
@@ -40,7 +41,8 @@ struct StateSummary {
 };
 StateSummary summarize_state(const InitialState& st);
 // `info --json` without --at.
-nlohmann::json info_json(const std::string& name, const TraceMeta& m, const TraceStats& s);
+nlohmann::json info_json(const std::string& name, const TraceMeta& m, const TraceStats& s,
+                         const HistoryProblems& impossible);
 // Refuses (std::invalid_argument) an --at that is not oom, peak or an event index.
 void check_at(const std::string& at);
 // The moments `--at` names (oom: each recorded OOM, else the live peak; peak; an event index), each with

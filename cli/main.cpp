@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <new>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -184,10 +185,18 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fraglab: error: cannot write standard output: {}\n", e.code().message());
   } catch (const std::runtime_error& e) {
     fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr,
+               "fraglab: error: out of memory: the input needs more memory than this machine gave "
+               "(docs/limits.md)\n");
   } catch (const std::exception& e) {
     // A broken internal invariant (a policy bug, say): report it rather than abort.
     fmt::print(stderr, "fraglab: internal error: {}\n", printable(e.what()));
     return 3;
+  } catch (...) {
+    // Only code outside fraglab (a plugin) throws what is not a std::exception; unwinding here
+    // removes temporary outputs, which std::terminate would leave.
+    fmt::print(stderr, "fraglab: error: something threw an exception that is not a std::exception (a plugin?)\n");
   }
   return 2;
 }

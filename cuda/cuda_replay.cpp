@@ -65,6 +65,7 @@ CudaReplayResult replay_policy(const Trace& trace, const PolicySpec& spec, const
     ReplayOptions replay;
     replay.on_oom = options.on_oom;
     ReplayEngine engine(*policy, tracking, replay);
+    engine.set_policy_name("policy '" + spec.text + "'");
     engine.establish_initial_state(trace.meta.initial);
     LatencyLog mallocs, frees;
     mallocs.reserve(trace.events.size() / 2);

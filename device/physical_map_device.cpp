@@ -1,5 +1,7 @@
 #include "device/physical_map_device.h"
 
+#include <algorithm>
+
 namespace fraglab {
 
 std::optional<Addr> PhysicalMapDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
@@ -116,15 +118,18 @@ void PhysicalMapDevice::add_physical(Addr addr, uint64_t size) {
   auto next = physical_.lower_bound(addr);
   if (next != physical_.end() && next->first == addr + size && inside_one_range(addr + size)) {
     size += next->second;
+    journal(next->first, next->second, true);
     next = physical_.erase(next);
   }
   if (next != physical_.begin()) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == addr && inside_one_range(addr)) {
+      journal(prev->first, prev->second, true);
       prev->second += size;
       return;
     }
   }
+  journal(addr, 0, false);
   physical_.emplace_hint(next, addr, size);
 }
 
@@ -137,13 +142,60 @@ void PhysicalMapDevice::remove_physical(Addr addr, uint64_t size) {
   if (addr < start || addr + size > start + total) misuse("freeing memory not held");
   const Addr end = addr + size;
   PhysicalRanges::iterator after;
+  journal(start, total, true);
   if (addr > start) {
     it->second = addr - start;  // the head stays where it is
     after = std::next(it);
   } else {
     after = physical_.erase(it);
   }
-  if (end < start + total) physical_.emplace_hint(after, end, start + total - end);
+  if (end < start + total) {
+    journal(end, 0, false);
+    physical_.emplace_hint(after, end, start + total - end);
+  }
+}
+
+void PhysicalMapDevice::mark() {
+  journaling_ = true;
+  journal_.clear();
+}
+
+void PhysicalMapDevice::journal_slow(Addr key, uint64_t before, bool existed) {
+  journal_.push_back({key, before, existed});
+  // Building the marked ranges costs a pass over the map: paid once the journal is as long.
+  if (journal_.size() > physical_.size() + 64) build_marked();
+}
+
+// The ranges at the mark: the map now, each journaled key back at its first journaled value.
+void PhysicalMapDevice::build_marked() {
+  std::vector<JournalEntry> first = std::move(journal_);
+  journal_.clear();
+  journaling_ = false;
+  std::stable_sort(first.begin(), first.end(),
+                   [](const JournalEntry& a, const JournalEntry& b) { return a.key < b.key; });
+  first.erase(std::unique(first.begin(), first.end(),
+                          [](const JournalEntry& a, const JournalEntry& b) { return a.key == b.key; }),
+              first.end());
+  marked_.clear();
+  marked_.reserve(physical_.size() + first.size());
+  auto j = first.begin();
+  for (const auto& [addr, size] : physical_) {
+    for (; j != first.end() && j->key < addr; ++j)
+      if (j->existed) marked_.emplace_back(j->key, j->before);
+    if (j != first.end() && j->key == addr) {
+      if (j->existed) marked_.emplace_back(addr, j->before);
+      ++j;
+    } else {
+      marked_.emplace_back(addr, size);
+    }
+  }
+  for (; j != first.end(); ++j)
+    if (j->existed) marked_.emplace_back(j->key, j->before);
+}
+
+const std::vector<std::pair<Addr, uint64_t>>& PhysicalMapDevice::physical_at_mark() {
+  if (journaling_) build_marked();
+  return marked_;
 }
 
 std::vector<DeviceRegion> PhysicalMapDevice::regions() const {

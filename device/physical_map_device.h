@@ -52,6 +52,13 @@ class PhysicalMapDevice final : public ForwardingDevice {
   // Segments and reserved ranges, address-ordered (for block maps).
   std::vector<DeviceRegion> regions() const;
 
+  // physical() as it is now, for later: mark() notes the moment, and physical_at_mark() gives the
+  // ranges then. Between the two, each change to the ranges is journaled (the key and its value
+  // before); once the journal outgrows the map, the ranges at the mark are built and the journaling
+  // stops. So a caller that marks at every new reserved peak pays per change, never a copy per mark.
+  void mark();
+  const std::vector<std::pair<Addr, uint64_t>>& physical_at_mark();
+
  private:
   // The calls that change where memory is (device/forwarding_device.h forwards the others).
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
@@ -63,6 +70,13 @@ class PhysicalMapDevice final : public ForwardingDevice {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
 
   void add_physical(Addr addr, uint64_t size);
+  // Before physical_[key] changes (existed: its value then; else absent then).
+  void journal(Addr key, uint64_t before, bool existed) {
+    if (journaling_) [[unlikely]]
+      journal_slow(key, before, existed);
+  }
+  void journal_slow(Addr key, uint64_t before, bool existed);
+  void build_marked();
   void remove_physical(Addr addr, uint64_t size);
   bool inside_one_range(Addr at) const;
   bool in_a_range(Addr addr) const;
@@ -74,6 +88,14 @@ class PhysicalMapDevice final : public ForwardingDevice {
   // reserved range is exactly one segment (they never merge).
   TieredMap<Addr, uint64_t> vmm_ranges_;
   TieredMap<Addr, AliasRun> aliases_;
+  struct JournalEntry {
+    Addr key;
+    uint64_t before;
+    bool existed;
+  };
+  bool journaling_ = false;
+  std::vector<JournalEntry> journal_;
+  std::vector<std::pair<Addr, uint64_t>> marked_;
 };
 
 template <class Visit>

@@ -38,6 +38,9 @@ class TrackingDevice {
     map_.for_each_physical_piece(addr, size, std::forward<Visit>(visit));
   }
   std::vector<DeviceRegion> regions() const { return map_.regions(); }
+  // physical() now, for later (PhysicalMapDevice::mark): the engine marks at each new reserved peak.
+  void mark_physical() { map_.mark(); }
+  const std::vector<std::pair<Addr, uint64_t>>& physical_at_mark() { return map_.physical_at_mark(); }
 
  private:
   PhysicalMapDevice map_;

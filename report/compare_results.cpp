@@ -180,6 +180,13 @@ std::string timings_json(const CompareResults& r) {
 namespace {
 
 json parse_file(const std::string& path) {
+  // The parsed document takes about ten times the file's size: a results file past this size (far
+  // beyond what compare writes for 10,000 configurations) is refused before it is read.
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > kMaxResultsBytes)
+    throw FormatError::in_file(path, fmt::format("{} bytes; results files are read up to {} MiB (docs/limits.md)",
+                                                 bytes, kMaxResultsBytes >> 20));
   std::string text = read_file(path);
   if (uint64_t at = json_too_deep_at(text, kMaxJsonDepth); at != UINT64_MAX)
     throw FormatError::at_offset(path, at, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");

@@ -68,8 +68,11 @@ std::string results_csv(const CompareResults& r);
 std::string results_json(const CompareResults& r);
 std::string timings_json(const CompareResults& r);
 
+// The largest results.json (or timings.json) read_results accepts: 512 MiB.
+constexpr uint64_t kMaxResultsBytes = uint64_t{512} << 20;
 // Reads results.json (and, for replay times, timings.json when `timings_path` is non-empty
-// and exists). Throws FormatError naming the file on anything malformed.
+// and exists). Throws FormatError naming the file on anything malformed or larger than
+// kMaxResultsBytes.
 CompareResults read_results(const std::string& path, const std::string& timings_path = "");
 
 // Combines shard results into the whole matrix's: every shard must describe the same

@@ -43,14 +43,23 @@ class DirectorySet {
   // Absolute paths: the swap may move the working directory itself (-o .).
   explicit DirectorySet(const std::string& dir) : dir_(fs::absolute(dir).lexically_normal()) {
     if (dir_.filename().empty()) dir_ = dir_.parent_path();  // "out/" -> "out"
-    fs::path parent = dir_.has_parent_path() ? dir_.parent_path() : fs::path(".");
     std::error_code ec;
+    // A symlink to a directory: the set goes into the directory it names, the link stays (swapping
+    // the link itself would replace it with a directory and move the user's files out of theirs).
+    if (fs::is_symlink(fs::symlink_status(dir_, ec))) {
+      fs::path target = fs::canonical(dir_, ec);
+      if (ec) throw std::runtime_error("cannot write " + dir + ": a symlink to a missing directory");
+      if (!fs::is_directory(target)) throw std::runtime_error("cannot write " + dir + ": not a directory");
+      dir_ = target;
+    }
+    fs::path parent = dir_.has_parent_path() ? dir_.parent_path() : fs::path(".");
     fs::create_directories(parent, ec);
     if (ec) throw std::runtime_error("cannot create directory " + parent.string() + ": " + ec.message());
     if (fs::exists(dir_) && !fs::is_directory(dir_))
       throw std::runtime_error("cannot write " + dir + ": not a directory");
-    staging_ = parent / ("." + dir_.filename().string() + ".tmp." + std::to_string(::getpid()));
+    staging_ = temp_name_beside(dir_.string());  // short: DIR's own name may be NAME_MAX long
     fs::remove_all(staging_, ec);
+    guard_ = std::make_unique<TempPathGuard>(staging_.string(), true);
     if (::mkdir(staging_.c_str(), 0777) != 0) fail("cannot create a staging directory", staging_, errno);
   }
   ~DirectorySet() {
@@ -64,6 +73,7 @@ class DirectorySet {
   void commit() {
     if (!fs::exists(dir_)) {
       if (::rename(staging_.c_str(), dir_.c_str()) != 0) fail("cannot rename the new set into place", dir_, errno);
+      guard_->release();
       staging_.clear();
       return;
     }
@@ -75,7 +85,8 @@ class DirectorySet {
       if (::rename(dir_.c_str(), old.c_str()) != 0) fail("cannot move the old set aside", dir_, errno);
       if (::rename(staging_.c_str(), dir_.c_str()) != 0) fail("cannot rename the new set into place", dir_, errno);
     }
-    staging_ = old;  // now the old set; removed by the destructor
+    guard_->release();  // the staging directory is DIR now (the old set holds the user's files a moment)
+    staging_ = old;     // now the old set; removed by the destructor
     for (const auto& entry : fs::directory_iterator(old)) {
       if (is_set_name(entry.path().filename())) continue;  // the old set's own files
       fs::path back = dir_ / entry.path().filename();
@@ -86,6 +97,7 @@ class DirectorySet {
 
  private:
   fs::path dir_, staging_;
+  std::unique_ptr<TempPathGuard> guard_;
 };
 
 }  // namespace

@@ -83,6 +83,7 @@ SteppedReplay::SteppedReplay(const Trace& trace, const PolicySpec& spec, std::op
   ReplayOptions options;
   options.on_oom = OnOom::Skip;  // a failed allocation is counted and the replay goes on
   engine_ = std::make_unique<ReplayEngine>(*policy_, tracking_, options);
+  engine_->set_policy_name("policy '" + spec.text + "'");
   // A history begun mid-run starts from the state at its first entry, as ReplayEngine::run() does: without
   // it, a policy that models the recording allocator laid the prologue out anew, and every state shown
   // (the peak of a snapshot without history included) was another allocator's.

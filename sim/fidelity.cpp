@@ -1,5 +1,7 @@
 #include "sim/fidelity.h"
 
+#include "traces/history_check.h"
+
 #include <fmt/core.h>
 
 #include <memory>
@@ -52,6 +54,14 @@ class Checker {
   Checker(const Trace& trace, const FidelityOptions& options) : trace_(trace), options_(options) {}
 
   FidelityResult run() {
+    // A history no allocator can have made matches no model: never "exact", whatever a replay shows.
+    if (HistoryProblems impossible = check_history(trace_); impossible.count) {
+      diverge(std::min<uint64_t>(impossible.first_event, trace_.events.empty() ? 0 : trace_.events.size() - 1),
+              fmt::format("the recorded history is impossible ({} problem{}): {}", impossible.count,
+                          impossible.count == 1 ? "" : "s", impossible.first));
+      result_.exact = false;
+      return std::move(result_);
+    }
     SimDeviceConfig config;
     // With hints, a HintedDevice over a SimDevice of the bump model; without, the SimDevice alone.
     SimDevice sim(options_.hint_addresses ? hinted_upstream_config(config) : config);
@@ -65,6 +75,7 @@ class Checker {
     ReplayOptions ro;
     ro.on_oom = OnOom::Skip;
     ReplayEngine engine(*policy, device, ro);
+    engine.set_policy_name("policy '" + options_.policy + "'");
     // A history that began mid-run starts from the state then: its segments are the recording's.
     engine.establish_initial_state(trace_.meta.initial);
     uint64_t recorded_reserved = trace_.meta.initial.reserved();

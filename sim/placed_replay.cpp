@@ -72,6 +72,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
   options.on_oom = OnOom::Skip;
   options.recorded_ooms = false;  // the export shows the recording's OOM entries as they were
   ReplayEngine engine(*policy, device, options);
+  engine.set_policy_name("policy '" + spec.text + "'");
   log.follow(engine.event_index());
   engine.establish_initial_state(trace.meta.initial);
   const uint64_t prologue = trace.meta.initial.live_blocks;  // the first events: blocks live at the first entry

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -44,8 +45,9 @@ void ReplayEngine::establish_initial_state(const InitialState& initial) {
 // nothing observing (nearly every event of a trace) takes the short path: one test for the three.
 static_assert(static_cast<int>(EventKind::Alloc) == 0 && static_cast<int>(EventKind::Free) == 1,
               "step()'s short path takes the kinds up to Free: every other kind is greater");
+// (A deferred peak needs no other path: the journal is written where the live blocks change.)
 [[gnu::always_inline]] inline bool ReplayEngine::step(const Event& e, uint64_t index) {
-  if (peak_.deferred || observed_ || e.kind > EventKind::Free) [[unlikely]]
+  if (observed_ || e.kind > EventKind::Free) [[unlikely]]
     return step_in_full(e, index);
   ++result_.events;
   event_index_ = index;
@@ -61,26 +63,21 @@ static_assert(static_cast<int>(EventKind::Alloc) == 0 && static_cast<int>(EventK
 // Any event: recorded OOMs, reference events, and replay events around a deferred peak or watched.
 bool ReplayEngine::step_in_full(const Event& e, uint64_t index) {
   if (e.kind == EventKind::Oom && options_.recorded_ooms) {
-    settle_peak_before(e);
     on_recorded_oom(e, index);
     return true;
   }
   if (!is_replay_event(e.kind)) return true;  // reference events are the recorder's, not ours
-  const size_t live_before = settle_peak_before(e);
-  const uint64_t peaks_before = peak_.set;
-  const bool ok = apply_replay_event(e, index);
-  // An allocation that set no newer peak: the peak's blocks are those before it.
-  if (live_before != SIZE_MAX && peak_.deferred && peak_.set == peaks_before)
-    capture_peak(live_blocks_.size() - live_before);
-  return ok;
+  return apply_replay_event(e, index);
 }
 
 bool ReplayEngine::apply(const Event& e, uint64_t index) { return step_in_full(e, index); }
 
 void ReplayEngine::settle_peak() {
-  if (!peak_.deferred) return;
-  device_.physical().copy_to(peak_.physical);
-  capture_peak(0);
+  if (peak_.physical_deferred) {
+    peak_.physical = device_.physical_at_mark();
+    peak_.physical_deferred = false;
+  }
+  if (peak_.deferred) build_peak_blocks();
 }
 
 bool ReplayEngine::apply_replay_event(const Event& e, uint64_t index) {
@@ -132,7 +129,8 @@ void ReplayEngine::grow_ids(AllocId id) {
   if (allocated_ > result_.allocated.bytes) result_.allocated = {allocated_, index};
   live_ids_.push_back(e.id);
   live_blocks_.emplace_back(b.addr, b.size);
-  if (options_.check_invariants) check_new_block(b, e, index);
+  journal_block(b.addr, b.size, +1);
+  check_new_block(b, e, index);
   return true;
 }
 
@@ -188,7 +186,9 @@ void ReplayEngine::on_free_not_live(const Event& e) {
   requested_ -= b.requested;
   allocated_ -= b.size;
   ++result_.frees;
-  if (options_.check_invariants) by_address_.erase(b.addr);
+  if (b.size) [[likely]]
+    by_address_.erase(b.addr);
+  journal_block(b.addr, b.size, -1);
   policy_.deallocate(Block{b.addr, b.size, b.handle});
 }
 
@@ -205,19 +205,32 @@ void ReplayEngine::observe(const Event& e, uint64_t index, uint64_t reserved, ui
   if (options_.on_event) options_.on_event({index, e.time_us, requested_, allocated_, reserved});
 }
 
-void ReplayEngine::check_new_block(const BlockRecord& b, const Event& e, uint64_t index) {
-  if (b.size < e.size)
-    invariant_broken(index, "block of " + std::to_string(b.size) + " bytes for a request of " + std::to_string(e.size));
-  if (!device_.is_backed(b.addr, b.size)) invariant_broken(index, "block lies outside mapped device memory");
+// What every block must be, checked for every policy on every allocation: a binary search in the
+// live blocks and one in the device's memory, next to the policy's own work.
+[[gnu::always_inline]] inline void ReplayEngine::check_new_block(const BlockRecord& b, const Event& e, uint64_t index) {
+  if (b.size < e.size) [[unlikely]]
+    misbehaved(b, e, index, b.size == 0 ? "an empty block" : "a block smaller than the request");
+  if (b.size == 0) [[unlikely]]
+    return;  // a 0-byte request's empty block occupies nothing (and is not indexed)
+  if (!device_.is_backed(b.addr, b.size)) [[unlikely]]
+    misbehaved(b, e, index, "a block outside the device memory it holds (never allocated, or freed)");
   auto next = by_address_.lower_bound(b.addr);
-  if (next != by_address_.end() && next->first < b.addr + b.size)
-    invariant_broken(index, "block overlaps live id " + std::to_string(next->second.second));
+  if (next != by_address_.end() && next->first < b.addr + b.size) [[unlikely]]
+    misbehaved(b, e, index, "a block over live allocation id " + std::to_string(next->second.second));
   if (next != by_address_.begin()) {
     auto prev = std::prev(next);
-    if (prev->first + prev->second.first > b.addr)
-      invariant_broken(index, "block overlaps live id " + std::to_string(prev->second.second));
+    if (prev->first + prev->second.first > b.addr) [[unlikely]]
+      misbehaved(b, e, index, "a block over live allocation id " + std::to_string(prev->second.second));
   }
-  by_address_.emplace(b.addr, std::make_pair(b.size, e.id));
+  by_address_.emplace_hint(next, b.addr, std::make_pair(b.size, e.id));
+}
+
+void ReplayEngine::misbehaved(const BlockRecord& b, const Event& e, uint64_t index, const std::string& what) const {
+  char where[64];
+  std::snprintf(where, sizeof where, "0x%llx", static_cast<unsigned long long>(b.addr));
+  throw PolicyMisbehaved(policy_name_ + " misbehaved at event " + std::to_string(index) + " (allocation id " +
+                         std::to_string(e.id) + ", " + std::to_string(e.size) + " bytes): it returned " + what + ": " +
+                         std::to_string(b.size) + " bytes at " + where);
 }
 
 void ReplayEngine::check_all_backed(uint64_t index) const {
@@ -227,18 +240,19 @@ void ReplayEngine::check_all_backed(uint64_t index) const {
 }
 
 void ReplayEngine::remember_peak(uint64_t index) {
-  ++peak_.set;
   peak_.pending = true;
   peak_.event_index = index;
   peak_.requested = requested_;
   peak_.allocated = allocated_;
   if (device_.aliases().empty()) {
-    peak_.deferred = true;
+    peak_.deferred = peak_.physical_deferred = true;
+    peak_.journal.clear();
+    device_.mark_physical();
     return;
   }
   // Stitched ranges (gmlake): a block in an alias mapping occupies the physical pages it shows, which
   // later aliasing changes: taken now.
-  peak_.deferred = false;
+  peak_.deferred = peak_.physical_deferred = false;
   device_.physical().copy_to(peak_.physical);
   peak_.allocated = 0;
   peak_.blocks.clear();
@@ -249,23 +263,41 @@ void ReplayEngine::remember_peak(uint64_t index) {
     });
 }
 
-// The deferred peak's blocks: the live blocks now, less the newest `leave_out` (added since the peak).
-void ReplayEngine::capture_peak(size_t leave_out) {
-  peak_.blocks.assign(live_blocks_.begin(), live_blocks_.end() - static_cast<std::ptrdiff_t>(leave_out));
-  peak_.deferred = false;
+void ReplayEngine::journal_block_slow(Addr addr, uint64_t size, int delta) {
+  peak_.journal.push_back({addr, size, delta});
+  if (peak_.journal.size() > live_blocks_.size() + 64) build_peak_blocks();
 }
 
-// Before event `e` changes the state a deferred peak describes: an allocation keeps the physical
-// ranges and defers the blocks once more (returns the live-block count to compare after it); any
-// other replay event takes the whole state now.
-size_t ReplayEngine::settle_peak_before(const Event& e) {
-  if (!peak_.deferred) return SIZE_MAX;
-  if (e.kind != EventKind::Alloc) {
-    settle_peak();
-    return SIZE_MAX;
+// The deferred peak's blocks: the live blocks now, less those added since, with those removed since.
+// The device's ranges at the peak stay journaled there until settle_peak() asks.
+void ReplayEngine::build_peak_blocks() {
+  using Change = PeakState::Change;
+  auto by_block = [](const Change& a, const Change& b) { return std::tie(a.addr, a.size) < std::tie(b.addr, b.size); };
+  std::sort(peak_.journal.begin(), peak_.journal.end(), by_block);
+  // Net change per block (a block freed and allocated again at one address since the peak nets 0).
+  std::vector<Change> net;
+  for (const Change& c : peak_.journal) {
+    if (!net.empty() && net.back().addr == c.addr && net.back().size == c.size)
+      net.back().delta += c.delta;
+    else
+      net.push_back(c);
   }
-  device_.physical().copy_to(peak_.physical);
-  return live_blocks_.size();
+  peak_.blocks.clear();
+  peak_.blocks.reserve(live_blocks_.size() + net.size());
+  for (const auto& block : live_blocks_) {
+    Change key{block.first, block.second, 0};
+    auto it = std::lower_bound(net.begin(), net.end(), key, by_block);
+    if (it != net.end() && it->addr == block.first && it->size == block.second && it->delta > 0) {
+      --it->delta;  // added since the peak
+      continue;
+    }
+    peak_.blocks.push_back(block);
+  }
+  for (const Change& c : net)
+    for (int k = 0; k < -c.delta; ++k) peak_.blocks.emplace_back(c.addr, c.size);  // removed since the peak
+  peak_.journal.clear();
+  peak_.journal.shrink_to_fit();
+  peak_.deferred = false;  // the device may still journal its ranges: settle_peak() takes them
 }
 
 Fragmentation ReplayEngine::measure(uint64_t event_index) const {

@@ -4,19 +4,22 @@
 // policy hands out (by allocation id), watches the device through a TrackingDevice,
 // and derives the metrics (requested, allocated and reserved bytes after every event,
 // their peaks, fragmentation at the reserved peak and at sampled points, device calls,
-// out-of-memory events). With check_invariants it verifies after every event that no
-// two live blocks overlap, each lies inside mapped device memory, and each is at least
-// as large as its request.
+// out-of-memory events). It verifies every block a policy hands out, always: at least as large as
+// its request (so not empty, unless the request was), inside device memory the policy holds, overlapping no live block
+// (PolicyMisbehaved otherwise: a policy's bug must not turn into numbers). With check_invariants it
+// also verifies after every event that frees memory that each live block still lies in mapped memory.
 #pragma once
 
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "allocators/policy.h"
 #include "device/sim_device.h"
+#include "device/tiered_map.h"
 #include "device/tracking_device.h"
 #include "sim/bounds.h"
 #include "sim/metrics.h"
@@ -24,6 +27,13 @@
 namespace fraglab {
 
 struct PolicySpec;
+
+// A policy handed out a block no allocator may (smaller than its request, outside the memory it holds,
+// over a live block): names the policy and the event. A runtime_error: the command exits 2.
+class PolicyMisbehaved : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 enum class OnOom { Stop, Skip };
 
@@ -110,6 +120,8 @@ struct ReplayResult {
 class ReplayEngine {
  public:
   ReplayEngine(Policy& policy, TrackingDevice& device, ReplayOptions options);
+  // How errors name the policy (its configuration as the user wrote it); "the policy" by default.
+  void set_policy_name(std::string name) { policy_name_ = std::move(name); }
 
   // Recreates the recording allocator's state at the trace's first event (TraceMeta::initial, for
   // histories that began mid-run): a policy that models that allocator adopts it, placing the live
@@ -152,6 +164,7 @@ class ReplayEngine {
   void on_free_not_live(const Event& e);
   void after_event(const Event& e, uint64_t index, uint64_t reserved_before);
   void check_new_block(const BlockRecord& b, const Event& e, uint64_t index);
+  [[noreturn]] void misbehaved(const BlockRecord& b, const Event& e, uint64_t index, const std::string& what) const;
   void check_all_backed(uint64_t index) const;
 
   Policy& policy_;
@@ -178,25 +191,38 @@ class ReplayEngine {
   // event instead of three.
   bool observed_ = false;
   mutable std::vector<std::pair<Addr, uint64_t>> scratch_;  // measure()'s sorted blocks
-  // The state at the latest reserved peak, measured once in take_result(): a trace sets
-  // hundreds of peaks (a run of them while the first step grows the pool), and only the
-  // last one's fragmentation is reported; a copy costs far less than sorting the blocks.
-  // A trace whose every allocation sets a new peak (a growing pool, 100k live blocks) would copy the
-  // live blocks at each: the copy is deferred instead (`deferred`) until an event would change the
-  // state without setting a newer peak. Before an allocation only the physical ranges are kept; if it
-  // sets no new peak, the peak's blocks are the live blocks less the one it added.
+  // The state at the latest reserved peak, measured once in take_result(): a trace sets hundreds of
+  // peaks (a run of them while the first step grows the pool), and only the last one's fragmentation
+  // is reported. A trace whose every allocation sets a new peak (a growing pool, 100k live blocks)
+  // must not copy the state at each: a new peak marks the moment instead (`deferred`), and from then
+  // on the live blocks added and removed are journaled, as the device journals its physical ranges
+  // (PhysicalMapDevice::mark). The state at the peak is the state now less the journal, built when
+  // the result is taken, or before a probe, or once a journal outgrows the state it changes: each
+  // event costs a journal entry at most, and each build is paid for by as many entries.
   struct PeakState {
-    bool pending = false, deferred = false;
+    bool pending = false, deferred = false, physical_deferred = false;
     uint64_t event_index = 0, allocated = 0, requested = 0;
-    uint64_t set = 0;  // peaks set so far (a new one during an event supersedes the deferred one)
     std::vector<std::pair<Addr, uint64_t>> blocks, physical;
+    // Since the mark (deferred): live blocks added (+1) and removed (-1).
+    struct Change {
+      Addr addr;
+      uint64_t size;
+      int delta;
+    };
+    std::vector<Change> journal;
   } peak_;
   void remember_peak(uint64_t index);
-  void capture_peak(size_t newest_blocks_to_leave_out);
-  size_t settle_peak_before(const Event& e);  // returns the live-block count, or SIZE_MAX
+  void journal_block(Addr addr, uint64_t size, int delta) {
+    if (peak_.deferred) [[unlikely]]
+      journal_block_slow(addr, size, delta);
+  }
+  void journal_block_slow(Addr addr, uint64_t size, int delta);
+  void build_peak_blocks();
   uint64_t requested_ = 0, allocated_ = 0;
   uint64_t trace_live_ = 0;  // live requested bytes of the trace, failed allocations included
-  std::map<Addr, std::pair<uint64_t, AllocId>> by_address_;  // only with check_invariants
+  // The live blocks by address (size, id): a new block is checked against its neighbours.
+  TieredMap<Addr, std::pair<uint64_t, AllocId>> by_address_;
+  std::string policy_name_ = "the policy";
 };
 
 }  // namespace fraglab

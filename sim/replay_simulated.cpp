@@ -51,6 +51,7 @@ ReplayResult replay_simulated(EventSource& source, const PolicySpec& spec, const
   auto policy = make_policy(spec, log ? static_cast<Device&>(*log) : device.device(), source.meta(), events);
   let_policy_enforce(*policy, gpu.limiter());
   ReplayEngine engine(*policy, device, options);
+  engine.set_policy_name("policy '" + spec.text + "'");
   if (log) log->follow(engine.event_index());
   engine.run(source);
   ReplayResult result = engine.take_result();

@@ -17,6 +17,7 @@
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
+#include "traces/history_check.h"
 #include "traces/pickle_reader.h"
 #include "traces/pool_inference.h"
 #include "traces/pytorch_snapshot.h"
@@ -303,6 +304,21 @@ TEST_CASE("snapshot import: streams, empty_cache, frees in flight", "[snapshot]"
   Trace gc = read_pytorch_snapshot(
       kCorpus + "gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-256_cap0.25.pickle.gz", {});
   for (const auto& e : gc.events) CHECK(e.kind != EventKind::EmptyCache);
+}
+
+TEST_CASE("snapshot import: a block freed twice is a double free, not a block from before recording",
+          "[snapshot][hardening]") {
+  Trace t = parse(snapshot_of({{"alloc", 8192, 100},
+                               {"free_completed", 8192, 100},
+                               {"free_completed", 8192, 100},  // again, nothing allocated there between
+                               {"free_completed", 4096, 512},  // from before the history
+                               {"alloc", 8192, 100},
+                               {"free_completed", 8192, 100}}));
+  CHECK(t.meta.double_frees == 1);
+  CHECK(t.meta.dropped_unknown_frees == 1);
+  HistoryProblems h = check_history(t);
+  CHECK(h.count == 1);
+  CHECK_THAT(h.first, Catch::Contains("1 double free"));
 }
 
 TEST_CASE("snapshot import: frees of blocks from before recording are dropped and counted", "[snapshot]") {

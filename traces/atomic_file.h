@@ -9,9 +9,28 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace fraglab {
+
+// While alive, `path` (a temporary file, or a staging directory and the files in it) is removed if
+// SIGINT, SIGTERM or SIGHUP ends the process; the signal then takes its previous course.
+class TempPathGuard {
+ public:
+  TempPathGuard(const std::string& path, bool directory);
+  ~TempPathGuard();
+  TempPathGuard(const TempPathGuard&) = delete;
+  TempPathGuard& operator=(const TempPathGuard&) = delete;
+  void release();  // the path is no longer a temporary (renamed into place)
+
+ private:
+  int slot_ = -1;
+};
+
+// A short name for a temporary beside `target` (in its directory), unique in this process: the
+// target's own name may be as long as NAME_MAX allows.
+std::string temp_name_beside(const std::string& target);
 
 class AtomicFile {
  public:
@@ -31,6 +50,7 @@ class AtomicFile {
   std::string temp_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
+  std::unique_ptr<TempPathGuard> guard_;
 };
 
 // Reads a whole regular file (throws FormatError naming the file when it cannot, or when the

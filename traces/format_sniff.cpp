@@ -136,6 +136,21 @@ bool looks_like_pickle(std::string_view head) {
   return false;
 }
 
+std::optional<std::string> unsupported_text(std::string_view head) {
+  if (head.size() >= 2) {
+    auto b0 = static_cast<unsigned char>(head[0]), b1 = static_cast<unsigned char>(head[1]);
+    if ((b0 == 0xff && b1 == 0xfe) || (b0 == 0xfe && b1 == 0xff) || (b0 != 0 && b1 == 0 && (b0 == '{' || b0 == '[')) ||
+        (b0 == 0 && (b1 == '{' || b1 == '[')))
+      return std::string(
+          "UTF-16 text (JSON?): fraglab reads JSON and JSON Lines in UTF-8; convert it, e.g. "
+          "`iconv -f UTF-16 -t UTF-8`");
+  }
+  std::string_view s = skip_bom_and_space(head);
+  if (s.starts_with("//") || s.starts_with("/*"))
+    return std::string("JSON with comments: fraglab reads standard JSON (RFC 8259); remove the comments");
+  return std::nullopt;
+}
+
 bool starts_as_json(std::string_view bytes) {
   std::string_view s = skip_bom_and_space(bytes);
   return !s.empty() && (s[0] == '{' || s[0] == '[');

@@ -16,6 +16,7 @@
 //                 without it, a first row of six fields whose third is an RMM action
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,5 +39,9 @@ bool looks_like_rmm_log(std::string_view head);
 // True when the text, after a UTF-8 byte-order mark and white space, starts a JSON object or
 // array: how the snapshot reader tells JSON from pickle once the format is known.
 bool starts_as_json(std::string_view bytes);
+// Text fraglab does not read that would otherwise be taken for a pickle ("unknown opcode 0xff"):
+// UTF-16 (a byte-order mark, or NULs beside the first bracket) and JSON opening with a comment.
+// Says what it is and what to do; nullopt for anything else.
+std::optional<std::string> unsupported_text(std::string_view head);
 
 }  // namespace fraglab

@@ -157,7 +157,18 @@ class Transcoder final : public nlohmann::json_sax<nlohmann::json> {
   bool boolean(bool v) override { return pickle_.boolean(v), true; }
   bool number_integer(number_integer_t v) override { return pickle_.integer(v), true; }
   bool number_unsigned(number_unsigned_t v) override { return pickle_.unsigned_integer(v), true; }
-  bool number_float(number_float_t v, const string_t&) override { return pickle_.real(v), true; }
+  bool number_float(number_float_t v, const string_t& text) override {
+    // nlohmann reads an integer beyond 64 bits as a float: no snapshot field holds one, and the reader
+    // would say "must be an int, not float" of what the file wrote as an integer.
+    if (text.find_first_of(".eE") == string_t::npos) {
+      // The reader has taken the character after the number too (its end shows only there).
+      const uint64_t end = static_cast<uint64_t>(*read_to_ - begin_);
+      throw FormatError::at_offset(
+          name_, end > text.size() ? end - text.size() - 1 : 0,
+          "integer " + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + " is out of range (64 bits at most)");
+    }
+    return pickle_.real(v), true;
+  }
   bool string(string_t& v) override { return pickle_.string(v), true; }
   bool key(string_t& v) override { return pickle_.string(v), true; }
   bool binary(binary_t&) override { return false; }  // JSON text has no binary values
@@ -172,7 +183,11 @@ class Transcoder final : public nlohmann::json_sax<nlohmann::json> {
     // part after the location.
     std::string what = e.what();
     if (size_t colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
-    throw FormatError::at_offset(name_, position ? position - 1 : 0, "not valid JSON: " + what);
+    const uint64_t at = position ? position - 1 : 0;
+    const uint64_t read = static_cast<uint64_t>(*read_to_ - begin_);
+    if (at < read && begin_[at] == '/')
+      throw FormatError::at_offset(name_, at, "JSON with a comment: fraglab reads standard JSON (RFC 8259); remove it");
+    throw FormatError::at_offset(name_, at, "not valid JSON: " + what);
   }
 
  private:

@@ -1,5 +1,7 @@
 #include "traces/jsonl_format.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -41,6 +43,9 @@ struct JsonlParser {
       return v;
     }
     if (it->is_number_integer()) fail(std::string("\"") + key + "\" is negative");
+    // nlohmann reads an integer beyond 64 bits as a float.
+    if (it->is_number_float() && std::fabs(it->get<double>()) >= 9.2e18 && std::isfinite(it->get<double>()))
+      fail(std::string("\"") + key + "\" is an integer out of range (64 bits at most)");
     fail(std::string("\"") + key + "\" must be a non-negative integer");
   }
 

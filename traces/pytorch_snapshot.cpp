@@ -431,6 +431,7 @@ class Importer final : public pickle::ListSink {
   Trace trace_;
   IdSlots slots_;
   AddrMap live_;                                 // block address -> id, while allocated
+  std::unordered_set<Addr> freed_;               // addresses freed since their last allocation
   std::vector<uint8_t> free_requested_;          // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;   // free_requested of blocks in no segment the snapshot shows
   uint64_t user_metadata_entries_ = 0;           // trace entries with a non-empty user_metadata
@@ -1007,6 +1008,7 @@ class Importer final : public pickle::ListSink {
       fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
     e.id = slots_.acquire();
     live_.insert(e.addr, e.id);
+    if (!freed_.empty()) freed_.erase(e.addr);
     if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
     free_requested_[e.id] = 0;
     push(e);
@@ -1031,11 +1033,17 @@ class Importer final : public pickle::ListSink {
       // A block that lies in no segment the snapshot shows (so not in the state at the first
       // entry): counted once, whether or not its free_requested was recorded too.
       unknown_requested_.erase(e.addr);
-      ++trace_.meta.dropped_unknown_frees;
+      // A block this history allocated and freed already, freed again with no allocation between: a
+      // double free (no allocator records one; the history is damaged), not a block before the history.
+      if (freed_.count(e.addr))
+        ++trace_.meta.double_frees;
+      else
+        ++trace_.meta.dropped_unknown_frees;
       return;
     }
     e.kind = EventKind::Free;
     e.id = *id;
+    freed_.insert(e.addr);
     live_.erase(e.addr);
     slots_.release(e.id);
     push(e);
@@ -1239,11 +1247,12 @@ class Importer final : public pickle::ListSink {
   }
 };
 
-// A read-only mapping of a whole file: the pickle is parsed in place, without copying
-// 160 MB into a string first (strings in the parsed document point into it).
-class MappedFile {
+// The whole file read into memory. Not a mapping: a snapshot truncated while it is read (a
+// training loop re-dumping to the same name) would raise SIGBUS at the first page past the new end;
+// read(2) sees the shorter file instead, and the reading stops with an error (issue 40).
+class FileBytes {
  public:
-  explicit MappedFile(const std::string& path) {
+  explicit FileBytes(const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
     if (fd < 0) throw FormatError::in_file(path, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
@@ -1253,28 +1262,52 @@ class MappedFile {
     }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
-      void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) {
         close(fd);
-        throw FormatError::in_file(path, std::string("cannot map: ") + std::strerror(errno));
+        throw FormatError::in_file(path, std::string("cannot hold it in memory: ") + std::strerror(errno));
       }
-      data_ = static_cast<const char*>(p);
+      data_ = static_cast<char*>(p);
     }
+    size_t got = 0;
+    while (got < size_) {
+      ssize_t n = read(fd, data_ + got, std::min<size_t>(size_ - got, size_t{1} << 20));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        int err = errno;
+        close(fd);
+        throw FormatError::at_offset(path, got, std::string("read error: ") + std::strerror(err));
+      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+      if (detail::g_after_read_chunk) detail::g_after_read_chunk();
+    }
+    struct stat after {};
+    bool changed = got != size_ || fstat(fd, &after) != 0 || after.st_size != st.st_size ||
+                   after.st_mtim.tv_sec != st.st_mtim.tv_sec || after.st_mtim.tv_nsec != st.st_mtim.tv_nsec;
     close(fd);
+    if (changed)
+      throw FormatError::in_file(path, fmt::format("the file changed while being read ({} bytes when opened, {} read); "
+                                                   "read it again once it is written",
+                                                   size_, got));
   }
-  ~MappedFile() {
-    if (data_) munmap(const_cast<char*>(data_), size_);
+  ~FileBytes() {
+    if (data_) munmap(data_, size_);
   }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
   std::string_view bytes() const { return {data_ ? data_ : "", size_}; }
 
  private:
-  const char* data_ = nullptr;
+  char* data_ = nullptr;
   size_t size_ = 0;
 };
 
 }  // namespace
+
+namespace detail {
+std::function<void()> g_after_read_chunk;
+}  // namespace detail
 
 namespace {
 
@@ -1336,7 +1369,7 @@ class InflatingFeed final : public pickle::InputFeed {
 // when the file is not that plain case: then it is inflated first, which also words gzip's errors.
 // Errors come out as they would from inflating first: any error waits for the end of the stream,
 // and a damaged stream gives way to the one-shot path.
-std::optional<Trace> import_while_inflating(std::unique_ptr<MappedFile>& file, const std::string& path,
+std::optional<Trace> import_while_inflating(std::unique_ptr<FileBytes>& file, const std::string& path,
                                             const ReadOptions& options, uint64_t disk_bytes) {
   std::unique_ptr<InflatingBytes> raw = InflatingBytes::start(file->bytes(), true);
   if (!raw) return std::nullopt;
@@ -1385,7 +1418,7 @@ namespace {
 
 // One device's reading of the snapshot file (OnlyOtherDevice: another device holds its data).
 Trace read_device(const std::string& path, const ReadOptions& options) {
-  auto file = std::make_unique<MappedFile>(path);
+  auto file = std::make_unique<FileBytes>(path);
   std::string_view bytes = file->bytes();
   uint64_t disk_bytes = bytes.size();
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&

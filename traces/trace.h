@@ -213,6 +213,9 @@ struct TraceMeta {
   // Entries of an earlier, larger ring that PyTorch kept when the history's ring was made smaller while it
   // recorded (PyTorch snapshots only): out of time order, dropped.
   uint64_t dropped_stale_entries = 0;
+  // Frees of a block the history had freed already, with no allocation at its address between (PyTorch
+  // snapshots: a damaged history; dropped, and `info` and `fidelity` say so). Not kept by the writers.
+  uint64_t double_frees = 0;
   // The recording allocator's segments when the trace ended (PyTorch snapshots only).
   std::vector<RecordedSegment> segments;
   // The state at the first event, when the history began mid-run (empty for a history from process start).

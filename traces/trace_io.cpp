@@ -134,7 +134,10 @@ const FormatEntry* recognise(const std::string& head) {
 // The reader open_trace picks: by content first; when the content is not recognised
 // (damaged, or empty), by the name, whose reader then says what is wrong and where.
 const FormatEntry* reader_for(const std::string& path) {
-  const FormatEntry* f = recognise(read_head(path).bytes);
+  FileHead head = read_head(path);
+  const FormatEntry* f = recognise(head.bytes);
+  if (!f)
+    if (std::optional<std::string> why = unsupported_text(head.bytes)) throw FormatError::in_file(path, *why);
   if (!f) extension_of(path, &f);
   return f;
 }

@@ -39,7 +39,7 @@ Distribution summarize(std::vector<double> values) {
   return d;
 }
 
-TraceStats compute_stats(EventSource& source) {
+TraceStats compute_stats(EventSource& source, const std::function<void(const Event*, size_t, uint64_t)>& also) {
   TraceStats s;
   struct Open {
     uint64_t index = 0, size = 0;
@@ -67,6 +67,7 @@ TraceStats compute_stats(EventSource& source) {
   };
   size_t n = 0;
   for (const Event* chunk = next(n); n; chunk = next(n)) {
+    if (also) also(chunk, n, index);
     for (size_t i = 0; i < n; ++i, ++index) {
       const Event& e = chunk[i];
       ++s.by_kind[static_cast<size_t>(e.kind)];

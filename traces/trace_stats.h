@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "traces/trace.h"
@@ -40,7 +41,10 @@ struct TraceStats {
   Distribution lifetimes_us;            // alloc -> free, in microseconds
 };
 
-TraceStats compute_stats(EventSource& source);
+// `also`, when given, sees each chunk of events as read (with the trace position of its first): a
+// second pass over the same reading (traces/history_check.h) without reading the file twice.
+TraceStats compute_stats(EventSource& source,
+                         const std::function<void(const Event*, size_t, uint64_t)>& also = nullptr);
 Distribution summarize(std::vector<double> values);
 
 }  // namespace fraglab

@@ -1,0 +1,166 @@
+#include "traces/history_check.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <vector>
+
+namespace fraglab {
+
+class HistoryChecker::Impl {
+ public:
+  explicit Impl(const TraceMeta& meta) {
+    knows_segments_ = !meta.initial.segments.empty();
+    for (const RecordedSegment& s : meta.initial.segments)
+      if (s.total_size) add_memory(s.address, s.total_size);
+    if (meta.double_frees)
+      problem(0, fmt::format("{} double free{} (a block freed again with no allocation between; dropped)",
+                             meta.double_frees, meta.double_frees == 1 ? "" : "s"));
+  }
+
+  void add(const Event& e, uint64_t i) {
+    {
+      switch (e.kind) {
+        case EventKind::SegmentAlloc:
+        case EventKind::SegmentMap:
+          knows_segments_ = true;  // from here on, blocks are checked against the recorded memory
+          add_memory(e.addr, e.size);
+          break;
+        case EventKind::SegmentFree:
+        case EventKind::SegmentUnmap:
+          remove_memory(e.addr, e.size);
+          break;
+        case EventKind::Alloc:
+          on_alloc(e, i);
+          break;
+        case EventKind::Free:
+          on_free(e);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  const HistoryProblems& result() const { return out_; }
+
+ private:
+  struct Live {
+    uint64_t size;
+    AllocId id;
+    uint64_t event;
+  };
+  bool knows_segments_ = false;
+  std::map<Addr, uint64_t> memory_;  // recorded memory, touching ranges merged
+  uint64_t reserved_ = 0, live_bytes_ = 0;
+  bool over_reserved_ = false;  // reported once per excursion, not at every event of it
+  std::map<Addr, Live> live_;
+  std::vector<Addr> addr_of_;  // by id: the live block's address (0 = not tracked)
+  HistoryProblems out_;
+
+  void problem(uint64_t event, const std::string& what) {
+    if (out_.count++ == 0) {
+      out_.first_event = event;
+      out_.first = what;
+    }
+  }
+
+  void add_memory(Addr addr, uint64_t size) {
+    reserved_ += size;
+    Addr end = addr + size;
+    auto next = memory_.lower_bound(addr);
+    if (next != memory_.end() && next->first <= end) {
+      end = std::max(end, next->first + next->second);
+      next = memory_.erase(next);
+    }
+    if (next != memory_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second >= addr) {
+        prev->second = std::max(prev->first + prev->second, end) - prev->first;
+        return;
+      }
+    }
+    memory_.emplace(addr, end - addr);
+  }
+
+  void remove_memory(Addr addr, uint64_t size) {
+    reserved_ -= std::min(reserved_, size);
+    auto it = memory_.upper_bound(addr);
+    if (it == memory_.begin()) return;
+    --it;
+    const Addr start = it->first, stop = it->first + it->second, end = addr + size;
+    if (addr >= stop) return;
+    memory_.erase(it);
+    if (start < addr) memory_.emplace(start, addr - start);
+    if (end < stop) memory_.emplace(end, stop - end);
+  }
+
+  bool in_memory(Addr addr, uint64_t size) const {
+    auto it = memory_.upper_bound(addr);
+    if (it == memory_.begin()) return false;
+    --it;
+    return addr + size <= it->first + it->second;
+  }
+
+  void on_alloc(const Event& e, uint64_t index) {
+    live_bytes_ += e.size;
+    if (knows_segments_ && live_bytes_ > reserved_) {
+      if (!over_reserved_)
+        problem(index, fmt::format("{} bytes live beside {} bytes of recorded segments (allocation id {})", live_bytes_,
+                                   reserved_, e.id));
+      over_reserved_ = true;
+    }
+    if (e.id >= addr_of_.size()) addr_of_.resize(e.id + 1, 0), sizes_.resize(e.id + 1, 0);
+    addr_of_[e.id] = 0;
+    sizes_[e.id] = e.size;
+    if (e.addr == 0 || e.size == 0) return;
+    auto next = live_.lower_bound(e.addr);
+    const Live* over = nullptr;
+    Addr over_at = 0;
+    if (next != live_.end() && next->first < e.addr + e.size) over = &next->second, over_at = next->first;
+    if (!over && next != live_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second.size > e.addr) over = &prev->second, over_at = prev->first;
+    }
+    if (over) {
+      problem(index, fmt::format("allocation id {} at 0x{:x} ({} bytes) overlaps the block at 0x{:x} live since "
+                                 "event {} (id {})",
+                                 e.id, e.addr, e.size, over_at, over->event, over->id));
+      return;  // not tracked: the live block keeps its place
+    }
+    if (knows_segments_ && !in_memory(e.addr, e.size))
+      problem(index,
+              fmt::format("allocation id {} at 0x{:x} ({} bytes) lies in no recorded segment", e.id, e.addr, e.size));
+    live_.emplace(e.addr, Live{e.size, e.id, index});
+    addr_of_[e.id] = e.addr;
+  }
+
+  void on_free(const Event& e) {
+    if (e.id >= addr_of_.size()) return;
+    if (Addr addr = addr_of_[e.id]) {
+      live_.erase(addr);
+      addr_of_[e.id] = 0;
+    }
+    live_bytes_ -= std::min(live_bytes_, sizes_[e.id]);
+    sizes_[e.id] = 0;
+    if (live_bytes_ <= reserved_) over_reserved_ = false;
+  }
+
+  std::vector<uint64_t> sizes_;  // by id: the live allocation's requested bytes
+};
+
+HistoryChecker::HistoryChecker(const TraceMeta& meta) : impl_(std::make_unique<Impl>(meta)) {}
+HistoryChecker::~HistoryChecker() = default;
+void HistoryChecker::add(const Event* events, size_t n, uint64_t first_index) {
+  for (size_t i = 0; i < n; ++i) impl_->add(events[i], first_index + i);
+}
+const HistoryProblems& HistoryChecker::result() const { return impl_->result(); }
+
+HistoryProblems check_history(const Trace& trace) {
+  HistoryChecker checker(trace.meta);
+  checker.add(trace.events.data(), trace.events.size(), 0);
+  return checker.result();
+}
+
+}  // namespace fraglab
