@@ -8,11 +8,16 @@
 # (FUZZ_RUNS_SCALE scales them; 1 is a few CPU-minutes in all), so a CI result
 # can be reproduced exactly. Exploration is a separate, longer session by hand:
 #   FUZZ_SEED=0 FUZZ_RUNS_SCALE=20 scripts/fuzz.sh      (0 = a random seed)
+# or a fixed number of runs for every target, on inputs cut to FUZZ_MAX_LEN bytes (libFuzzer truncates the
+# seeds; short inputs run thousands of times a second, so 10^6 runs fit in minutes), FUZZ_JOBS at a time:
+#   FUZZ_SEED=0 FUZZ_RUNS=1000000 FUZZ_MAX_LEN=4096 FUZZ_JOBS=2 scripts/fuzz.sh   (docs/limits.md)
+# FUZZ_TARGETS picks some of the targets (space-separated; default all five).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seed=${FUZZ_SEED:-1}
 scale=${FUZZ_RUNS_SCALE:-1}
-targets=(fuzz_pickle fuzz_native fuzz_jsonl fuzz_rmm_csv fuzz_json_snapshot)
+read -ra targets <<<"${FUZZ_TARGETS:-fuzz_pickle fuzz_native fuzz_jsonl fuzz_rmm_csv fuzz_json_snapshot}"
+
 # FUZZ_BUILD: a build configured with FRAGLAB_FUZZ=ON already (scripts/test.sh passes its sanitizer
 # build, which has the targets); by default build-fuzz, configured here.
 build=${FUZZ_BUILD:-build-fuzz}
@@ -49,16 +54,24 @@ for f in tests/data/encodings/*.json.gz; do
   head -c 4096 "$seeds/json/$base.json" >"$seeds/json/$base.head.json"
 done
 
+# A long run (FUZZ_RUNS) leaves the decompression and alias bombs out: each takes up to seconds, their
+# mutants too, and they would hold the pickle target to ~150 inputs a second instead of ~1,300; the normal
+# suite replays them (tests/data/fuzz-regressions).
+if [ -n "${FUZZ_RUNS:-}" ]; then rm -f "$seeds"/*/*bomb* "$seeds"/*/*alias*; fi
+max_len=${FUZZ_MAX_LEN:-262144}
+jobs_at_once=${FUZZ_JOBS:-$(nproc)}
 run() {  # target seed-dir runs: the fuzzer's summary goes to <build>/fuzz-out/<target>.summary
-  local runs=$(($3 * scale))
+  local runs=${FUZZ_RUNS:-$(($3 * scale))}
   {
-    echo "== $1: $runs runs, seed $seed"
+    echo "== $1: $runs runs, seed $seed, inputs up to $max_len bytes"
+    local began=$SECONDS
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-      "$build"/fuzz/"$1" -seed="$seed" -runs="$runs" -max_total_time=$((600 * scale)) -max_len=262144 \
+      "$build"/fuzz/"$1" -seed="$seed" -runs="$runs" -max_total_time="${FUZZ_MAX_TIME:-$((600 * scale))}" -max_len="$max_len" \
       -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=30 -print_final_stats=1 \
       -artifact_prefix="$out"/findings/"$1"- "$2" >"$out"/"$1".log 2>&1 || true
-    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec|==[0-9]+==ERROR|SUMMARY)|runtime error" \
+    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)|runtime error" \
       "$out"/"$1".log || true
+    echo "wall time: $((SECONDS - began)) s"
   } >"$out"/"$1".summary
 }
 # Run counts: about 6 CPU-minutes in all, 2 minutes of wall time on CI's 2-core machine (executions per
@@ -70,7 +83,7 @@ declare -A runs=([fuzz_pickle]=15000 [fuzz_native]=90000 [fuzz_jsonl]=15000 [fuz
 declare -A dirs=([fuzz_pickle]=pickle [fuzz_native]=native [fuzz_jsonl]=jsonl [fuzz_rmm_csv]=csv
                  [fuzz_json_snapshot]=json)
 for t in "${targets[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ]; do wait -n || true; done
   run "$t" "$seeds/${dirs[$t]}" "${runs[$t]}" &
 done
 wait
