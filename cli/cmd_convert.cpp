@@ -11,6 +11,26 @@
 
 namespace fraglab::cli {
 
+namespace {
+// What the reader dropped from a damaged or cut history (TraceMeta): the output holds the history without
+// it, so the conversion says so rather than writing a cleaner trace than the input in silence.
+void print_dropped(const TraceMeta& m) {
+  if (m.double_frees)
+    fmt::print(stderr,
+               "note: {} double free{} dropped (a block freed again with no allocation at its address between: a "
+               "damaged history; `fraglab info` says where)\n",
+               m.double_frees, m.double_frees == 1 ? "" : "s");
+  if (m.dropped_unknown_frees)
+    fmt::print(stderr, "note: {} free{} of blocks that lie in no segment the snapshot shows dropped\n",
+               m.dropped_unknown_frees, m.dropped_unknown_frees == 1 ? "" : "s");
+  if (m.dropped_stale_entries)
+    fmt::print(stderr,
+               "note: {} history entr{} older than those before them dropped (the ring was made smaller while it "
+               "recorded)\n",
+               m.dropped_stale_entries, m.dropped_stale_entries == 1 ? "y" : "ies");
+}
+}  // namespace
+
 void add_convert(CLI::App& app, CommandFn& run) {
   static std::string in, out, to;
   static DeviceOptions device;
@@ -35,6 +55,7 @@ void add_convert(CLI::App& app, CommandFn& run) {
         n += got;
       }
       writer->finish();
+      print_dropped(source->meta());
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::error_code ec;  // a device or pipe written through has no size
       uintmax_t bytes = std::filesystem::is_regular_file(out, ec) ? std::filesystem::file_size(out, ec) : 0;

@@ -321,6 +321,24 @@ TEST_CASE("snapshot import: a block freed twice is a double free, not a block fr
   CHECK_THAT(h.first, Catch::Contains("1 double free"));
 }
 
+TEST_CASE("convert and info say a double free was dropped, naming it a double free", "[snapshot][hardening]") {
+  const std::string in = temp_file("double_free.pickle", snapshot_of({{"alloc", 8192, 100},
+                                                                      {"free_completed", 8192, 100},
+                                                                      {"free_completed", 8192, 100},
+                                                                      {"alloc", 8192, 100},
+                                                                      {"free_completed", 8192, 100}}));
+  const std::string out = (fs::path(in).parent_path() / "double_free.jsonl").string();
+  CliResult c = run_cli("convert " + in + " " + out);
+  CHECK(c.code == 0);
+  CHECK_THAT(c.output, Catch::Contains("1 double free dropped"));
+  CHECK_THAT(c.output, !Catch::Contains("no segment"));
+  CliResult i = run_cli("info " + in);
+  CHECK(i.code == 0);
+  CHECK_THAT(i.output, Catch::Contains("double free"));
+  fs::remove(in);
+  fs::remove(out);
+}
+
 TEST_CASE("snapshot import: frees of blocks from before recording are dropped and counted", "[snapshot]") {
   Trace t = parse(snapshot_of({{"free_requested", 4096, 512},
                                {"free_completed", 4096, 512},
