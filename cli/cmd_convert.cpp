@@ -7,6 +7,7 @@
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/stdin_input.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::cli {
@@ -35,12 +36,12 @@ void add_convert(CLI::App& app, CommandFn& run) {
   static std::string in, out, to;
   static DeviceOptions device;
   auto* cmd = app.add_subcommand("convert", "Convert a trace between formats (by extension or --to)");
-  cmd->add_option("input", in, "Input trace: " + format_list())->required();
+  dash_reads_stdin(cmd->add_option("input", in, "Input trace: " + format_list()))->required();
   cmd->add_option("output", out, "Output trace: " + writable_format_list())->required();
   cmd->add_option("--to", to,
                   "Output format: " + writable_format_list() +
                       " (default: from the extension); a snapshot needs a policy's placement, see `fraglab export`");
-  add_device_options(cmd, device);
+  add_device_options(cmd, device, false);
   cmd->callback([&run] {
     run = [] {
       refuse_output_over_input({in}, "output", out);

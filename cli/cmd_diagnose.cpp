@@ -11,6 +11,8 @@
 #include "cli/device_arg.h"
 #include "cli/fit_output.h"
 #include "cli/live_output.h"
+#include "cli/progress.h"
+#include "cli/stdin_input.h"
 #include "report/alloc_groups.h"
 #include "report/diagnose.h"
 #include "report/diagnose_html.h"
@@ -124,7 +126,7 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand("diagnose",
                                  "Why an allocation failed (or what is stranded at the peak), who pins the "
                                  "free memory, and which PYTORCH_CUDA_ALLOC_CONF would have fit");
-  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
+  dash_reads_stdin(cmd->add_option("trace", a.path, "Trace file: " + format_list()))->required();
   cmd->add_option("--capacity", a.capacity,
                   "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; without recorded OOMs the "
                   "replay under it finds them");
@@ -154,6 +156,7 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
       o.search = !a.no_search;
       std::optional<uint64_t> capacity;
       if (!a.capacity.empty()) capacity = sim_config(a.capacity).capacity;
+      Progress progress("diagnose: reading the trace");
       Trace trace = load_trace(a.path, {a.device.simulated_trace_device("diagnose replays on the simulated device")});
       std::string note;
       std::optional<BatchModel> probes;
@@ -162,7 +165,10 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
             load_batch_model(a.probes, a.device.simulated_trace_device("diagnose replays on the simulated device")));
         o.probes = &*probes;
       }
+      progress.stage(o.search ? "diagnose: replaying the trace and allocator settings"
+                              : "diagnose: replaying the trace");
       DiagnoseReport r = run_diagnose(trace, a.path, capacity, o, &note);
+      progress.done();
       if (!note.empty() && !a.json) fmt::print("note      {}\n", note);
       if (!a.html.empty()) {
         AtomicFile out(a.html);
@@ -177,7 +183,7 @@ void add_diagnose(CLI::App& app, CommandFn& run) {
         fmt::print("\n== the batch what-if (fraglab fit)\n");
         print_fit(*o.probes, *r.verdict.fit, "");
       }
-      // As tune: 1 when no setting fits the capacity (the exit-code table, docs/json.md).
+      // As tune: 1 when no setting fits the capacity (the exit-code table, README.md).
       return r.verdict.kind == Verdict::Kind::NoSettingFits ? 1 : 0;
     };
   });

@@ -11,6 +11,8 @@
 #include "allocators/policy_options.h"
 #include "cli/command_json.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/stdin_input.h"
 #include "report/ranks.h"
 #include "report/trace_diff.h"
 
@@ -108,11 +110,13 @@ void add_diff(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand("diff",
                                  "Compare two traces (runs, steps, ranks): peaks, fragmentation, device calls, "
                                  "allocations by call site, size class and stream");
-  cmd->add_option("a", a.a,
-                  "First trace (A), or a rank set: a directory of one job's per-rank snapshots, or DIR/JOB (the "
-                  "job's files DIR/JOB_rankN.*)")
+  dash_reads_stdin(
+      cmd->add_option("a", a.a,
+                      "First trace (A), or a rank set: a directory of one job's per-rank snapshots, or DIR/JOB (the "
+                      "job's files DIR/JOB_rankN.*)"))
       ->required();
-  cmd->add_option("b", a.b, "Second trace (B), or a rank set to pair with A's rank by rank")->required();
+  dash_reads_stdin(cmd->add_option("b", a.b, "Second trace (B), or a rank set to pair with A's rank by rank"))
+      ->required();
   cmd->add_option("--policy", a.policy,
                   "Policy both are replayed under (default pytorch: each trace's recorded settings; "
                   "pytorch:recorded_settings=false for the same settings)");
@@ -137,12 +141,15 @@ void add_diff(CLI::App& app, CommandFn& run) {
           throw std::invalid_argument(fmt::format("{} holds {} ranks and {} holds {}: rank sets pair rank by rank", a.a,
                                                   sa.size(), a.b, sb.size()));
         std::vector<TraceDiff> diffs;
+        Progress progress("diff: replaying rank pairs");
         for (size_t i = 0; i < sa.size(); ++i) {
+          progress.stage(fmt::format("diff: rank {} ({} of {})", sa[i].first, i + 1, sa.size()));
           if (sa[i].first != sb[i].first)
             throw std::invalid_argument(
                 fmt::format("{} has rank {} where {} has rank {}", a.a, sa[i].first, a.b, sb[i].first));
           diffs.push_back(diff_traces(sa[i].second, sb[i].second, o));
         }
+        progress.done();
         if (a.json) {
           nlohmann::json all = nlohmann::json::array();
           for (size_t i = 0; i < diffs.size(); ++i) {
@@ -161,7 +168,9 @@ void add_diff(CLI::App& app, CommandFn& run) {
         }
         return 0;
       }
+      Progress progress("diff: replaying both traces");
       TraceDiff d = diff_traces(a.a, a.b, o);
+      progress.done();
       if (a.json)
         fmt::print("{}\n", diff_json(d).dump(2));
       else

@@ -6,6 +6,7 @@
 #include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/stdin_input.h"
 #include "sim/capacity.h"
 #include "sim/export.h"
 #include "traces/trace_io.h"
@@ -55,14 +56,14 @@ void add_export(CLI::App& app, CommandFn& run) {
   static ExportArgs a;
   auto* cmd = app.add_subcommand(
       "export", "Replay a trace through a policy and write it for PyTorch's memory_viz (snapshot) or Perfetto");
-  cmd->add_option("trace", a.trace, "Trace file: " + format_list())->required();
+  dash_reads_stdin(cmd->add_option("trace", a.trace, "Trace file: " + format_list()))->required();
   cmd->add_option("output", a.out, "Output: .pickle[.gz] (snapshot) or .json (perfetto)")->required();
   cmd->add_option("-p,--policy", a.policy, "Policy with options, e.g. bestfit (default)");
   cmd->add_option("--to", a.to, "snapshot or perfetto (default: from the output's extension)")
       ->check(CLI::IsMember({"snapshot", "perfetto"}));
   cmd->add_option("--capacity", a.capacity,
                   "Device capacity, e.g. 80GiB (default: the limit a recording ran under, inferred; else unlimited)");
-  add_device_options(cmd, a.device);
+  add_device_options(cmd, a.device, false);
   cmd->callback([&run] { run = [] { return run_export(a); }; });
 }
 

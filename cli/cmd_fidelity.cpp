@@ -13,6 +13,8 @@
 #include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/progress.h"
+#include "cli/stdin_input.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "traces/trace_io.h"
@@ -29,13 +31,15 @@ struct FidelityArgs {
 
 int run_fidelity(const FidelityArgs& args) {
   const int device = args.device.simulated_trace_device(
-      "fidelity checks the model on the simulated device (replay --device cuda runs it on a GPU)");
+      "fidelity checks the model on the simulated device (replay --device cuda runs it on a GPU; the snapshot's GPU is --gpu)");
   Trace trace = load_trace(args.path, ReadOptions{device});
   if (auto refusal = fidelity_refusal(trace, args.path)) {
     fmt::print(stderr, "fraglab: {}\n", *refusal);
     return 2;
   }
+  Progress progress("fidelity: replaying the recording under the model");
   FidelityRun run = run_fidelity_check(trace, args.policy, args.capacity, !args.no_hints);
+  progress.done();
   if (!run.capacity_note.empty() && !args.json) fmt::print(stderr, "note: {}\n", run.capacity_note);
   if (!args.json)
     for (const SkippedAction& k : trace.meta.skipped_actions)
@@ -63,10 +67,10 @@ void add_fidelity(CLI::App& app, CommandFn& run) {
   auto args = std::make_shared<FidelityArgs>();
   auto* cmd =
       app.add_subcommand("fidelity", "check a policy's model against a recorded allocator trace, call for call");
-  cmd->add_option("trace", args->path,
-                  "recorded trace with the allocator's device calls (a PyTorch snapshot, or a "
-                  "trace converted from one); formats: " +
-                      format_list())
+  dash_reads_stdin(cmd->add_option("trace", args->path,
+                                   "recorded trace with the allocator's device calls (a PyTorch snapshot, or a "
+                                   "trace converted from one); formats: " +
+                                       format_list()))
       ->required();
   cmd->add_option("--capacity", args->capacity,
                   "the recording's memory limit (set_per_process_memory_fraction x total memory), e.g. 17003498700");

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "cli/fit_output.h"
+#include "cli/progress.h"
 #include "report/batch_fit.h"
 #include "sim/capacity.h"
 #include "traces/trace_io.h"
@@ -82,8 +83,11 @@ void add_fit(CLI::App& app, CommandFn& run) {
       }
       if (!o.capacity)
         throw std::invalid_argument("fit needs the device's capacity: --capacity SIZE or --oom SNAPSHOT");
+      Progress progress("fit: reading the probes");
       BatchModel model = load_batch_model(a.probes, dev);
+      progress.stage("fit: replaying batch sizes");
       FitReport r = fit_batch(model, o);
+      progress.done();
       if (a.json)
         fmt::print("{}\n",
                    fit_json(model, r, capacity_note).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "cli/live_output.h"
+#include "cli/stdin_input.h"
 #include "report/program_attribution.h"
 #include "traces/format_error.h"
 #include "traces/history_check.h"
@@ -162,12 +163,12 @@ void add_info(CLI::App& app, CommandFn& run) {
   static bool as_json = false;
   static std::string at;
   static size_t top = 8;
-  cmd->add_option("trace", path, "Trace file: " + format_list())->required();
+  dash_reads_stdin(cmd->add_option("trace", path, "Trace file: " + format_list()))->required();
   cmd->add_option("--at", at,
                   "Who holds the live memory at: oom (each recorded OOM), peak (the live peak) or an event index: "
                   "by the line of your code, category, step and phase");
   cmd->add_option("--top", top, "Rows per list with --at");
-  add_device_options(cmd, device);
+  add_device_options(cmd, device, false);
   cmd->add_flag("--json", as_json, "Print JSON");
   cmd->callback([&run] {
     run = [] {
@@ -193,7 +194,7 @@ void add_info(CLI::App& app, CommandFn& run) {
       }
       fmt::print("trace        {} ({})\n", path, m.format);
       if (m.device != 0)
-        fmt::print("device       {} (a snapshot's history of one GPU; --device picks another)\n", m.device);
+        fmt::print("device       {} (a snapshot's history of one GPU; --gpu picks another)\n", m.device);
       fmt::print("events       {}  ({} allocations, {} frees, {} free requests, {} empty_cache)\n", s.events,
                  s.by_kind[0], s.by_kind[1], s.by_kind[3], s.by_kind[2]);
       fmt::print("recorded     {} segment allocs, {} segment frees, {} maps, {} unmaps, {} OOMs\n", s.by_kind[4],

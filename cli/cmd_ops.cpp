@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/stdin_input.h"
 #include "traces/atomic_file.h"
 #include "traces/trace_io.h"
 
@@ -67,9 +68,9 @@ void add_ops(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand("ops",
                                  "Write a trace's allocations and frees as a plain op list "
                                  "(input of bench/torch_reference)");
-  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
+  dash_reads_stdin(cmd->add_option("trace", a.path, "Trace file: " + format_list()))->required();
   cmd->add_option("-o,--output", a.out, "Op list to write")->required();
-  add_device_options(cmd, a.device);
+  add_device_options(cmd, a.device, false);
   cmd->callback([&run] { run = [] { return run_ops(a); }; });
 }
 

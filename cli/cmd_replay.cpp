@@ -9,6 +9,8 @@
 #include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/progress.h"
+#include "cli/stdin_input.h"
 #include "sim/bounds.h"
 #include "sim/capacity.h"
 #include "sim/replay_simulated.h"
@@ -155,7 +157,9 @@ int run_replay(const ReplayArgs& a) {
     timeline->write("policy,event_index,time_us,requested,allocated,reserved\n");
   }
   std::vector<ReplayResult> results;
+  Progress progress("replay");
   for (const auto& text : specs) {
+    progress.stage(fmt::format("replay: {} ({} of {})", text, results.size() + 1, specs.size()));
     PolicySpec spec = PolicySpec::parse(text);
     ReplayOptions options;
     options.on_oom = a.on_oom == "skip" ? OnOom::Skip : OnOom::Stop;
@@ -179,6 +183,7 @@ int run_replay(const ReplayArgs& a) {
     if (timeline) timeline->write(rows);
   }
   if (timeline) timeline->commit();
+  progress.done();
 
   if (a.json) {
     fmt::print("{}\n",
@@ -202,7 +207,7 @@ int run_replay(const ReplayArgs& a) {
 void add_replay(CLI::App& app, CommandFn& run) {
   static ReplayArgs a;
   auto* cmd = app.add_subcommand("replay", "Replay a trace through allocator policies on the simulated device");
-  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
+  dash_reads_stdin(cmd->add_option("trace", a.path, "Trace file: " + format_list()))->required();
   cmd->add_option("-p,--policy", a.policies,
                   "Policy with options, e.g. bestfit:align=512 or 'pytorch:expandable_segments:True'; "
                   "repeat for several; 'all' for every registered policy")

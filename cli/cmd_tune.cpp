@@ -10,6 +10,8 @@
 #include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/progress.h"
+#include "cli/stdin_input.h"
 #include "report/policy_grid.h"
 #include "report/tune.h"
 #include "traces/trace_io.h"
@@ -109,7 +111,9 @@ int run_tune(const TuneArgs& a) {
   o.also = a.also;
   o.jobs = a.jobs;
   o.keep_per_dimension = a.keep;
+  Progress progress("tune: replaying allocator settings");
   TuneReport r = tune(a.path, o, a.device.simulated_trace_device("tune replays on the simulated device"));
+  progress.done();
   if (a.json)
     fmt::print("{}\n", tune_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   else
@@ -122,7 +126,7 @@ int run_tune(const TuneArgs& a) {
 void add_tune(CLI::App& app, CommandFn& run) {
   static TuneArgs a;
   auto* cmd = app.add_subcommand("tune", "Search PyTorch's allocator settings (PYTORCH_CUDA_ALLOC_CONF) for a trace");
-  cmd->add_option("trace", a.path, "Trace file: " + format_list())->required();
+  dash_reads_stdin(cmd->add_option("trace", a.path, "Trace file: " + format_list()))->required();
   cmd->add_option(
       "--capacity", a.capacity,
       "Device capacity (set_per_process_memory_fraction x memory), e.g. 20GiB; exit 1 when the best does not fit");

@@ -1,13 +1,13 @@
-// One `--device` option, two meanings, so that commands stay simple to type:
-//   an integer              -> which device's trace to read from a PyTorch snapshot
-//   "sim", "cuda", "cuda:N" -> the device the replay executes on
-// `--trace-device N` names the snapshot device explicitly. Every command parses the
-// option through parse_device_arg, so both meanings behave the same everywhere.
+// Two options, one meaning each (issue 42):
+//   --gpu N (alias --trace-device N)  which GPU's history to read from a PyTorch snapshot of several
+//   --device sim|cuda|cuda:N          the device a replay executes on (default sim, the simulated device)
+// An integer given to --device is refused with the --gpu spelling in the message: before, --device took
+// both, and `--device 1` read as either. Every command parses them through DeviceOptions, so they behave
+// the same everywhere.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
-#include <vector>
 
 #include "traces/trace_io.h"
 
@@ -18,21 +18,24 @@ struct DeviceArg {
   std::string exec_device;        // "" (default: simulated), "sim", "cuda", "cuda:N"
 };
 
-// Parses one --device value into `out`; throws std::invalid_argument naming the value
-// when it is neither form.
+// Checks one --device value (sim, cuda, cuda:N); throws std::invalid_argument naming the value otherwise,
+// with the --gpu spelling for an integer.
 void parse_device_arg(const std::string& text, DeviceArg& out);
 
-// The raw option values of one command, resolved when the command runs (so that a bad
-// value is a usage error with exit code 2, reported like every other).
+// The raw option values of one command, resolved when the command runs (so that a bad value is a usage
+// error with exit code 2, reported like every other).
 struct DeviceOptions {
-  std::vector<std::string> device;  // --device, may be given twice (a snapshot index and cuda:N)
-  int trace_device = -1;            // --trace-device
+  std::string device;     // --device
+  int trace_device = -1;  // --gpu / --trace-device
+  bool executes = true;   // false: the command reads the trace and runs nothing; any --device is refused
   DeviceArg resolve() const;
-  // For a command that runs on the simulated device only: the snapshot's device; an execution device
-  // other than sim throws std::invalid_argument "--device D: " + `why`.
+  // For a command that runs on the simulated device only: the snapshot's GPU; an execution device other
+  // than sim throws std::invalid_argument "--device D: " + `why`.
   int simulated_trace_device(const std::string& why) const;
 };
 
-void add_device_options(CLI::App* cmd, DeviceOptions& options);
+// --gpu/--trace-device and --device. `executes`: the command replays (tune, diagnose, ...); a command that
+// only reads a trace (info, convert, export, ops) refuses --device with a message pointing to --gpu.
+void add_device_options(CLI::App* cmd, DeviceOptions& options, bool executes = true);
 
 }  // namespace fraglab::cli

@@ -16,6 +16,7 @@
 #include "allocators/plugin.h"
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
+#include "cli/stdin_input.h"
 #include "sim/pool_checker.h"
 #include "traces/format_error.h"
 #include "traces/read_limits.h"
@@ -170,28 +171,28 @@ int main(int argc, char** argv) {
   try {
     return cli::check_stdout(run ? run() : 2);
   } catch (const FormatError& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+    fmt::print(stderr, "fraglab: error: {}\n", printable(cli::name_stdin(e.what())));
   } catch (const PolicyConfigError& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+    fmt::print(stderr, "fraglab: error: {}\n", printable(cli::name_stdin(e.what())));
   } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+    fmt::print(stderr, "fraglab: error: {}\n", printable(cli::name_stdin(e.what())));
   } catch (const std::system_error& e) {
     if (!std::ferror(stdout)) {
-      fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+      fmt::print(stderr, "fraglab: error: {}\n", printable(cli::name_stdin(e.what())));
       return 2;
     }
     // fmt::print's write to a full or closed stdout: fmt says "cannot write to file"; say which.
     std::clearerr(stdout);
     fmt::print(stderr, "fraglab: error: cannot write standard output: {}\n", e.code().message());
   } catch (const std::runtime_error& e) {
-    fmt::print(stderr, "fraglab: error: {}\n", printable(e.what()));
+    fmt::print(stderr, "fraglab: error: {}\n", printable(cli::name_stdin(e.what())));
   } catch (const std::bad_alloc&) {
     fmt::print(stderr,
                "fraglab: error: out of memory: the input needs more memory than this machine gave "
                "(docs/limits.md)\n");
   } catch (const std::exception& e) {
     // A broken internal invariant (a policy bug, say): report it rather than abort.
-    fmt::print(stderr, "fraglab: internal error: {}\n", printable(e.what()));
+    fmt::print(stderr, "fraglab: internal error: {}\n", printable(cli::name_stdin(e.what())));
     return 3;
   } catch (...) {
     // Only code outside fraglab (a plugin) throws what is not a std::exception; unwinding here

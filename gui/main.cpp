@@ -1,7 +1,7 @@
 // fraglab-gui: the desktop visualizer of block maps, fragmentation and reserved memory.
 //   fraglab-gui [TRACE [TRACE_B] | RANKS_DIR | A_rank0 A_rank1 ...] [--policy P ...] [--at peak|EVENT] [--view NAME]
 //   [--color size|age|site|pool|stream|category]
-//               [--device N] [--screenshot out.png] [--width W --height H]
+//               [--gpu N] [--screenshot out.png] [--width W --height H]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -49,9 +49,9 @@ int main(int argc, char** argv) {
   cli.add_option(
       "--capacity", o.capacity,
       "Simulated device capacity, e.g. 80GiB (default: the limit a recording's OOMs show, as `fraglab replay` infers it; else unlimited)");
-  cli.add_option("--device", o.device,
+  cli.add_option("--gpu,--trace-device", o.device,
                  "The GPU whose history to show from a snapshot of several (default: device 0, or the only one "
-                 "with data)")
+                 "with data; the toolbar's GPU field switches in the app); as `fraglab --gpu`")
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--probe", o.probes,
                  "A snapshot of the program at a smaller batch, PATH@BATCH (two or more): the OOM view names the "

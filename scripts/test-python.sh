@@ -19,3 +19,12 @@ assert fraglab.__file__.startswith(sys.prefix), fraglab.__file__
 print("fraglab", fraglab.__version__, "from", os.path.dirname(fraglab.__file__))')
 "$tmp/venv/bin/fraglab" --version
 cd "$tmp" && FRAGLAB_SOURCE_DIR="$OLDPWD" "$tmp/venv/bin/python" "$OLDPWD/tests/python/test_module.py"
+# `pip wheel --no-build-isolation` (the venv's own setuptools and wheel: a fresh venv has no `wheel`, so they
+# come from Debian's wheels first), the wheel installed into a second fresh venv, the same checks there:
+# among them fraglab.diagnose(snapshot_dict) equal to `fraglab diagnose --json` of the file.
+cd "$OLDPWD"
+"$tmp/venv/bin/pip" install -q --no-index --find-links /usr/share/python-wheels setuptools wheel
+FRAGLAB_BUILD_DIR=$build "$tmp/venv/bin/pip" wheel -q --no-build-isolation --no-deps -w "$tmp/dist" .
+"$python" -m venv "$tmp/venv2"
+"$tmp/venv2/bin/pip" install -q --no-index "$tmp"/dist/fraglab-*.whl
+cd "$tmp" && FRAGLAB_SOURCE_DIR="$OLDPWD" "$tmp/venv2/bin/python" "$OLDPWD/tests/python/test_module.py"

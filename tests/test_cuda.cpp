@@ -37,9 +37,10 @@ std::string small_trace_file() {
 
 }  // namespace
 
-TEST_CASE("replay --device accepts snapshot indices, sim and cuda[:N], nothing else", "[cuda][cli]") {
+TEST_CASE("replay --device accepts sim and cuda[:N], nothing else; --gpu picks the snapshot's GPU", "[cuda][cli]") {
   std::string trace = small_trace_file();
-  CHECK(run_cli("replay " + trace + " --device 0") == 0);
+  CHECK(run_cli("replay " + trace + " --gpu 0") == 0);
+  CHECK(run_cli("replay " + trace + " --device 0") == 2);  // once the snapshot's GPU too: now --gpu alone
   CHECK(run_cli("replay " + trace + " --device sim") == 0);
   CHECK(run_cli("replay " + trace + " --device gpu") == 2);
   CHECK(run_cli("replay " + trace + " --device cuda:x") == 2);

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "report/corpus.h"
+#include "tests/shell_command.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/format_sniff.h"
@@ -43,20 +44,9 @@ struct TempDir {
   }
 };
 
-struct CliResult {
-  int code;
-  std::string output;
-};
+using fraglab::test::CliResult;
 
-CliResult run(const std::string& command) {
-  FILE* f = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(f);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  int status = pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+CliResult run(const std::string& command) { return fraglab::test::run_shell(command + " 2>&1"); }
 
 CliResult run_cli(const std::string& args) { return run(std::string(FRAGLAB_CLI) + " " + args); }
 

@@ -132,14 +132,14 @@ TEST_CASE("fraglab-gui --screenshot renders every view on a snapshot", "[gui][gu
     CHECK(run_gui(trace + " " + (dir / "missing.jsonl").string() + " --view compare --screenshot " + png) == 2);
     CHECK_FALSE(fs::exists(png));
   }
-  SECTION("--device opens another GPU's history of a one-process, two-GPU snapshot") {
+  SECTION("--gpu opens another GPU's history of a one-process, two-GPU snapshot") {
     const std::string two = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/two_devices.default.pickle.gz";
     const std::string first = (dir / "gpu0.png").string(), second = (dir / "gpu1.png").string();
     REQUIRE(run_gui(two + " --view memory --at peak --width 900 --height 700 --screenshot " + first) == 0);
-    REQUIRE(run_gui(two + " --device 1 --view memory --at peak --width 900 --height 700 --screenshot " + second) == 0);
+    REQUIRE(run_gui(two + " --gpu 1 --view memory --at peak --width 900 --height 700 --screenshot " + second) == 0);
     CHECK(decode(first).colors != decode(second).colors);  // GPU 1's history, not device 0's again
     fs::remove(png);
-    CHECK(run_gui(two + " --device 3 --screenshot " + png) == 2);  // no data there: refused, nothing written
+    CHECK(run_gui(two + " --gpu 3 --screenshot " + png) == 2);  // no data there: refused, nothing written
     CHECK_FALSE(fs::exists(png));
   }
   SECTION("a snapshot without history opens at its state, the last event, and its peak is there too") {

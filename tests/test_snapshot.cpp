@@ -13,6 +13,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "tests/shell_command.h"
 #include "traces/addr_map.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
@@ -85,20 +86,10 @@ std::string temp_file(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-struct CliResult {
-  int code;
-  std::string output;
-};
+using fraglab::test::CliResult;
 
 CliResult run_cli(const std::string& args) {
-  std::string cmd = std::string(FRAGLAB_CLI) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  REQUIRE(f);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  int status = pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return fraglab::test::run_shell(std::string(FRAGLAB_CLI) + " " + args + " 2>&1");
 }
 
 // Runs `fraglab info` on the bytes and checks exit code 2 and a message naming the file,
@@ -834,11 +825,21 @@ TEST_CASE("CLI info: allocations and peak with its event index", "[snapshot]") {
   CHECK(r.code == 0);
   CHECK(r.output.find("7612 allocations") != std::string::npos);
   CHECK(r.output.find("(13594206920 bytes) requested, at event 5866") != std::string::npos);
-  CliResult bad = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device 3");
+  CliResult bad = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --gpu 3");
   CHECK(bad.code == 2);
   CHECK(bad.output.find("no data for device 3; devices with data: 0 (22984 entries)") != std::string::npos);
-  CliResult usage = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device banana");
+  CHECK(bad.output.find("(pick one with --gpu)") != std::string::npos);
+  CliResult usage = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --gpu banana");
   CHECK(usage.code == 2);
+  // --device is where a replay runs, nothing else: an integer there is refused with the --gpu spelling, and
+  // info (which runs nothing) refuses an execution device.
+  CliResult old = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device 3");
+  CHECK(old.code == 2);
+  CHECK(old.output.find("the snapshot's GPU 3 is --gpu 3") != std::string::npos);
+  CliResult runs = run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --device cuda");
+  CHECK(runs.code == 2);
+  CHECK(runs.output.find("runs nothing on a device") != std::string::npos);
+  CHECK(run_cli("info " + kCorpus + "gpt2_train.default.pickle.gz --trace-device 0").code == 0);
 }
 
 TEST_CASE("malformed snapshots: exit code 2 naming file and offset", "[snapshot]") {
@@ -912,7 +913,7 @@ TEST_CASE("AddrMap agrees with std::unordered_map under random inserts and erase
 }
 
 // A DDP rank's snapshot holds its own GPU only: every command that reads a snapshot reads it as `info` and
-// `replay` do (the one device with data), and diagnose and tune take --device like them. Before, diagnose,
+// `replay` do (the one device with data), and diagnose and tune take --gpu like them. Before, diagnose,
 // tune, compare and diff stopped at "device 0 has no history".
 TEST_CASE("snapshot import: every command reads a rank's snapshot on its own GPU", "[snapshot]") {
   const std::string rank1 =
@@ -920,12 +921,12 @@ TEST_CASE("snapshot import: every command reads a rank's snapshot on its own GPU
   for (const std::string& command :
        {"diagnose --no-search " + rank1, "tune --space max_split_size_mb:{unset,64} " + rank1,
         "compare --policies pytorch,bestfit " + rank1, "diff " + rank1 + " " + rank1,
-        "diagnose --no-search --device 1 " + rank1}) {
+        "diagnose --no-search --gpu 1 " + rank1, "diagnose --no-search --trace-device 1 --device sim " + rank1}) {
     CliResult r = run_cli(command);
     INFO(command << "\n" << r.output);
     CHECK(r.code == 0);
   }
-  CliResult wrong = run_cli("diagnose --no-search --device 0 " + rank1);
+  CliResult wrong = run_cli("diagnose --no-search --gpu 0 " + rank1);
   CHECK(wrong.code == 2);
   CHECK(wrong.output.find("devices with data: 1 (") != std::string::npos);
   CliResult gpu = run_cli("tune --device cuda " + rank1);

@@ -582,7 +582,7 @@ class Importer final : public pickle::ListSink {
     if (have_segments && !trace_.meta.segments.empty()) return std::nullopt;  // segments, no history
     const std::string available = devices_with_data(&traces);
     doc_->fail(traces,
-               fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --device)",
+               fmt::format("the snapshot has no data for device {}; devices with data: {} (pick one with --gpu)",
                            device, available.empty() ? "none" : available));
   }
 
@@ -596,7 +596,7 @@ class Importer final : public pickle::ListSink {
     if (allow_other_device_ && others.size() == 1) throw OnlyOtherDevice{others[0]};
     if (!available.empty())
       doc_->fail(where, fmt::format("device {} has no {}segments in this snapshot; devices with data: {} (pick one "
-                                    "with --device)",
+                                    "with --gpu)",
                                     options_.device, traces ? "history and no " : "", available));
   }
 

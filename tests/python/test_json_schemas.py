@@ -34,7 +34,8 @@ CASES = {
     "diagnose": [["diagnose", OOM, "-j", "2"], ["diagnose", SEED, "--at", "peak", "--no-search"],
                  ["diagnose", os.path.join(FIT, "kv_server.b36.default_cap0.0451.pickle.gz"), "--capacity",
                   "6769955602", "-j", "2", "--probe", PROBES[0], "--probe", PROBES[1]]],
-    "diff": [["diff", OOM, OTHER], ["diff", SEED, OOM, "--capacity", "20GiB"]],
+    "diff": [["diff", OOM, OTHER], ["diff", SEED, OOM, "--capacity", "20GiB"],
+             ["diff", os.path.join(SNAP, "ranks", "ddp_train.default"), os.path.join(SNAP, "ranks", "ddp_train.expandable")]],
     "fit": [["fit", *PROBES, "--capacity", "6769955602", "-j", "2", "--no-search"]],
     "ranks": [["ranks", os.path.join(SNAP, "ranks")]],
     "policies": [["policies"]],
@@ -73,6 +74,24 @@ class JsonSchemas(unittest.TestCase):
 
     def test_replay_is_a_list_for_one_policy_too(self):
         self.assertEqual(len(run(["replay", SEED, "-p", "bestfit"])["results"]), 1)
+
+    def test_diff_of_rank_sets_lists_one_pair_per_rank(self):
+        doc = run(["diff", os.path.join(SNAP, "ranks", "ddp_train.default"),
+                   os.path.join(SNAP, "ranks", "ddp_train.expandable")])
+        self.validate("diff", doc)
+        self.assertEqual([r["rank"] for r in doc["ranks"]], [0, 1])
+        with open(os.path.join(SCHEMAS, "diff.schema.json")) as f:
+            schema = json.load(f)
+        for r in doc["ranks"]:  # each the shape of a two-trace diff, with its rank
+            self.assertIn("delta", r)
+        broken = json.loads(json.dumps(doc))
+        del broken["ranks"][1]["a"]
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.Draft202012Validator(schema).validate(broken)
+        broken = json.loads(json.dumps(doc))
+        broken["ranks"][0]["rank"] = "0"
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.Draft202012Validator(schema).validate(broken)
 
     def test_a_renamed_key_fails(self):
         document = run(["replay", SEED, "-p", "bestfit"])
