@@ -84,19 +84,11 @@ std::string annotations_line(const TraceMeta& m) {
 // (traces/pool_inference.h, rule 7: no private pool inferred) is read without it, and the check, a replay
 // of the whole history, runs on another core while the statistics are computed; where it would revise the
 // pools (rare), the snapshot is read again with it. The result is what reading with the check gives.
-struct OpenedTrace {
+// The statistics come with the history check (what no allocator can have done), found in the same pass.
+struct OpenedTrace : CheckedStats {
   std::unique_ptr<Trace> whole;  // a snapshot read whole (what `source` reads), else nullptr
   std::unique_ptr<EventSource> source;
-  TraceStats stats;
-  HistoryProblems history;  // what no allocator can have done (traces/history_check.h), found in the same pass
 };
-
-// The statistics and the history check in one pass over `source`.
-void read_stats(EventSource& source, OpenedTrace& o) {
-  HistoryChecker history(source.meta());
-  o.stats = compute_stats(source, [&](const Event* e, size_t n, uint64_t first) { history.add(e, n, first); });
-  o.history = history.result();
-}
 
 bool is_snapshot(const std::string& path) {
   try {
@@ -117,7 +109,7 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
       const Trace* whole = o.whole.get();
       std::future<bool> confirmed = std::async(std::launch::async, [whole] { return pools_confirmed(*whole); });
       MemorySource source(*whole);
-      read_stats(source, o);
+      static_cast<CheckedStats&>(o) = compute_checked_stats(source);
       if (confirmed.get()) {
         o.source = std::make_unique<MemorySource>(*whole);
         return o;
@@ -125,12 +117,12 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
       o.whole.reset();
     } else {
       o.source = std::make_unique<MemorySource>(*o.whole);
-      read_stats(*o.source, o);
+      static_cast<CheckedStats&>(o) = compute_checked_stats(*o.source);
       return o;
     }
   }
   o.source = open_trace(path, {trace_device});
-  read_stats(*o.source, o);
+  static_cast<CheckedStats&>(o) = compute_checked_stats(*o.source);
   return o;
 }
 

@@ -163,4 +163,12 @@ HistoryProblems check_history(const Trace& trace) {
   return checker.result();
 }
 
+CheckedStats compute_checked_stats(EventSource& source) {
+  HistoryChecker checker(source.meta());
+  CheckedStats c;
+  c.stats = compute_stats(source, [&](const Event* e, size_t n, uint64_t first) { checker.add(e, n, first); });
+  c.history = checker.result();
+  return c;
+}
+
 }  // namespace fraglab

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "traces/trace.h"
+#include "traces/trace_stats.h"
 
 namespace fraglab {
 
@@ -39,5 +40,12 @@ class HistoryChecker {
   std::unique_ptr<Impl> impl_;
 };
 HistoryProblems check_history(const Trace& trace);
+
+// compute_stats() and the history check in one pass over `source` (what `info` reports).
+struct CheckedStats {
+  TraceStats stats;
+  HistoryProblems history;
+};
+CheckedStats compute_checked_stats(EventSource& source);
 
 }  // namespace fraglab

@@ -80,9 +80,8 @@ py::object info_or_attribution(const TraceRef& t, const std::string& at, bool wh
   {
     py::gil_scoped_release release;
     MemorySource source(t->trace);
-    HistoryChecker history(t->trace.meta);
-    TraceStats s = compute_stats(source, [&](const Event* e, size_t n, uint64_t first) { history.add(e, n, first); });
-    if (whole) j = cli::info_json(t->name, t->trace.meta, s, history.result());
+    const auto [s, history] = compute_checked_stats(source);
+    if (whole) j = cli::info_json(t->name, t->trace.meta, s, history);
     if (!whole || !at.empty()) {
       nlohmann::json moments = cli::moments_json(cli::moments_at(t->trace, at.empty() ? "peak" : at, s));
       if (whole)
