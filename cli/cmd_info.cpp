@@ -90,6 +90,14 @@ struct OpenedTrace : CheckedStats {
   std::unique_ptr<EventSource> source;
 };
 
+// "0 (909 entries), 1 (segments only)": the GPUs a multi-GPU snapshot holds data for.
+std::string gpus_line(const TraceMeta& m) {
+  std::string out;
+  for (const auto& [device, holds] : m.devices_with_data)
+    out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", device, holds);
+  return out;
+}
+
 bool is_snapshot(const std::string& path) {
   try {
     // Only a regular file is sniffed (a FIFO would block); open_trace words every refusal.
@@ -185,7 +193,9 @@ void add_info(CLI::App& app, CommandFn& run) {
         return 0;
       }
       fmt::print("trace        {} ({})\n", path, m.format);
-      if (m.device != 0)
+      if (!m.devices_with_data.empty())
+        fmt::print("device       {} of the snapshot's GPUs {} (--gpu N reads another)\n", m.device, gpus_line(m));
+      else if (m.device != 0)
         fmt::print("device       {} (a snapshot's history of one GPU; --gpu picks another)\n", m.device);
       fmt::print("events       {}  ({} allocations, {} frees, {} free requests, {} empty_cache)\n", s.events,
                  s.by_kind[0], s.by_kind[1], s.by_kind[3], s.by_kind[2]);

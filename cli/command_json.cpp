@@ -58,6 +58,13 @@ StateSummary summarize_state(const InitialState& st) {
   return out;
 }
 
+// A multi-GPU snapshot's GPUs with what each holds (the one read is `device`); empty for one GPU's data.
+nlohmann::json gpus_json(const TraceMeta& m) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [device, holds] : m.devices_with_data) out.push_back({{"device", device}, {"holds", holds}});
+  return out;
+}
+
 nlohmann::json info_json(const std::string& name, const TraceMeta& m, const TraceStats& s,
                          const HistoryProblems& impossible) {
   const StateSummary st = summarize_state(m.initial);
@@ -77,6 +84,8 @@ nlohmann::json info_json(const std::string& name, const TraceMeta& m, const Trac
           {"command", "info"},
           {"trace", name},
           {"format", m.format},
+          {"device", m.device},
+          {"gpus_in_snapshot", gpus_json(m)},
           {"events", s.events},
           {"by_kind", kinds},
           {"allocations", s.by_kind[0]},

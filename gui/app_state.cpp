@@ -247,11 +247,11 @@ void AppState::apply_pending_at() {
   if (pending_at.empty() || !trace) return;
   if (pending_at == "peak" || pending_at == "oom") {
     if (!primary_result()) return;
-    if (pending_at == "peak") {
-      jump_to_peak();
+    if (pending_at == "peak" || primary_result()->replay.ooms.empty()) {
+      jump_to_peak();  // --at oom on a run without one: its peak, as `fraglab info --at oom` reads it
     } else {
       set_cursor(0);
-      jump_to_oom(+1);  // the first OOM (stays at 0 when there is none)
+      jump_to_oom(+1);  // the first OOM
     }
   } else {
     uint64_t index = 0;

@@ -24,6 +24,7 @@
 #include "gui/model/ranks_run.h"
 #include "gui/model/recent_files.h"
 #include "gui/model/segment_timeline.h"
+#include "gui/model/shown_numbers.h"
 #include "gui/model/trace_info.h"
 #include "gui/model/trace_pair.h"
 
@@ -142,6 +143,9 @@ class AppState {
   bool focus_path = false;
   KeyQueue keys;                  // presses since the last frame (the window's GLFW callbacks queue them)
   std::u32string typed_for_path;  // typed after a Ctrl+L, before the path field had the keyboard
+  // The numbers this frame drew (a screenshot's --screenshot-numbers): views that only read the state
+  // record them too, hence mutable.
+  mutable ShownNumbers shown;
   struct DiffCache {
     std::vector<int32_t> kib;  // reserved(run) - reserved(baseline), KiB per event
     MinMaxPyramid pyramid;

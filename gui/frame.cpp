@@ -129,8 +129,10 @@ void apply_style() {
 }
 
 void build_frame(AppState& app) {
+  app.shown.clear();
   app.poll();
   handle_shortcuts(app);
+  if (app.trace) app.shown.set("cursor", app.cursor);
   ImGuiIO& io = ImGui::GetIO();
   ImGui::SetNextWindowPos({0, 0});
   ImGui::SetNextWindowSize(io.DisplaySize);

@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
                  "largest batch that fits (fraglab fit)");
   cli.add_option("--screenshot", o.screenshot,
                  "Render the window once the replays are done, write it to this PNG and exit (0, or 2 on bad input)");
+  cli.add_option("--screenshot-numbers", o.screenshot_numbers,
+                 "With --screenshot: write the numbers the views drew to this JSON file (keys VIEW.QUANTITY, bytes)")
+      ->needs("--screenshot");
   cli.add_option("--screenshot-timeout", o.screenshot_timeout_s, "Give up on a screenshot after this many seconds");
   cli.add_option("--width", o.width, "Window width")->check(CLI::Range(320, 8192));
   cli.add_option("--height", o.height, "Window height")->check(CLI::Range(240, 8192));

@@ -218,6 +218,18 @@ void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_fr
   if (frames.size() > max_frames) ImGui::TextDisabled("  ... %zu more frames", frames.size() - max_frames);
 }
 
+void record_fragmentation(ShownNumbers& shown, const std::string& view, const std::string& policy, ShownMoment moment,
+                          const FreeSpace& space) {
+  const Fragmentation& f = space.frag;
+  nlohmann::json j = {{moment.key, moment.event},         {"reserved", f.reserved},
+                      {"allocated", f.allocated},         {"requested", f.requested},
+                      {"free_in_reserved", f.free_bytes}, {"rounding_waste", rounding_waste(f, space.awaiting_streams)},
+                      {"free_ranges", f.free_ranges},     {"largest_free_range", f.largest_free}};
+  if (!policy.empty()) j["policy"] = policy;
+  if (space.awaiting_streams) j["awaiting_streams"] = space.awaiting_streams;
+  shown.set(view, std::move(j));
+}
+
 void zoom_range(AppState& app, double begin, double end, double anchor, double factor) {
   double n = static_cast<double>(app.trace->events());
   double span = std::clamp((end - begin) * factor, std::min(n, 32.0), n);

@@ -73,12 +73,20 @@ void draw_fragmentation(AppState& app, ImVec2 size) {
   }
   const Fragmentation& f = snap->frag;
   ImGui::TextDisabled("%s at event %llu", run->spec().c_str(), static_cast<unsigned long long>(snap->event_index));
+  record_fragmentation(app.shown, "fragmentation", run->spec(), {"event", snap->event_index},
+                       FreeSpace{f, {}, snap->awaiting_streams});
   if (ImGui::BeginTable("##metrics", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     row("reserved", bytes_label(f.reserved), "physical memory the policy holds (segments and mapped pages)");
     row("allocated", bytes_label(f.allocated), "bytes in live blocks");
-    row("requested", bytes_label(f.requested), "bytes the program asked for in live blocks");
-    row("free in reserved", bytes_label(f.free_bytes), "reserved - allocated: held but unused");
-    row("rounding waste", bytes_label(f.allocated - f.requested), "allocated - requested (internal fragmentation)");
+    row("requested", bytes_label(f.requested),
+        "bytes the program asked for in blocks in memory (PyTorch's requested_bytes: until a free completes)");
+    if (snap->awaiting_streams)
+      row("awaiting streams", bytes_label(snap->awaiting_streams),
+          "freed by the program, held until the other streams that used them are done (record_stream): "
+          "PyTorch counts them out of allocated_bytes, and they are not free either");
+    row("free in reserved", bytes_label(f.free_bytes), "reserved bytes no block holds: held but unused");
+    row("rounding waste", bytes_label(rounding_waste(f, snap->awaiting_streams)),
+        "allocated - requested (internal fragmentation), blocks awaiting streams included");
     row("free ranges", fmt::format("{}", f.free_ranges));
     row("largest free range", bytes_label(f.largest_free));
     row("external fragmentation", fmt::format("{:.3f}", f.external()), "1 - largest free range / free bytes");

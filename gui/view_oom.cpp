@@ -116,9 +116,13 @@ void details(const AppState& app, const DiagnoseReport& r, const Diagnosis& d) {
   } else {
     ImGui::Text("at the peak: largest free range %s", bytes_label(st.largest_free).c_str());
   }
+  // The cursor event whose fragmentation panel shows this state: the request's arrival for a recorded OOM,
+  // else the event before the moment.
+  uint64_t same_as_cursor_at = d.event_index ? d.event_index - 1 : 0;
   if (d.source == Diagnosis::Source::Recorded) {
     uint64_t freed = 0;
     uint64_t arrival = request_arrival_event(app.trace->trace, d.event_index, &freed);
+    same_as_cursor_at = arrival;
     ImGui::PushTextWrapPos(0);
     if (freed)
       ImGui::TextDisabled(
@@ -128,10 +132,19 @@ void details(const AppState& app, const DiagnoseReport& r, const Diagnosis& d) {
     ImGui::PopTextWrapPos();
   }
   // Measured as the fragmentation panel measures every lane (gui/model/free_space.h), so both agree.
-  const Fragmentation f = free_space(st).frag;
+  const FreeSpace space = free_space(st);
+  const Fragmentation& f = space.frag;
+  record_fragmentation(app.shown, "oom", "", {"before_event", d.event_index}, space);
+  app.shown.set("oom.same_as_cursor_at", same_as_cursor_at);
+  if (space.awaiting_streams) {
+    ImGui::TextDisabled(
+        "awaiting streams %s: freed by the program, held until the other streams that used them "
+        "are done (record_stream); neither free nor in PyTorch's allocated_bytes",
+        bytes_label(space.awaiting_streams).c_str());
+  }
   ImGui::TextWrapped("reserved %s   allocated %s   free inside reserved %s   rounding waste %s   free ranges %llu",
                      bytes_label(f.reserved).c_str(), bytes_label(f.allocated).c_str(),
-                     bytes_label(f.free_bytes).c_str(), bytes_label(f.allocated - f.requested).c_str(),
+                     bytes_label(f.free_bytes).c_str(), bytes_label(rounding_waste(f, space.awaiting_streams)).c_str(),
                      static_cast<unsigned long long>(f.free_ranges));
   if (r.capacity)
     ImGui::Text("capacity %s: %s not reserved", bytes_label(*r.capacity).c_str(),

@@ -111,6 +111,8 @@ void draw_timeline(AppState& app, ImVec2 size) {
   auto x_of = [&](uint64_t e) { return p0.x + static_cast<float>(event_x(app, begin, end, e, w)); };
   auto visible = [&](uint64_t e) { return static_cast<double>(e) >= begin && static_cast<double>(e) < end; };
   const ReplayResult& r = result->replay;
+  app.shown.set("timeline.peak_reserved", {{"bytes", r.reserved.bytes}, {"event", r.reserved.event_index}});
+  app.shown.set("timeline.peak_allocated", {{"bytes", r.allocated.bytes}, {"event", r.allocated.event_index}});
   if (visible(r.reserved.event_index))
     draw_marker(dl, x_of(r.reserved.event_index), p0.y, p0.y + h, p0.x + w, series_color(Series::Reserved),
                 "peak reserved " + bytes_label(r.reserved.bytes));

@@ -12,6 +12,46 @@ namespace fraglab::gui {
 
 namespace {
 
+// "1 (909 entries)": a GPU of a multi-GPU snapshot with what it holds.
+std::string gpu_label(int device, const std::vector<std::pair<int, std::string>>& devices) {
+  for (const auto& [d, holds] : devices)
+    if (d == device) return fmt::format("{} ({})", d, holds);
+  return std::to_string(device);
+}
+
+// Reads the open trace again for another GPU of its snapshot.
+void switch_gpu(AppState& app, int device) {
+  if (app.loading() || app.checking_pools() || app.path_field.empty()) return;
+  app.trace_device = std::max(0, device);
+  app.open(app.path_field);
+}
+
+// The GPU whose history is shown (a snapshot holds one history a device). A snapshot of several GPUs
+// lists them with what each holds; otherwise a number, Enter reading the trace again for it (a device
+// with no data names those that have some).
+void gpu_field(AppState& app) {
+  const int shown = app.trace ? app.trace->trace.meta.device : std::max(0, app.trace_device);
+  const auto* devices = app.trace ? &app.trace->trace.meta.devices_with_data : nullptr;
+  if (devices && !devices->empty()) {
+    ImGui::SetNextItemWidth(190);
+    if (ImGui::BeginCombo("GPU", gpu_label(shown, *devices).c_str())) {
+      for (const auto& d : *devices)
+        if (ImGui::Selectable(gpu_label(d.first, *devices).c_str(), d.first == shown) && d.first != shown)
+          switch_gpu(app, d.first);
+      ImGui::EndCombo();
+    }
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("this snapshot holds %zu GPUs' memory: pick the one to show", devices->size());
+    return;
+  }
+  ImGui::SetNextItemWidth(70);
+  int device = shown;
+  if (ImGui::InputInt("GPU", &device, 1, 1, ImGuiInputTextFlags_EnterReturnsTrue)) switch_gpu(app, device);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "the device whose history a multi-GPU snapshot shows; a device with no data names those that have");
+}
+
 void open_row(AppState& app) {
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Trace");
@@ -36,18 +76,8 @@ void open_row(AppState& app) {
       }
     ImGui::EndCombo();
   }
-  // The GPU whose history is shown (a snapshot holds one a device): Enter reads the trace again for it.
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(70);
-  int device = app.trace ? app.trace->trace.meta.device : std::max(0, app.trace_device);
-  if (ImGui::InputInt("GPU", &device, 1, 1, ImGuiInputTextFlags_EnterReturnsTrue) && !app.loading() &&
-      !app.checking_pools() && !app.path_field.empty()) {
-    app.trace_device = std::max(0, device);
-    app.open(app.path_field);
-  }
-  if (ImGui::IsItemHovered())
-    ImGui::SetTooltip(
-        "the device whose history a multi-GPU snapshot shows; a device with no data names those that have");
+  gpu_field(app);
   ImGui::SameLine();
   if (app.loading()) {
     ImGui::Text("loading %s ...", app.loading_path().c_str());
@@ -87,6 +117,7 @@ void policy_row(AppState& app) {
       ImGui::TextColored({1, 0.35f, 0.35f, 1}, "%s", run.error().c_str());
     } else {
       ImGui::TextDisabled("peak %s", bytes_label(run.result()->replay.reserved.bytes).c_str());
+      app.shown.set("toolbar.peak_reserved." + run.spec(), run.result()->replay.reserved.bytes);
     }
     ImGui::SameLine(0, 4);
     if (ImGui::SmallButton("x")) {

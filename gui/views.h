@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include "gui/app_state.h"
+#include "gui/model/free_space.h"
 
 namespace fraglab::gui {
 
@@ -54,6 +55,21 @@ void pan_range(AppState& app, double begin, double end, double shift);
 void color_legend(const AppState& app, bool with_free);
 // The allocation behind alloc event `alloc_index`: size, lifetime, stream, pool and stack.
 void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_frames);
+// The free-space numbers a view shows (reserved, allocated, requested, free in reserved, rounding waste,
+// free ranges, largest free range), recorded under "VIEW" for --screenshot-numbers, with the moment: "event"
+// (the state after it, as the cursor reads) or "before_event" (just before it, as the OOM view and `fraglab
+// info --at` read a moment).
+struct ShownMoment {
+  const char* key;
+  uint64_t event;
+};
+void record_fragmentation(ShownNumbers& shown, const std::string& view, const std::string& policy, ShownMoment moment,
+                          const FreeSpace& space);
+// Allocated - requested over the blocks in memory: PyTorch's active_bytes - requested_bytes, the blocks
+// awaiting other streams included (gui/model/free_space.h).
+inline uint64_t rounding_waste(const Fragmentation& f, uint64_t awaiting_streams) {
+  return f.allocated + awaiting_streams - std::min(f.allocated + awaiting_streams, f.requested);
+}
 // Maps a column of a plot `width` pixels wide to the first event it covers (events or time axis).
 uint64_t column_event(const AppState& app, double begin, double end, double column, double width);
 // Plot area x for an event index: the center of the pixel column that draws it (see column_event).

@@ -219,6 +219,7 @@ int run_window(const LaunchOptions& o) {
       if (headless) {
         try {
           write_png(o.screenshot, fw, fh, read_framebuffer(fw, fh));
+          if (!o.screenshot_numbers.empty()) app.shown.write(o.screenshot_numbers);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "fraglab-gui: %s\n", e.what());
           status = 2;

@@ -26,6 +26,7 @@ struct LaunchOptions {
   std::vector<std::string> probes;  // PATH@BATCH snapshots of the program at smaller batches (the OOM view)
   int device = kAnyDevice;          // a snapshot's GPU (kAnyDevice: device 0, or the only one with data)
   std::string screenshot;           // write the window to this PNG once everything is shown, then exit
+  std::string screenshot_numbers;   // with it, the numbers the views drew, as JSON (gui/model/shown_numbers.h)
   int width = 1600, height = 1000;
   double screenshot_timeout_s = 300;
 };

@@ -61,8 +61,14 @@ MemoryState capture_state(const SteppedReplay& replay, const PolicySpec& spec) {
                                [](Addr a, const StateSegment& s) { return a < s.addr; });
     return it == st.segments.begin() ? 0 : static_cast<uint32_t>(it - st.segments.begin() - 1);
   };
-  for (const BlockRecord& b : engine.blocks())
-    if (b.live) st.blocks.push_back({b.addr, b.size, b.requested, b.alloc_index, b.stream, 0});
+  const auto& records = engine.blocks();
+  for (AllocId id = 0; id < records.size(); ++id) {
+    const BlockRecord& b = records[id];
+    if (!b.live) continue;
+    const bool awaiting = replay.awaiting_streams(id);
+    st.blocks.push_back({b.addr, b.size, b.requested, b.alloc_index, b.stream, 0, awaiting});
+    if (awaiting) st.awaiting_streams += b.size;
+  }
   std::sort(st.blocks.begin(), st.blocks.end(),
             [](const StateBlock& a, const StateBlock& b) { return a.addr < b.addr; });
   for (uint32_t i = 0; i < st.blocks.size(); ++i) {

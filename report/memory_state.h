@@ -21,7 +21,8 @@ struct StateBlock {
   uint64_t size = 0, requested = 0;
   uint64_t alloc_index = 0;  // the alloc event (its stack, time and age)
   StreamIndex stream = 0;
-  uint32_t segment = 0;  // index into MemoryState::segments
+  uint32_t segment = 0;           // index into MemoryState::segments
+  bool awaiting_streams = false;  // freed by the program, held until other streams are done (record_stream)
 };
 
 struct FreeRange {
@@ -47,6 +48,9 @@ struct MemoryState {
   uint64_t event_index = 0;  // the state just before this event
   uint64_t reserved = 0, allocated = 0, requested = 0;
   uint64_t free_bytes = 0, largest_free = 0;
+  // Bytes of live blocks awaiting other streams (StateBlock::awaiting_streams), inside `allocated` here as
+  // the replayed policy holds them; PyTorch's allocated_bytes leaves them out.
+  uint64_t awaiting_streams = 0;
   std::vector<StateSegment> segments;  // by address
   std::vector<StateBlock> blocks;      // by address
 };

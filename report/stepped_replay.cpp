@@ -90,11 +90,23 @@ SteppedReplay::SteppedReplay(const Trace& trace, const PolicySpec& spec, std::op
   engine_->establish_initial_state(trace.meta.initial);
 }
 
+void SteppedReplay::note_awaiting(const Event& e) {
+  const bool requested = e.kind == EventKind::FreeRequested;
+  if (!requested && e.kind != EventKind::Free && e.kind != EventKind::Alloc) return;
+  if (requested && !(e.id < engine_->blocks().size() && engine_->blocks()[e.id].live)) return;
+  if (e.id >= awaiting_.size()) {
+    if (!requested) return;
+    awaiting_.resize(e.id + 1u, 0);
+  }
+  awaiting_[e.id] = requested;
+}
+
 bool SteppedReplay::advance_to(uint64_t index) {
   for (; position_ < index && position_ < trace_.events.size(); ++position_) {
     const Event& e = trace_.events[position_];
     streams_.set_pool(e.kind == EventKind::Alloc || e.kind == EventKind::Oom ? e.pool : 0);
     engine_->apply(e, position_);
+    note_awaiting(e);
   }
   return position_ == index;
 }

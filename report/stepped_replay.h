@@ -76,6 +76,9 @@ class SteppedReplay {
   const StreamRecordingDevice& streams() const { return streams_; }
   const Trace& trace() const { return trace_; }
   ReplayResult take_result() { return engine_->take_result(); }
+  // The live block `id` was freed by the program (free_requested) and awaits the streams that used it
+  // (its free_completed is still to come): PyTorch counts it out of allocated_bytes.
+  bool awaiting_streams(AllocId id) const { return id < awaiting_.size() && awaiting_[id]; }
 
  private:
   const Trace& trace_;
@@ -84,7 +87,10 @@ class SteppedReplay {
   TrackingDevice tracking_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<ReplayEngine> engine_;
+  void note_awaiting(const Event& e);
+
   uint64_t position_ = 0;
+  std::vector<uint8_t> awaiting_;  // by id: free requested, not completed
 };
 
 }  // namespace fraglab

@@ -120,6 +120,30 @@ TEST_CASE("defect 2: the recorded lane's allocated bytes are PyTorch's allocated
     ++checked;
   }
   CHECK(checked == 11);
+  // Blocks the program frees while another stream still uses them (record_stream, a prefetching side stream):
+  // out of allocated_bytes at free_requested, as PyTorch's free() takes them out, though held until
+  // free_completed; the cursor's panel shows them apart, neither allocated nor free.
+  {
+    const std::string corpus = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/";
+    const std::string file = "side_stream_prefetch.default.pickle.gz";
+    auto corpus_stats = test::snapshot_stats(corpus);
+    REQUIRE(corpus_stats.count(file) == 1);
+    const auto& s = corpus_stats[file]["stats"];
+    auto info = load_trace_info(corpus + file);
+    auto run = recorded_result(*info, {});
+    REQUIRE(run);
+    CHECK(run->replay.allocated.bytes == s["allocated_bytes.all.peak"].get<uint64_t>());
+    CHECK(run->replay.final_allocated == s["allocated_bytes.all.current"].get<uint64_t>());
+    CursorSnapshot snap = recorded_snapshot(*info, run->replay.allocated.event_index);
+    CHECK(snap.frag.allocated == run->replay.allocated.bytes);
+    uint64_t most_awaiting = 0;
+    for (uint64_t at = 0; at < info->events(); at += 97) {
+      CursorSnapshot here = recorded_snapshot(*info, at);
+      CHECK(here.frag.reserved == here.frag.allocated + here.awaiting_streams + here.frag.free_bytes);
+      most_awaiting = std::max(most_awaiting, here.awaiting_streams);
+    }
+    CHECK(most_awaiting > 0);  // the side stream's blocks do wait
+  }
   // The rule itself: a large-pool remainder of at most 1 MiB stays in the block; small pools, expandable
   // segments and requests at max_split_size split by other rules.
   detail::PytorchAllocatorConfig config;

@@ -361,6 +361,38 @@ TEST_CASE("snapshot import: oom entries carry device_free instead of addr", "[sn
   CHECK(t.events[0].addr == 1u << 20);
 }
 
+TEST_CASE("snapshot import: a snapshot of two GPUs with data lists both, whichever is read", "[snapshot]") {
+  // Device 0: two allocations; device 1: one.
+  P p;
+  p.empty_dict().mark().str("device_traces").empty_list().mark();
+  p.empty_list().mark();
+  for (int i = 0; i < 2; ++i)
+    p.empty_dict().mark().str("action").str("alloc").str("addr").i64(512 + 64 * i).str("size").i64(8).setitems();
+  p.appends();
+  p.empty_list().empty_dict().mark().str("action").str("alloc").str("addr").i64(512).str("size").i64(8);
+  p.setitems().op('a').appends().setitems();
+  const std::string bytes = p.stop();
+  const std::vector<std::pair<int, std::string>> both{{0, "2 entries"}, {1, "1 entries"}};
+  for (int device : {0, 1}) {
+    CAPTURE(device);
+    Trace t = parse_pytorch_snapshot(bytes, "two", {device});
+    CHECK(t.meta.device == device);
+    CHECK(t.meta.devices_with_data == both);
+  }
+  // One GPU's data (the other list empty): nothing to offer.
+  P one;
+  one.empty_dict().mark().str("device_traces").empty_list().mark().empty_list();
+  one.empty_list().empty_dict().mark().str("action").str("alloc").str("addr").i64(512).str("size").i64(8);
+  one.setitems().op('a').appends().setitems();
+  CHECK(parse_pytorch_snapshot(one.stop(), "one", {1}).meta.devices_with_data.empty());
+  // A real one: one process on two H100s (a model split across them), read for either GPU, streamed or not.
+  const std::string two = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/two_devices.default.pickle.gz";
+  const std::vector<std::pair<int, std::string>> real{{0, "280 entries"}, {1, "694 entries"}};
+  CHECK(load_trace(two, {0}).meta.devices_with_data == real);
+  CHECK(load_trace(two, {1}).meta.devices_with_data == real);
+  CHECK(drain(*open_trace(two, {1})).meta.devices_with_data == real);
+}
+
 TEST_CASE("snapshot import: device selection", "[snapshot]") {
   // Two devices: device 1 has one alloc.
   P p;

@@ -422,6 +422,7 @@ class Importer final : public pickle::ListSink {
       // showing an empty trace.
       if (!history && trace_.meta.segments.empty()) refuse_empty_device(traces, *traces);
     }
+    note_devices_with_data(traces);
     return history;
   }
 
@@ -633,6 +634,27 @@ class Importer final : public pickle::ListSink {
     for (int d : segment_devices_)
       if (available.find(fmt::format("{} (", d)) == std::string::npos) add(static_cast<size_t>(d), "segments only");
     return available;
+  }
+
+  // TraceMeta::devices_with_data, where the snapshot holds more than one GPU's lists or segments.
+  void note_devices_with_data(const Value* traces) {
+    if ((!traces || doc_->size(*traces) < 2) && segment_devices_.size() < 2) return;
+    auto& out = trace_.meta.devices_with_data;
+    size_t i = 0;
+    if (traces)
+      doc_->for_each(*traces, [&](Value v) {
+        const int device = static_cast<int>(i++);
+        if (device >= 16) return;  // as devices_with_data(): a hostile list of millions
+        // The device read is counted as read (its list may have been streamed, not kept in the document).
+        const bool read = device == options_.device && !raw_.empty();
+        const size_t entries = read ? raw_.size() : v.kind() == Kind::List ? memory_entries(v) : 0;
+        if (entries) out.emplace_back(device, fmt::format("{} entries", entries));
+      });
+    for (int d : segment_devices_)
+      if (std::none_of(out.begin(), out.end(), [d](const auto& e) { return e.first == d; }))
+        out.emplace_back(d, "segments only");
+    std::sort(out.begin(), out.end());
+    if (out.size() < 2) out.clear();
   }
 
   // An inline int (nearly every one) without a call; the rest and the errors out of line.

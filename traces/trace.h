@@ -198,6 +198,9 @@ struct TraceMeta {
   std::string source;  // where the trace came from (file name, generator command)
   std::string format;  // "pytorch-snapshot", "native", "jsonl", "generated", ...
   int device = 0;
+  // A snapshot of several GPUs: each GPU holding a history or segments, with what it holds ("909 entries",
+  // "segments only"), so a viewer can offer the others. Empty where the snapshot holds one GPU's data.
+  std::vector<std::pair<int, std::string>> devices_with_data;
   // Stream handles as recorded (PyTorch's cudaStream_t values); events refer to them by index.
   std::vector<uint64_t> streams{0};
   // The recording allocator's settings, e.g. {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",

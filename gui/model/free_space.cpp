@@ -36,13 +36,20 @@ FreeSpace free_space(const CursorSnapshot& snap) {
   segments.reserve(snap.regions.size());
   for (const DeviceRegion& r : snap.regions) segments.emplace_back(r.addr, r.size);
   blocks.reserve(snap.blocks.size());
-  uint64_t allocated = 0, requested = 0;
+  uint64_t allocated = 0, requested = 0, awaiting = 0;
   for (const SnapshotBlock& b : snap.blocks) {
     blocks.emplace_back(b.addr, b.size);
     allocated += b.size;
     requested += b.requested;
+    if (b.awaiting_streams) awaiting += b.size;
   }
-  return measure_free_space(segments, snap.physical, std::move(blocks), allocated, requested, snap.event_index);
+  // Measured with every block in memory (free bytes are what no block holds), then the blocks awaiting
+  // streams taken out of allocated, as PyTorch's allocated_bytes has them (requested_bytes keeps them).
+  FreeSpace out =
+      measure_free_space(segments, snap.physical, std::move(blocks), allocated, requested, snap.event_index);
+  out.frag.allocated -= awaiting;
+  out.awaiting_streams = awaiting;
+  return out;
 }
 
 FreeSpace free_space(const MemoryState& st) {
@@ -61,7 +68,11 @@ FreeSpace free_space(const MemoryState& st) {
     }
   }
   for (const StateBlock& b : st.blocks) blocks.emplace_back(b.addr, b.size);
-  return measure_free_space(segments, physical, std::move(blocks), st.allocated, st.requested, st.event_index);
+  // As free_space(CursorSnapshot): blocks awaiting streams are neither free nor counted as allocated.
+  FreeSpace out = measure_free_space(segments, physical, std::move(blocks), st.allocated, st.requested, st.event_index);
+  out.frag.allocated -= std::min(out.frag.allocated, st.awaiting_streams);
+  out.awaiting_streams = st.awaiting_streams;
+  return out;
 }
 
 }  // namespace fraglab::gui

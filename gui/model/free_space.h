@@ -18,6 +18,10 @@ namespace fraglab::gui {
 struct FreeSpace {
   Fragmentation frag;           // reserved, allocated, requested, free bytes, largest free range, free ranges
   std::vector<uint64_t> sizes;  // each free range's bytes, address order
+  // Bytes of blocks freed by the program and held until other streams are done (the recorded lane):
+  // out of frag.allocated (allocated_bytes), in frag.requested (requested_bytes drops at free_completed),
+  // not free either. Rounding waste is then frag.allocated + awaiting_streams - frag.requested.
+  uint64_t awaiting_streams = 0;
 };
 
 using Interval = std::pair<Addr, uint64_t>;  // (address, bytes)

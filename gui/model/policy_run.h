@@ -40,11 +40,15 @@ struct SnapshotBlock {
   Addr addr = 0;
   uint64_t size = 0, requested = 0, alloc_index = 0;
   StreamIndex stream = 0;
+  // The recorded lane: freed by the program, held until the streams that used it are done (PyTorch counts
+  // it out of allocated_bytes). Policy lanes hold a block until its free completes and never set this.
+  bool awaiting_streams = false;
 };
 
 struct CursorSnapshot {
   uint64_t event_index = 0;                         // memory after events [0, event_index]
   std::vector<SnapshotBlock> blocks;                // live blocks, address order
+  uint64_t awaiting_streams = 0;                    // bytes of blocks awaiting streams (SnapshotBlock)
   std::vector<DeviceRegion> regions;                // segments and reserved VMM ranges, address order
   std::vector<PoolIndex> region_pools;              // the recorded lane: each region's private pool (0: default)
   std::vector<std::pair<Addr, uint64_t>> physical;  // backed intervals, address order

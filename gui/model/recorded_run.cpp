@@ -130,8 +130,10 @@ void RecordedState::apply(uint64_t index) {
       if (e.id >= size_of_id_.size()) {
         size_of_id_.resize(e.id + 1u, {0, 0});
         addr_of_id_.resize(e.id + 1u, 0);
+        awaiting_of_id_.resize(e.id + 1u, false);
       }
       size_of_id_[e.id] = {size, e.size};
+      awaiting_of_id_[e.id] = false;
       addr_of_id_[e.id] = e.addr;
       requested += e.size;
       allocated += size;
@@ -141,11 +143,26 @@ void RecordedState::apply(uint64_t index) {
       }
       break;
     }
+    case EventKind::FreeRequested: {  // the program's free(): out of allocated_bytes, still in memory
+      if (e.id >= size_of_id_.size() || awaiting_of_id_[e.id] || size_of_id_[e.id].first == 0) break;
+      const uint64_t size = size_of_id_[e.id].first;
+      allocated -= std::min(allocated, size);
+      awaiting_streams += size;
+      awaiting_of_id_[e.id] = true;
+      if (keep_blocks_)
+        if (auto it = blocks_.find(addr_of_id_[e.id]); it != blocks_.end()) it->second.awaiting_streams = true;
+      break;
+    }
     case EventKind::Free: {
       if (e.id >= size_of_id_.size()) break;
       auto& [size, req] = size_of_id_[e.id];
       requested -= std::min(requested, req);
-      allocated -= std::min(allocated, size);
+      if (awaiting_of_id_[e.id]) {  // out of allocated_bytes since its free_requested
+        awaiting_streams -= std::min(awaiting_streams, size);
+        awaiting_of_id_[e.id] = false;
+      } else {  // a trace without free_requested entries
+        allocated -= std::min(allocated, size);
+      }
       if (size > detail::kSmallSize) large_.erase(addr_of_id_[e.id]);
       size = req = 0;
       if (keep_blocks_) blocks_.erase(addr_of_id_[e.id]);
@@ -162,7 +179,7 @@ void RecordedState::apply(uint64_t index) {
       remove_range(e.addr, e.size);
       break;
     default:
-      break;  // free_requested, empty_cache, oom, pool release: no change of memory
+      break;  // empty_cache, oom, pool release: no change of memory
   }
 }
 
@@ -260,7 +277,7 @@ CursorSnapshot recorded_snapshot(const TraceInfo& info, uint64_t event_index, co
   snap.event_index = event_index;
   snap.blocks.reserve(state.blocks().size());
   for (const auto& [addr, b] : state.blocks())
-    snap.blocks.push_back({addr, b.size, b.requested, b.alloc_index, b.stream});
+    snap.blocks.push_back({addr, b.size, b.requested, b.alloc_index, b.stream, b.awaiting_streams});
   for (const auto& [addr, r] : state.regions()) {
     snap.regions.push_back({addr, r.size, r.vmm});
     snap.region_pools.push_back(r.pool);
@@ -268,6 +285,7 @@ CursorSnapshot recorded_snapshot(const TraceInfo& info, uint64_t event_index, co
   }
   FreeSpace free = free_space(snap);
   snap.frag = free.frag;
+  snap.awaiting_streams = free.awaiting_streams;
   snap.free_ranges = std::move(free.sizes);
   snap.probed = true;
   snap.probe_note = "n/a: the recording";  // no policy to ask

@@ -38,6 +38,7 @@ class RecordedState {
     uint64_t size = 0, requested = 0, alloc_index = 0;
     StreamIndex stream = 0;
     PoolIndex pool = 0;
+    bool awaiting_streams = false;  // freed by the program, held until the streams that used it are done
   };
   struct Region {
     uint64_t size = 0;
@@ -50,7 +51,11 @@ class RecordedState {
   explicit RecordedState(const Trace& trace, bool keep_blocks = true);
   void apply(uint64_t index);  // applies trace.events[index]
 
-  uint64_t requested = 0, allocated = 0, reserved = 0;
+  // PyTorch's counters: allocated_bytes drops when the program frees a block (free_requested: the
+  // allocator's free()), requested_bytes (as active_bytes) when the block is free again (free_completed:
+  // free_block()). Between the two a block used on other streams (record_stream) awaits their events:
+  // `awaiting_streams`, in memory and in `requested`, out of `allocated`.
+  uint64_t requested = 0, allocated = 0, reserved = 0, awaiting_streams = 0;
   const std::map<Addr, Block>& blocks() const { return blocks_; }
   const std::map<Addr, Region>& regions() const { return regions_; }
 
@@ -66,6 +71,7 @@ class RecordedState {
   bool keep_blocks_;
   std::map<Addr, Block> blocks_;
   std::vector<std::pair<uint64_t, uint64_t>> size_of_id_;  // live allocation id -> (block, requested) bytes
+  std::vector<bool> awaiting_of_id_;                       // live allocation id -> freed, awaiting streams
   std::map<Addr, Region> regions_;
   std::vector<Addr> addr_of_id_;                     // live allocation id -> block address
   std::unordered_map<Addr, uint64_t> initial_size_;  // initial-state blocks' recorded sizes
