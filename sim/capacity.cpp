@@ -81,6 +81,7 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   const detail::PytorchAllocatorConfig config = recorded_config(trace.meta).value_or(detail::PytorchAllocatorConfig{});
   EventKind previous = EventKind::Alloc;
   bool limit_seen = false;
+  uint64_t seen_total = 0;  // the GPU has at least this: an OOM's free device memory plus the bytes reserved
   uint64_t reserved_before_releases = 0;
   bool in_releases = false;
   bool emptied = false;  // the current run follows an EmptyCache: the program's, not malloc's
@@ -125,7 +126,8 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         // e.size is round_size()'s
         const uint64_t segment = detail::pytorch_allocation_size(e.size, config.large_segment_size);
         out.high = std::min(out.high, reserved + segment - 1);
-        const uint64_t device_free = e.addr;              // 0: not recorded
+        const uint64_t device_free = e.addr;  // 0: not recorded
+        seen_total = std::max(seen_total, reserved + device_free);
         if (device_free != 0 && device_free < segment) {  // the GPU had no room: cudaMalloc failed
           out.device_limit = true;
           device_bound = std::min(device_bound, reserved + device_free);
@@ -137,6 +139,9 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
     }
     previous = e.kind;
   }
+  // A larger GPU than assumed (an H200's OOM leaves more free than an H100 has): its fractions.
+  if (seen_total > total_memory) total_memory = gpu_total_memory_at_least(seen_total);
+  out.total_memory = total_memory;
   // A log that records none of its allocator's device calls (an RMM log) shows no limit's bounds.
   const bool calls_recorded = !trace.meta.initial.empty() || out.low > 0;
   if ((out.ooms == 0 && !limit_seen) || !calls_recorded) return std::nullopt;
@@ -165,7 +170,16 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   return out;
 }
 
-std::string InferredCapacity::describe(uint64_t total_memory) const {
+uint64_t gpu_total_memory_at_least(uint64_t bound) {
+  // H100 80GB HBM3 and H200, as torch 2.11 reports them (the corpus's stats.jsonl, docs/gpu-results).
+  static constexpr uint64_t kKnown[] = {detail::kH100TotalMemory, 150109880320ull};
+  for (uint64_t total : kKnown)
+    if (total >= bound) return total;
+  constexpr uint64_t GiB = uint64_t{1} << 30;
+  return (bound + GiB - 1) / GiB * GiB;
+}
+
+std::string InferredCapacity::describe() const {
   if (device_limit && ooms == 0)
     return fmt::format(
         "capacity {} bytes inferred from the allocator's retries: the GPU's own limit, no memory fraction "
@@ -346,7 +360,7 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
   if (!inferred) return std::nullopt;
   std::string verified;
   if (inferred->gc_runs > 0 && !inferred->device_limit) {
-    const uint64_t total = detail::kH100TotalMemory;
+    const uint64_t total = inferred->total_memory;
     // Without an OOM, the releases are the only sign of a limit, and a torch.cuda.empty_cache() right
     // before an allocation that needed a new segment looks the same: a limit is taken only where one
     // reproduces the recording.

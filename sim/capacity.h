@@ -47,8 +47,16 @@ struct InferredCapacity {
   // No one limit fits the recording (high < low) and its OOMs show there was one: it changed along the run
   // (set_per_process_memory_fraction called again); `bytes` is the most it needed.
   bool changed = false;
-  std::string describe(uint64_t total_memory = detail::kH100TotalMemory) const;
+  // The GPU's memory the fraction is of: infer_capacity's total_memory, unless an OOM shows more (the
+  // driver's free memory then plus the bytes reserved: a larger GPU, gpu_total_memory_at_least).
+  uint64_t total_memory = detail::kH100TotalMemory;
+  std::string describe() const;
 };
+
+// The GPUs whose memory fraction a recording may have set, by what torch.cuda.get_device_properties()
+// reports as total_memory (measured on the device): the smallest at least `bound` bytes, else `bound`
+// rounded up to a GiB.
+uint64_t gpu_total_memory_at_least(uint64_t bound);
 
 // nullopt when the trace records no OOM.
 std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = detail::kH100TotalMemory);

@@ -125,6 +125,30 @@ TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly wit
   }
 }
 
+// Runs the model had not seen, recorded on an H200 (scripts/record_unseen_h200.py): a GPT-2-architecture
+// LM trained in bf16 on varying sequence lengths under expandable segments with max_split_size_mb or the
+// collector, each at set_per_process_memory_fraction(0.1) until its OOM, and a torch.compile'd MLP whose
+// entries carry compile_context. Exact, plain replay at the peak; the fraction is named of the H200's own
+// memory, which the OOM's free device memory shows is larger than an H100's.
+TEST_CASE("snapshot cases: an H200's recordings name the fraction of its own memory", "[snapshot_cases]") {
+  check_cases({"lm_bf16_varlen.expandable_segments-True_max_split_size_mb-128_cap0.1_h200.stacksall.pickle.gz",
+               "lm_bf16_varlen.expandable_segments-True_garbage_collection_threshold-0.6_cap0.1_h200.stacksall.pickle.gz",
+               "compiled_mlp.default_compile_context_h200.stacksall.pickle.gz"});
+  auto stats = case_stats();
+  for (const char* file :
+       {"lm_bf16_varlen.expandable_segments-True_max_split_size_mb-128_cap0.1_h200.stacksall.pickle.gz",
+        "lm_bf16_varlen.expandable_segments-True_garbage_collection_threshold-0.6_cap0.1_h200.stacksall.pickle.gz"}) {
+    INFO(file);
+    Trace trace = load_trace(kCases + "/" + file);
+    std::string note;
+    CHECK(capacity_for(trace, std::nullopt, &note) == stats[file]["capacity_bytes"].get<uint64_t>());
+    CHECK(note.find("set_per_process_memory_fraction(0.1) of 150109880320 bytes") != std::string::npos);
+  }
+  CHECK(gpu_total_memory_at_least(1) == detail::kH100TotalMemory);
+  CHECK(gpu_total_memory_at_least(detail::kH100TotalMemory + 1) == 150109880320ull);
+  CHECK(gpu_total_memory_at_least(150109880321ull) == 140ull << 30);
+}
+
 // The GPU itself ran out, with no memory fraction (group `deviceoom`): cudaMalloc or cuMemCreate failed,
 // each `oom` entry recording the little free memory left. The limit is reserved + that free memory, and it
 // is the device's: PyTorch checks no fraction, so an expandable segment is refused only the pages it maps

@@ -1,0 +1,123 @@
+# Workloads fraglab's model has not seen, recorded for the fidelity and plain-replay check (issue 39).
+# usage: python3 unseen.py WORKLOAD OUTDIR TAG   (PYTORCH_CUDA_ALLOC_CONF / FRACTION from the environment)
+import gzip, json, os, pickle, random, sys, time
+import torch
+
+dev = torch.device("cuda")
+
+
+def lm_bf16_varlen(steps=40):
+    # A causal LM (transformers GPT-2 architecture, 8 layers, 1024 wide) trained in bf16 autocast with AdamW
+    # on batches of varying sequence length (Lightning-style: the token budget fixed, the shape not),
+    # gradient clipping, a validation pass every 10 steps under no_grad.
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=8, n_embd=1024, n_head=16, n_positions=2048, vocab_size=32000)
+    m = GPT2LMHeadModel(cfg).to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    rng = random.Random(3)
+    for s in range(steps):
+        seq = rng.choice([96, 200, 384, 512, 700, 1024, 1500, 2048])
+        bs = max(1, 24576 // seq)
+        x = torch.randint(0, 32000, (bs, seq), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(x, labels=x).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, loss
+        if s % 10 == 9:
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+                v = torch.randint(0, 32000, (4, rng.choice([256, 1024])), device=dev)
+                m(v).logits.float().mean().item()
+                del v
+
+
+def kv_cat_server(requests=24):
+    # A decoder serving requests of varying batch and prompt length, its KV caches grown one token at a
+    # time with torch.cat (as HF's legacy tuple caches do), bf16, no_grad.
+    torch.manual_seed(0)
+    layers, heads, dim = 12, 16, 64
+    proj = [torch.nn.Linear(heads * dim, 3 * heads * dim, device=dev, dtype=torch.bfloat16) for _ in range(layers)]
+    rng = random.Random(21)
+    with torch.no_grad():
+        for r in range(requests):
+            bs, prompt, new = rng.choice([1, 4, 8, 16]), rng.choice([64, 300, 1000, 2000]), rng.choice([16, 64, 128])
+            h = torch.randn(bs, prompt, heads * dim, device=dev, dtype=torch.bfloat16)
+            cache = []
+            for l in range(layers):
+                q, k, v = proj[l](h).chunk(3, dim=-1)
+                cache.append((k.contiguous(), v.contiguous()))
+                h = torch.nn.functional.scaled_dot_product_attention(
+                    q.view(bs, -1, heads, dim).transpose(1, 2), k.view(bs, -1, heads, dim).transpose(1, 2),
+                    v.view(bs, -1, heads, dim).transpose(1, 2), is_causal=True).transpose(1, 2).reshape(bs, -1, heads * dim)
+            tok = h[:, -1:, :]
+            for t in range(new):
+                x = tok
+                for l in range(layers):
+                    q, k, v = proj[l](x).chunk(3, dim=-1)
+                    pk, pv = cache[l]
+                    cache[l] = (torch.cat([pk, k], dim=1), torch.cat([pv, v], dim=1))
+                    K, V = cache[l]
+                    x = torch.nn.functional.scaled_dot_product_attention(
+                        q.view(bs, 1, heads, dim).transpose(1, 2), K.view(bs, -1, heads, dim).transpose(1, 2),
+                        V.view(bs, -1, heads, dim).transpose(1, 2)).transpose(1, 2).reshape(bs, 1, heads * dim)
+                tok = x
+            del cache, h, tok, x
+
+
+def compiled_mlp(steps=6):
+    # torch.compile'd MLP training: entries carry compile_context (recorded with compile_context=True).
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    cm = torch.compile(m)
+    for s in range(steps):
+        x = torch.randn(256 * (1 + s % 3), 1024, device=dev)
+        cm(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+def main():
+    name, out, tag = sys.argv[1], sys.argv[2], sys.argv[3]
+    fraction = float(os.environ.get("FRACTION", "0") or 0)
+    torch.cuda.init()
+    if fraction:
+        torch.cuda.set_per_process_memory_fraction(fraction)
+    kwargs = dict(max_entries=10_000_000)
+    if name == "compiled_mlp":
+        kwargs["compile_context"] = True
+    try:
+        torch.cuda.memory._record_memory_history(**kwargs)
+    except TypeError as e:
+        print("record:", e)
+        kwargs.pop("compile_context", None)
+        torch.cuda.memory._record_memory_history(**kwargs)
+    t0 = time.time()
+    err = None
+    try:
+        globals()[name]()
+    except torch.cuda.OutOfMemoryError as e:
+        err = "oom"
+    torch.cuda.synchronize()
+    snap = torch.cuda.memory._snapshot()
+    stats = torch.cuda.memory_stats()
+    path = os.path.join(out, f"{name}.{tag}.pickle.gz")
+    with gzip.open(path, "wb") as f:
+        pickle.dump(snap, f)
+    keys = ["reserved_bytes.all.peak", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+            "allocated_bytes.all.current", "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",
+            "active_bytes.all.peak", "requested_bytes.all.peak"]
+    line = {"workload": name, "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "default"), "memory_fraction": fraction or None,
+            "total_memory": torch.cuda.get_device_properties(0).total_memory, "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name(0), "trace_entries": sum(len(t) for t in snap["device_traces"]),
+            "error": err, "wall_s": round(time.time() - t0, 2), "stats": {k: stats.get(k) for k in keys},
+            "file": os.path.basename(path)}
+    with open(os.path.join(out, "stats.jsonl"), "a") as f:
+        f.write(json.dumps(line) + "\n")
+    print(json.dumps(line)[:300])
+
+
+main()
