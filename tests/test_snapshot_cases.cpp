@@ -131,9 +131,10 @@ TEST_CASE("snapshot cases: OOM'd runs under a memory fraction replay exactly wit
 // entries carry compile_context. Exact, plain replay at the peak; the fraction is named of the H200's own
 // memory, which the OOM's free device memory shows is larger than an H100's.
 TEST_CASE("snapshot cases: an H200's recordings name the fraction of its own memory", "[snapshot_cases]") {
-  check_cases({"lm_bf16_varlen.expandable_segments-True_max_split_size_mb-128_cap0.1_h200.stacksall.pickle.gz",
-               "lm_bf16_varlen.expandable_segments-True_garbage_collection_threshold-0.6_cap0.1_h200.stacksall.pickle.gz",
-               "compiled_mlp.default_compile_context_h200.stacksall.pickle.gz"});
+  check_cases(
+      {"lm_bf16_varlen.expandable_segments-True_max_split_size_mb-128_cap0.1_h200.stacksall.pickle.gz",
+       "lm_bf16_varlen.expandable_segments-True_garbage_collection_threshold-0.6_cap0.1_h200.stacksall.pickle.gz",
+       "compiled_mlp.default_compile_context_h200.stacksall.pickle.gz"});
   auto stats = case_stats();
   for (const char* file :
        {"lm_bf16_varlen.expandable_segments-True_max_split_size_mb-128_cap0.1_h200.stacksall.pickle.gz",
