@@ -614,47 +614,50 @@ class Importer final : public pickle::ListSink {
     return n;
   }
 
-  // "1 (909 entries), 2 (segments only)": the devices a snapshot holds a history (of the first 16 lists of
-  // `traces`, when there are any) or segments for; `indices`, when given, receives them.
-  std::string devices_with_data(const Value* traces, std::vector<int>* indices = nullptr) const {
-    std::string available;
-    auto add = [&](size_t device, const std::string& what) {
-      available += fmt::format("{}{} ({})", available.empty() ? "" : ", ", device, what);
-      if (indices) indices->push_back(static_cast<int>(device));
-    };
-    size_t i = 0;
+  // The devices a snapshot holds a history (of the first 16 lists of `traces`, when there are any) or
+  // segments for, each with what it holds ("909 entries", "segments only"); `lists`: how many lists
+  // `traces` has. The device read counts the entries read (its list may have been streamed, not kept).
+  struct GpuListing {
+    std::vector<std::pair<int, std::string>> gpus;  // those of the lists first, then segments only
+    size_t lists = 0, from_lists = 0;
+  };
+  GpuListing gpus_with_data(const Value* traces) const {
+    GpuListing out;
     if (traces)
       doc_->for_each(*traces, [&](Value v) {
-        if (i >= 16) return ++i, void();  // a hostile list of millions: the first few say enough
-        const size_t entries = v.kind() == Kind::List ? memory_entries(v) : 0;
-        if (entries) add(i, fmt::format("{} entries", entries));
-        ++i;
+        const int device = static_cast<int>(out.lists++);
+        if (device >= 16) return;  // a hostile list of millions: the first few say enough
+        const bool read = device == options_.device && !raw_.empty();
+        const size_t entries = read ? raw_.size() : v.kind() == Kind::List ? memory_entries(v) : 0;
+        if (entries) out.gpus.emplace_back(device, fmt::format("{} entries", entries));
       });
-    if (i > 16) available += fmt::format(", ... ({} in all)", i);
+    out.from_lists = out.gpus.size();
     for (int d : segment_devices_)
-      if (available.find(fmt::format("{} (", d)) == std::string::npos) add(static_cast<size_t>(d), "segments only");
+      if (std::none_of(out.gpus.begin(), out.gpus.end(), [d](const auto& g) { return g.first == d; }))
+        out.gpus.emplace_back(d, "segments only");
+    return out;
+  }
+
+  // "1 (909 entries), 2 (segments only)", for errors; `indices`, when given, receives the devices.
+  std::string devices_with_data(const Value* traces, std::vector<int>* indices = nullptr) const {
+    const GpuListing listing = gpus_with_data(traces);
+    std::string available;
+    for (size_t k = 0; k <= listing.gpus.size(); ++k) {
+      if (k == listing.from_lists && listing.lists > 16) available += fmt::format(", ... ({} in all)", listing.lists);
+      if (k == listing.gpus.size()) break;
+      const auto& [device, holds] = listing.gpus[k];
+      available += fmt::format("{}{} ({})", available.empty() ? "" : ", ", device, holds);
+      if (indices) indices->push_back(device);
+    }
     return available;
   }
 
   // TraceMeta::devices_with_data, where the snapshot holds more than one GPU's lists or segments.
   void note_devices_with_data(const Value* traces) {
     if ((!traces || doc_->size(*traces) < 2) && segment_devices_.size() < 2) return;
-    auto& out = trace_.meta.devices_with_data;
-    size_t i = 0;
-    if (traces)
-      doc_->for_each(*traces, [&](Value v) {
-        const int device = static_cast<int>(i++);
-        if (device >= 16) return;  // as devices_with_data(): a hostile list of millions
-        // The device read is counted as read (its list may have been streamed, not kept in the document).
-        const bool read = device == options_.device && !raw_.empty();
-        const size_t entries = read ? raw_.size() : v.kind() == Kind::List ? memory_entries(v) : 0;
-        if (entries) out.emplace_back(device, fmt::format("{} entries", entries));
-      });
-    for (int d : segment_devices_)
-      if (std::none_of(out.begin(), out.end(), [d](const auto& e) { return e.first == d; }))
-        out.emplace_back(d, "segments only");
-    std::sort(out.begin(), out.end());
-    if (out.size() < 2) out.clear();
+    auto gpus = gpus_with_data(traces).gpus;
+    std::sort(gpus.begin(), gpus.end());
+    if (gpus.size() >= 2) trace_.meta.devices_with_data = std::move(gpus);
   }
 
   // An inline int (nearly every one) without a call; the rest and the errors out of line.
