@@ -116,8 +116,7 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
     if (pool_check_pending(*o.whole)) {
       const Trace* whole = o.whole.get();
       std::future<bool> confirmed = std::async(std::launch::async, [whole] { return pools_confirmed(*whole); });
-      MemorySource source(*whole);
-      static_cast<CheckedStats&>(o) = compute_checked_stats(source);
+      static_cast<CheckedStats&>(o) = compute_checked_stats(*whole);
       if (confirmed.get()) {
         o.source = std::make_unique<MemorySource>(*whole);
         return o;
@@ -125,7 +124,7 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
       o.whole.reset();
     } else {
       o.source = std::make_unique<MemorySource>(*o.whole);
-      static_cast<CheckedStats&>(o) = compute_checked_stats(*o.source);
+      static_cast<CheckedStats&>(o) = compute_checked_stats(*o.whole);
       return o;
     }
   }

@@ -310,6 +310,15 @@ TEST_CASE("snapshot import: a block freed twice is a double free, not a block fr
   HistoryProblems h = check_history(t);
   CHECK(h.count == 1);
   CHECK_THAT(h.first, Catch::Contains("1 double free"));
+  // The two-thread reading of a trace in memory says what the one-pass reading of its events says.
+  MemorySource source(t);
+  const CheckedStats one_pass = compute_checked_stats(source);
+  const CheckedStats two_threads = compute_checked_stats(t);
+  CHECK(two_threads.history.count == one_pass.history.count);
+  CHECK(two_threads.history.first == one_pass.history.first);
+  CHECK(two_threads.stats.events == one_pass.stats.events);
+  CHECK(two_threads.stats.peak_live_requested == one_pass.stats.peak_live_requested);
+  CHECK(two_threads.stats.by_kind == one_pass.stats.by_kind);
 }
 
 TEST_CASE("convert and info say a double free was dropped, naming it a double free", "[snapshot][hardening]") {

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <future>
 #include <iterator>
 #include <map>
 #include <vector>
@@ -168,6 +169,17 @@ CheckedStats compute_checked_stats(EventSource& source) {
   CheckedStats c;
   c.stats = compute_stats(source, [&](const Event* e, size_t n, uint64_t first) { checker.add(e, n, first); });
   c.history = checker.result();
+  return c;
+}
+
+// The events are all in memory: the check walks them on a second thread while the statistics do on
+// this one (on a 2.4M-entry snapshot each pass is ~0.15 s of `info`'s critical path).
+CheckedStats compute_checked_stats(const Trace& whole) {
+  std::future<HistoryProblems> history = std::async(std::launch::async, [&whole] { return check_history(whole); });
+  MemorySource source(whole);
+  CheckedStats c;
+  c.stats = compute_stats(source);
+  c.history = history.get();
   return c;
 }
 

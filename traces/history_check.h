@@ -47,5 +47,6 @@ struct CheckedStats {
   HistoryProblems history;
 };
 CheckedStats compute_checked_stats(EventSource& source);
+CheckedStats compute_checked_stats(const Trace& whole);  // the same, its two passes on two threads
 
 }  // namespace fraglab

@@ -79,8 +79,7 @@ py::object info_or_attribution(const TraceRef& t, const std::string& at, bool wh
   nlohmann::json j;
   {
     py::gil_scoped_release release;
-    MemorySource source(t->trace);
-    const auto [s, history] = compute_checked_stats(source);
+    const auto [s, history] = compute_checked_stats(t->trace);
     if (whole) j = cli::info_json(t->name, t->trace.meta, s, history);
     if (!whole || !at.empty()) {
       nlohmann::json moments = cli::moments_json(cli::moments_at(t->trace, at.empty() ? "peak" : at, s));
