@@ -10,6 +10,7 @@
 #include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/report_options.h"
+#include "cli/stdin_input.h"
 #include "report/compare_run.h"
 #include "report/corpus.h"
 #include "report/policy_grid.h"
@@ -129,7 +130,9 @@ void add_report_outputs(CLI::App* cmd, ReportPaths& out) {
 void add_compare(CLI::App& app, CommandFn& run) {
   static CompareArgs a;
   auto* cmd = app.add_subcommand("compare", "Replay every trace of a corpus with every policy and compare them");
-  cmd->add_option("paths", a.paths, "Trace files, directories (searched recursively) or glob patterns")->required();
+  dash_reads_stdin(
+      cmd->add_option("paths", a.paths, "Trace files, directories (searched recursively) or glob patterns"))
+      ->required();
   cmd->add_option("-p,--policies", a.policies,
                   "Policy configurations: names ('bestfit,passthrough'), strings with options "
                   "('pytorch:expandable_segments:True'), 'all' for every registered policy")

@@ -7,6 +7,7 @@
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/progress.h"
 #include "cli/stdin_input.h"
 #include "traces/trace_io.h"
 
@@ -47,7 +48,9 @@ void add_convert(CLI::App& app, CommandFn& run) {
       refuse_output_over_input({in}, "output", out);
       TraceFormat format = to.empty() ? format_for_path(out) : parse_format_name(to);
       auto start = std::chrono::steady_clock::now();
+      Progress progress("convert: reading the trace");
       auto source = open_trace(in, {device.resolve().trace_device});
+      progress.stage("convert: writing " + out);
       auto writer = create_writer(out, format, source->meta());
       std::vector<Event> buf(1 << 16);
       uint64_t n = 0;
@@ -56,6 +59,7 @@ void add_convert(CLI::App& app, CommandFn& run) {
         n += got;
       }
       writer->finish();
+      progress.done();
       print_dropped(source->meta());
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::error_code ec;  // a device or pipe written through has no size

@@ -6,6 +6,7 @@
 #include "allocators/registry.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
+#include "cli/progress.h"
 #include "cli/stdin_input.h"
 #include "sim/capacity.h"
 #include "sim/export.h"
@@ -34,15 +35,18 @@ std::string target_format(const ExportArgs& a) {
 int run_export(const ExportArgs& a) {
   refuse_output_over_input({a.trace}, "output", a.out);
   std::string format = target_format(a);
+  Progress progress("export: reading the trace");
   Trace trace = load_trace(a.trace, {a.device.resolve().trace_device});
   PolicySpec spec = PolicySpec::parse(a.policy);
   SimDeviceConfig config = sim_config(a.capacity);
   // As replay: a recording that ran under a limit is exported under it (its OOMs, its retries).
   std::string note;
   config.capacity = capacity_for(trace, config.capacity, &note);
-  if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
+  progress.stage("export: replaying under " + spec.text + ", writing " + a.out);
   ExportSummary s =
       format == "snapshot" ? export_snapshot(trace, spec, config, a.out) : export_perfetto(trace, spec, config, a.out);
+  progress.done();  // before anything is printed (the note too)
+  if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
   fmt::print("wrote {} ({} {}) : {} under {}, peak reserved {}, peak allocated {}{}\n", a.out, s.records,
              format == "snapshot" ? "trace entries" : "trace events", a.trace, spec.text,
              format_size(s.result.reserved.bytes), format_size(s.result.allocated.bytes),

@@ -8,6 +8,7 @@
 #include "cli/device_arg.h"
 #include "cli/fit_output.h"
 #include "cli/progress.h"
+#include "cli/stdin_input.h"
 #include "report/batch_fit.h"
 #include "sim/capacity.h"
 #include "traces/trace_io.h"
@@ -44,13 +45,26 @@ void add_fit(CLI::App& app, CommandFn& run) {
       "fit",
       "The largest batch that fits the device under each allocator setting, from snapshots of the program at two or "
       "more small batches (PATH@BATCH each)");
-  cmd->add_option("probes", a.probes, "Probe snapshots of one program, each PATH@BATCH (e.g. run_bs4.pickle.gz@4)")
-      ->required();
+  cmd->add_option(
+         "probes", a.probes,
+         "Probe snapshots of one program, each PATH@BATCH (e.g. run_bs4.pickle.gz@4; standard input: -- -@4 ...)")
+      ->required()
+      ->transform(
+          [](std::string text) {  // the PATH of '-@BATCH' read from standard input, as a trace argument's '-'
+            const size_t at = text.rfind('@');
+            if (at == std::string::npos || text.compare(0, at, "-") != 0) return text;
+            try {
+              return input_path("-") + text.substr(at);
+            } catch (const std::invalid_argument& e) {
+              throw CLI::ValidationError(e.what());
+            }
+          },
+          "", "");
   cmd->add_option("--capacity", a.capacity,
                   "The device's capacity: set_per_process_memory_fraction x total memory, or what the GPU leaves "
                   "(e.g. 20GiB)");
-  cmd->add_option("--oom", a.oom,
-                  "A snapshot of the program's OOM at a larger batch: the capacity is inferred from it");
+  dash_reads_stdin(cmd->add_option(
+      "--oom", a.oom, "A snapshot of the program's OOM at a larger batch: the capacity is inferred from it"));
   cmd->add_option("--setting", a.settings, "A PYTORCH_CUDA_ALLOC_CONF to answer for too (repeatable)");
   cmd->add_option("--batch", a.batches, "A batch whose predicted peak to show too (repeatable)");
   cmd->add_option("--max-batch", a.max_batch, "The largest batch searched (default 2^20)")

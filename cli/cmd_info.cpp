@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/device_arg.h"
 #include "cli/live_output.h"
+#include "cli/progress.h"
 #include "cli/stdin_input.h"
 #include "report/program_attribution.h"
 #include "traces/format_error.h"
@@ -133,6 +134,15 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
   return o;
 }
 
+// The trace `--at` attributes: the one read for the statistics where a snapshot was read whole (a 2.4M-entry
+// snapshot is not read twice), else read now into `holder`.
+const Trace& trace_for_at(const OpenedTrace& opened, std::unique_ptr<Trace>& holder, const std::string& path,
+                          int trace_device) {
+  if (opened.whole) return *opened.whole;
+  holder = std::make_unique<Trace>(load_trace(path, {trace_device}));
+  return *holder;
+}
+
 std::string time_span(const TraceMeta& m, const TraceStats& s) {
   if (!m.has_times) return "n/a (the recording has no timestamps)";
   return fmt::format("{:.3f} s", static_cast<double>(s.time_span_us()) / 1e6);
@@ -173,7 +183,9 @@ void add_info(CLI::App& app, CommandFn& run) {
     run = [] {
       check_at(at);
       const int trace_device = device.resolve().trace_device;
+      Progress progress("info: reading the trace");
       const OpenedTrace opened = open_with_stats(path, trace_device);
+      progress.done();
       const std::unique_ptr<EventSource>& source = opened.source;
       const TraceStats& s = opened.stats;
       const TraceMeta& m = source->meta();
@@ -187,7 +199,8 @@ void add_info(CLI::App& app, CommandFn& run) {
       const uint64_t st_free = st.reserved - std::min(st.reserved, st.allocated);
       if (as_json) {
         nlohmann::json j = info_json(path, m, s, impossible);
-        if (!at.empty()) j["at"] = moments_json(moments_at(load_trace(path, {trace_device}), at, s));
+        std::unique_ptr<Trace> holder;
+        if (!at.empty()) j["at"] = moments_json(moments_at(trace_for_at(opened, holder, path, trace_device), at, s));
         fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
         return 0;
       }
@@ -274,8 +287,9 @@ void add_info(CLI::App& app, CommandFn& run) {
             "later _set_allocator_settings, no longer names it)\n",
             recorded_large_segment_size(m) >> 20);
       print_setting_changes(m);
+      std::unique_ptr<Trace> holder;
       if (!at.empty())
-        for (const auto& [index, what] : moments_at(load_trace(path, {trace_device}), at, s)) {
+        for (const auto& [index, what] : moments_at(trace_for_at(opened, holder, path, trace_device), at, s)) {
           fmt::print("\nat event {}{}:\n", index, what.live_count ? "" : " (nothing live)");
           print_live_attribution(what, top, "  ");
         }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "report/ranks.h"
 #include "report/ranks_html.h"
 #include "traces/atomic_file.h"
@@ -164,6 +165,11 @@ void add_ranks(CLI::App& app, CommandFn& run) {
   cmd->callback([&run] {
     run = [] {
       refuse_output_over_input(a.inputs, "--html", a.html);
+      for (const auto& in : a.inputs)
+        if (in == "-")
+          throw std::invalid_argument(
+              "ranks reads one snapshot per rank, each a file named by its rank (rankN): standard input ('-') is "
+              "one stream and names no rank; give the files or their directory");
       RanksOptions o;
       if (!a.capacity.empty()) o.capacity = parse_size(a.capacity);
       o.jobs = a.jobs;
@@ -172,7 +178,9 @@ void add_ranks(CLI::App& app, CommandFn& run) {
       nlohmann::json all = nlohmann::json::array();
       std::vector<std::pair<std::string, RanksReport>> reports;
       for (const auto& [job, files] : jobs) {
+        Progress progress(fmt::format("ranks: job {}: reading and replaying {} ranks", job, files.size()));
         RanksReport r = read_ranks(files, o);
+        progress.done();
         if (!a.html.empty()) reports.emplace_back(job, r);
         if (a.json) {
           nlohmann::json j = report_json(r, a.top);

@@ -109,3 +109,77 @@ TEST_CASE("tune and diagnose agree on the exit code: 1 when no setting fits, els
     CHECK(diagnose.code == c.code);
   }
 }
+
+TEST_CASE("compare and fit read - as standard input too; ranks says why it cannot", "[cli]") {
+  auto replaced = [](std::string text, const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+    return text;
+  };
+  const std::string seed = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/seed_examples.default.pickle.gz";
+  Result file = shell(kCli + " compare " + seed + " -p pytorch,bestfit -q");
+  Result piped = shell("cat " + seed + " | " + kCli + " compare - -p pytorch,bestfit -q");
+  REQUIRE(file.code == 0);
+  CHECK(piped.code == 0);
+  // The command line names /dev/stdin; the trace's column is named after the file, "stdin" for standard input.
+  CHECK(piped.output == replaced(replaced(file.output, seed, "/dev/stdin"), "seed_examples.default", "stdin"));
+
+  const std::string fit = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/fit/kv_server.";
+  const std::string rest = " " + fit + "b4.default.pickle.gz@4 " + fit + "b6.default.pickle.gz@6";
+  Result fit_file = shell(kCli + " fit --capacity 4GiB --no-search " + fit + "b2.default.pickle.gz@2" + rest);
+  // CLI11 reads "-@2" as an option: after "--" it is a probe like any other.
+  Result fit_pipe =
+      shell("gunzip -c " + fit + "b2.default.pickle.gz | " + kCli + " fit --capacity 4GiB --no-search -- -@2" + rest);
+  INFO(fit_file.output << "\n" << fit_pipe.output);
+  REQUIRE(fit_file.code == 0);
+  CHECK(fit_pipe.code == 0);
+  CHECK(fit_pipe.output == replaced(fit_file.output, fit + "b2.default.pickle.gz", "/dev/stdin"));
+
+  Result ranks = shell("cat " + seed + " | " + kCli + " ranks - 2>&1");
+  CHECK(ranks.code == 2);
+  CHECK(ranks.output.find("standard input ('-') is one stream and names no rank") != std::string::npos);
+}
+
+TEST_CASE("info, convert, export and ranks show progress on a terminal's stderr, never in a pipe", "[cli]") {
+  if (shell("command -v script > /dev/null").code != 0) {
+    WARN("skipped: no script(1) to fake a terminal");
+    return;
+  }
+  const std::string out = (std::filesystem::temp_directory_path() / "fraglab_progress_out").string();
+  const std::string ranks = kSnap + "ranks/ddp_train.default_rank";
+  struct Case {
+    std::string args, shown;
+  };
+  for (const Case& c :
+       {Case{"info " + kOom, "fraglab info: reading the trace"},
+        Case{"convert " + kOom + " " + out + ".fltrace", "fraglab convert: "},
+        Case{"export " + kOom + " " + out + ".json", "fraglab export: "},
+        Case{"ranks --no-search " + ranks + "0.pickle.gz " + ranks + "1.pickle.gz", "fraglab ranks: job"}}) {
+    const std::string run = "FRAGLAB_PROGRESS_AFTER_MS=0 " + kCli + " " + c.args;
+    Result tty = shell("script -qec '" + run + " > /dev/null' /dev/null");
+    INFO(c.args << "\n" << tty.output);
+    CHECK(tty.code == 0);
+    CHECK(tty.output.find(c.shown) != std::string::npos);
+    Result pipe = shell(run + " 2>&1 > /dev/null");
+    CHECK(pipe.output.find(c.shown) == std::string::npos);
+    CHECK(pipe.output.find('\r') == std::string::npos);
+  }
+  std::filesystem::remove(out + ".fltrace");
+  std::filesystem::remove(out + ".json");
+}
+
+TEST_CASE("an output named /dev/stdout or /proc/self/fd/1 is written through to the descriptor, never renamed over",
+          "[cli][hardening]") {
+  // On a file (`> out`), the link's target is a regular file: renaming a temporary over the link replaced
+  // /dev/stdout itself (as root) and printed nothing. /proc/self/fd/1 follows the same path and cannot be
+  // replaced, so the check is safe to run anywhere.
+  const std::string seed = std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus/seed_examples.default.pickle.gz";
+  const std::string out = (std::filesystem::temp_directory_path() / "fraglab_descriptor_out.md").string();
+  Result plain = shell(kCli + " compare " + seed + " -p bestfit -q");
+  Result through = shell(kCli + " compare " + seed + " -p bestfit -q --md /proc/self/fd/1 > " + out + "; cat " + out);
+  CHECK(plain.code == 0);
+  CHECK(through.code == 0);
+  CHECK(through.output == plain.output);
+  CHECK(shell("test -L /dev/stdout").code == 0);
+  std::filesystem::remove(out);
+}

@@ -131,7 +131,9 @@ std::string temp_name_beside(const std::string& target) {
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
   struct stat st {};
+  bool descriptor_link = false;
   if (::lstat(path.c_str(), &st) == 0) {
+    descriptor_link = S_ISLNK(st.st_mode) && is_descriptor_link(path);
     if (S_ISLNK(st.st_mode) && !is_descriptor_link(path)) {
       char resolved[PATH_MAX];
       if (!::realpath(path.c_str(), resolved))
@@ -144,6 +146,15 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
     }
     if (S_ISDIR(st.st_mode)) throw std::runtime_error("cannot write " + path + ": it is a directory");
     if (!S_ISREG(st.st_mode)) target_.clear();  // a device, FIFO or socket: written through
+  }
+  // /dev/stdout on a file (`> out.txt`) is the descriptor's file, not a file to rename over (that replaced the
+  // /dev/stdout link itself): written through, appended after what the process printed there already.
+  if (descriptor_link) {
+    target_.clear();
+    std::fflush(nullptr);  // this process's own buffered output goes first
+    file_ = std::fopen(path.c_str(), "ab");
+    if (!file_) fail(errno);
+    return;
   }
   if (target_.empty()) {
     file_ = std::fopen(path.c_str(), "wb");
