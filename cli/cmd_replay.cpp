@@ -11,6 +11,7 @@
 #include "cli/device_arg.h"
 #include "cli/progress.h"
 #include "cli/stdin_input.h"
+#include "report/policy_grid.h"
 #include "sim/bounds.h"
 #include "sim/capacity.h"
 #include "sim/replay_simulated.h"
@@ -120,7 +121,7 @@ StreamedPass first_pass(const std::string& path) {
 
 int run_replay(const ReplayArgs& a) {
   refuse_output_over_input({a.path}, "--timeline", a.timeline);
-  auto specs = expand_policies(a.policies);
+  auto specs = expand_policy_list(a.policies, {});
   if (!a.pools.empty()) specs = with_pool_mode(std::move(specs), a.pools);
   DeviceArg device = a.device.resolve();
   if (!device.exec_device.empty() && device.exec_device != "sim")

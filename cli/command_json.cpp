@@ -186,18 +186,6 @@ nlohmann::json moments_json(const std::vector<std::pair<uint64_t, LiveAttributio
 
 // --- replay
 
-std::vector<std::string> expand_policies(const std::vector<std::string>& given) {
-  std::vector<std::string> out;
-  for (const auto& p : given) {
-    if (p != "all") {
-      out.push_back(p);
-      continue;
-    }
-    for (const auto& info : policy_registry()) out.push_back(info.name);
-  }
-  return out;
-}
-
 PreparedReplay prepare_replay(const Trace& trace, const std::string& name, const std::string& capacity,
                               const std::string& addresses, bool oracle_bound) {
   PreparedReplay p;

@@ -53,8 +53,6 @@ std::vector<std::pair<uint64_t, LiveAttribution>> moments_at(const Trace& t, con
 nlohmann::json moments_json(const std::vector<std::pair<uint64_t, LiveAttribution>>& moments);
 
 // --- replay
-// "all" expands to every registered policy.
-std::vector<std::string> expand_policies(const std::vector<std::string>& given);
 // A loaded trace ready to replay: its bounds and the device it replays on (the capacity a recording's
 // OOMs show when none is given), and the notes the command prints on stderr.
 struct PreparedReplay {

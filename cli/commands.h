@@ -34,6 +34,18 @@ void add_diagnose(CLI::App& app, CommandFn& run);
 void add_fit(CLI::App& app, CommandFn& run);
 void add_ranks(CLI::App& app, CommandFn& run);
 
+// Every command once, in the order `fraglab --help` lists them: the function that adds it, and whether it takes
+// policy names (then --plugin PATH.so loads policies before the names are looked up). main adds them from here.
+struct CommandEntry {
+  void (*add)(CLI::App& app, CommandFn& run);
+  bool names_policies;
+};
+inline constexpr CommandEntry kCommands[] = {
+    {add_info, false},   {add_replay, true}, {add_convert, false},  {add_policies, true}, {add_gen, false},
+    {add_compare, true}, {add_merge, false}, {add_export, true},    {add_fidelity, true}, {add_tune, true},
+    {add_ops, false},    {add_diff, false},  {add_diagnose, false}, {add_fit, false},     {add_ranks, false},
+};
+
 // --addresses cuda|bump: the simulated device's address model (device/address_space.h).
 void add_addresses_option(CLI::App* cmd, std::string& addresses);
 // --pools separate|merge: how policies treat a snapshot's private pools (allocators/pool_adaptors.h).

@@ -77,23 +77,21 @@ void add_limit_option(CLI::App& app) {
       });
 }
 
-// --plugin PATH.so (repeatable) on the commands that take policy names: loads policy plugins
+// --plugin PATH.so (repeatable) on a command that takes policy names: loads policy plugins
 // (allocators/plugin.h) while the command line is parsed, before the command looks up a name.
-void add_plugin_option(CLI::App& app) {
+void add_plugin_option(CLI::App& command) {
   static std::vector<std::string> paths;
-  for (const char* name : {"replay", "compare", "tune", "policies", "fidelity", "export"}) {
-    app.get_subcommand(name)
-        ->add_option("--plugin", paths,
-                     "A shared library of policies built against the fraglab package (repeatable; "
-                     "docs/architecture.md, 'Writing a policy out of tree')")
-        ->each([](const std::string& path) {
-          try {
-            load_policy_plugin(path);
-          } catch (const PolicyConfigError& e) {
-            throw CLI::ValidationError(e.what());
-          }
-        });
-  }
+  command
+      .add_option("--plugin", paths,
+                  "A shared library of policies built against the fraglab package (repeatable; "
+                  "docs/architecture.md, 'Writing a policy out of tree')")
+      ->each([](const std::string& path) {
+        try {
+          load_policy_plugin(path);
+        } catch (const PolicyConfigError& e) {
+          throw CLI::ValidationError(e.what());
+        }
+      });
 }
 
 }  // namespace
@@ -125,22 +123,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "fraglab 0.1.0");
   cli::CommandFn run;
   cli::add_limit_option(app);
-  cli::add_info(app, run);
-  cli::add_replay(app, run);
-  cli::add_convert(app, run);
-  cli::add_policies(app, run);
-  cli::add_gen(app, run);
-  cli::add_compare(app, run);
-  cli::add_merge(app, run);
-  cli::add_export(app, run);
-  cli::add_fidelity(app, run);
-  cli::add_tune(app, run);
-  cli::add_ops(app, run);
-  cli::add_diff(app, run);
-  cli::add_diagnose(app, run);
-  cli::add_fit(app, run);
-  cli::add_ranks(app, run);
-  cli::add_plugin_option(app);
+  const std::function<bool(CLI::App*)> all = [](CLI::App*) { return true; };
+  for (const cli::CommandEntry& command : cli::kCommands) {
+    command.add(app, run);
+    if (command.names_policies) cli::add_plugin_option(*app.get_subcommands(all).back());  // the one just added
+  }
   // A first word that is no command's name is named in the error (CLI11 would only ask for a subcommand).
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;

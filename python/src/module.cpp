@@ -17,6 +17,7 @@
 #include "cli/live_output.h"
 #include "report/batch_fit.h"
 #include "report/diagnose_html.h"
+#include "report/policy_grid.h"
 #include "sim/capacity.h"
 #include "sim/pool_checker.h"
 #include "sim/replay_simulated.h"
@@ -99,7 +100,7 @@ py::object replay(const TraceRef& t, const std::vector<std::string>& policies, c
                   const std::string& addresses, const std::string& pools, const std::string& on_oom, bool oracle_bound,
                   bool check) {
   if (on_oom != "stop" && on_oom != "skip") throw std::invalid_argument("on_oom '" + on_oom + "' is not stop or skip");
-  auto specs = cli::expand_policies(policies);
+  auto specs = expand_policy_list(policies, {});
   if (!pools.empty()) specs = with_pool_mode(std::move(specs), pools);
   nlohmann::json out;
   {
