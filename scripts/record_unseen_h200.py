@@ -80,6 +80,79 @@ def compiled_mlp(steps=6):
         opt.zero_grad(set_to_none=True)
 
 
+def lightning_like(steps=36):
+    # A Lightning-style loop (the hooks Lightning runs, without the package): bf16 autocast LM, gradient
+    # accumulation over 2 micro-batches of varying length, pinned host batches copied non_blocking, a
+    # validation loop every 12 steps bracketed by torch.cuda.empty_cache() (as Lightning's memory
+    # utilities call it), a state_dict copied to the host as a checkpoint after each validation.
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(1)
+    cfg = GPT2Config(n_layer=6, n_embd=768, n_head=12, n_positions=1024, vocab_size=32000)
+    m = GPT2LMHeadModel(cfg).to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    rng = random.Random(5)
+    for s in range(steps):
+        for micro in range(2):
+            seq = rng.choice([128, 256, 333, 512, 800, 1024])
+            bs = max(1, 12288 // seq)
+            host = torch.randint(0, 32000, (bs, seq)).pin_memory()
+            x = host.to(dev, non_blocking=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = m(x, labels=x).loss / 2
+            loss.backward()
+            del x, loss, host
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if s % 12 == 11:
+            torch.cuda.empty_cache()
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+                for _ in range(3):
+                    v = torch.randint(0, 32000, (8, rng.choice([256, 700])), device=dev)
+                    m(v, labels=v).loss.item()
+                    del v
+            torch.cuda.empty_cache()
+            _ = {k: t.detach().to("cpu") for k, t in m.state_dict().items()}
+
+
+def hf_generate(requests=10):
+    # transformers' generate() on a GPT-2-architecture model: its DynamicCache grows every layer's keys and
+    # values with torch.cat each token, for requests of varying batch and prompt length, fp16.
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(2)
+    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=2048, vocab_size=32000)
+    m = GPT2LMHeadModel(cfg).to(dev, torch.float16).eval()
+    rng = random.Random(8)
+    with torch.no_grad():
+        for r in range(requests):
+            bs, prompt = rng.choice([1, 4, 8, 16]), rng.choice([32, 200, 600, 1200])
+            x = torch.randint(0, 32000, (bs, prompt), device=dev)
+            m.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=rng.choice([24, 64, 120]), do_sample=False,
+                       pad_token_id=0)
+            del x
+
+
+def resnet_varsize(steps=24):
+    # torchvision ResNet-50 trained with AMP (fp16, GradScaler) on images of varying resolution and batch.
+    import torchvision
+    torch.manual_seed(3)
+    m = torchvision.models.resnet50().to(dev).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda")
+    rng = random.Random(13)
+    for s in range(steps):
+        side, bs = rng.choice([160, 224, 288, 352]), rng.choice([16, 32, 48])
+        x = torch.randn(bs, 3, side, side, device=dev).to(memory_format=torch.channels_last)
+        y = torch.randint(0, 1000, (bs,), device=dev)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        del x, y, loss
+
+
 def main():
     name, out, tag = sys.argv[1], sys.argv[2], sys.argv[3]
     fraction = float(os.environ.get("FRACTION", "0") or 0)
