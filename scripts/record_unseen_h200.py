@@ -6,15 +6,20 @@ import torch
 dev = torch.device("cuda")
 
 
+def gpt2_with_adamw(seed, layers, width, heads, positions):
+    # A GPT-2-architecture causal LM (transformers) on the GPU and its AdamW, built after seeding.
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(seed)
+    cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=heads, n_positions=positions, vocab_size=32000)
+    m = GPT2LMHeadModel(cfg).to(dev)
+    return m, torch.optim.AdamW(m.parameters(), lr=1e-4)
+
+
 def lm_bf16_varlen(steps=40):
     # A causal LM (transformers GPT-2 architecture, 8 layers, 1024 wide) trained in bf16 autocast with AdamW
     # on batches of varying sequence length (Lightning-style: the token budget fixed, the shape not),
     # gradient clipping, a validation pass every 10 steps under no_grad.
-    from transformers import GPT2Config, GPT2LMHeadModel
-    torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=8, n_embd=1024, n_head=16, n_positions=2048, vocab_size=32000)
-    m = GPT2LMHeadModel(cfg).to(dev)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    m, opt = gpt2_with_adamw(0, 8, 1024, 16, 2048)
     rng = random.Random(3)
     for s in range(steps):
         seq = rng.choice([96, 200, 384, 512, 700, 1024, 1500, 2048])
@@ -85,11 +90,7 @@ def lightning_like(steps=36):
     # accumulation over 2 micro-batches of varying length, pinned host batches copied non_blocking, a
     # validation loop every 12 steps bracketed by torch.cuda.empty_cache() (as Lightning's memory
     # utilities call it), a state_dict copied to the host as a checkpoint after each validation.
-    from transformers import GPT2Config, GPT2LMHeadModel
-    torch.manual_seed(1)
-    cfg = GPT2Config(n_layer=6, n_embd=768, n_head=12, n_positions=1024, vocab_size=32000)
-    m = GPT2LMHeadModel(cfg).to(dev)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    m, opt = gpt2_with_adamw(1, 6, 768, 12, 1024)
     rng = random.Random(5)
     for s in range(steps):
         for micro in range(2):
