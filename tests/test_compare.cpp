@@ -18,6 +18,7 @@
 #include "report/corpus.h"
 #include "report/policy_grid.h"
 #include "report/tune.h"
+#include "tests/tune_setting.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 
@@ -340,11 +341,7 @@ std::vector<RecordedRun> recorded_runs(const std::string& workload) {
   return runs;
 }
 
-const TuneCandidate* find_setting(const TuneReport& r, const std::string& conf) {
-  for (const auto& c : r.ranking)
-    if (PolicyOptions::parse(c.conf).values() == PolicyOptions::parse(conf).values()) return &c;
-  return nullptr;
-}
+using test::find_setting;
 
 }  // namespace
 

@@ -16,16 +16,15 @@
 
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_limit_drift.h"
-#include "allocators/policy_options.h"
 #include "allocators/registry.h"
 #include "report/diagnose.h"
-#include "report/tune.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "sim/pool_checker.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
 #include "tests/snapshot_stats.h"
+#include "tests/tune_setting.h"
 #include "traces/format_error.h"
 #include "traces/initial_state.h"
 #include "traces/pool_inference.h"
@@ -186,9 +185,7 @@ TEST_CASE("snapshot cases: a Lightning-style loop and a varying-size ResNet unde
   uint64_t best_real = UINT64_MAX;
   for (const auto& [conf, peak] : runs) {
     INFO("setting '" << conf << "'");
-    const TuneCandidate* c = nullptr;
-    for (const auto& candidate : r.ranking)
-      if (PolicyOptions::parse(candidate.conf).values() == PolicyOptions::parse(conf).values()) c = &candidate;
+    const TuneCandidate* c = test::find_setting(r, conf);
     REQUIRE(c);
     CHECK(c->peak_reserved == peak);
     best_real = std::min(best_real, peak);

@@ -145,19 +145,13 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path), target_(path) {
       fail(errno);
     }
     if (S_ISDIR(st.st_mode)) throw std::runtime_error("cannot write " + path + ": it is a directory");
-    if (!S_ISREG(st.st_mode)) target_.clear();  // a device, FIFO or socket: written through
-  }
-  // /dev/stdout on a file (`> out.txt`) is the descriptor's file, not a file to rename over (that replaced the
-  // /dev/stdout link itself): written through, appended after what the process printed there already.
-  if (descriptor_link) {
-    target_.clear();
-    std::fflush(nullptr);  // this process's own buffered output goes first
-    file_ = std::fopen(path.c_str(), "ab");
-    if (!file_) fail(errno);
-    return;
+    // A device, FIFO or socket is written through; so is a link naming a descriptor, also on a file (/dev/stdout
+    // with `> out.txt`): renaming over it replaced the /dev/stdout link itself.
+    if (!S_ISREG(st.st_mode) || descriptor_link) target_.clear();
   }
   if (target_.empty()) {
-    file_ = std::fopen(path.c_str(), "wb");
+    if (descriptor_link) std::fflush(nullptr);  // appended after what this process printed there already
+    file_ = std::fopen(path.c_str(), descriptor_link ? "ab" : "wb");
     if (!file_) fail(errno);
     return;
   }

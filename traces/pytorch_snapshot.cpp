@@ -431,9 +431,8 @@ class Importer final : public pickle::ListSink {
   const ReadOptions& options_;
   Trace trace_;
   IdSlots slots_;
-  AddrMap live_;   // block address -> id, while allocated
-  AddrMap freed_;  // addresses freed since their last allocation (a set: the ids are unused; a node set cost ~5% of an
-                   // import)
+  AddrMap live_;                                 // block address -> id, while allocated
+  AddrMap freed_;                                // addresses freed since their last allocation (ids unused)
   std::vector<uint8_t> free_requested_;          // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;   // free_requested of blocks in no segment the snapshot shows
   uint64_t user_metadata_entries_ = 0;           // trace entries with a non-empty user_metadata
@@ -1034,7 +1033,7 @@ class Importer final : public pickle::ListSink {
       fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
     e.id = slots_.acquire();
     live_.insert(e.addr, e.id);
-    if (freed_.size()) freed_.erase(e.addr);
+    freed_.erase(e.addr);
     if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
     free_requested_[e.id] = 0;
     push(e);
