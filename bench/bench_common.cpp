@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "import/trace_import.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::bench {

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "bench/bench_common.h"
+#include "import/trace_import.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::bench {

@@ -9,6 +9,7 @@
 #include "cli/device_arg.h"
 #include "cli/progress.h"
 #include "cli/stdin_input.h"
+#include "import/trace_import.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::cli {

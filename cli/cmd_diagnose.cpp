@@ -13,6 +13,7 @@
 #include "cli/live_output.h"
 #include "cli/progress.h"
 #include "cli/stdin_input.h"
+#include "import/trace_import.h"
 #include "report/alloc_groups.h"
 #include "report/diagnose.h"
 #include "report/diagnose_html.h"

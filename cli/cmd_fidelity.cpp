@@ -15,6 +15,7 @@
 #include "cli/device_arg.h"
 #include "cli/progress.h"
 #include "cli/stdin_input.h"
+#include "import/trace_import.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "traces/trace_io.h"

@@ -9,6 +9,7 @@
 #include "cli/fit_output.h"
 #include "cli/progress.h"
 #include "cli/stdin_input.h"
+#include "import/trace_import.h"
 #include "report/batch_fit.h"
 #include "sim/capacity.h"
 #include "traces/trace_io.h"

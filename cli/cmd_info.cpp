@@ -17,6 +17,7 @@
 #include "cli/live_output.h"
 #include "cli/progress.h"
 #include "cli/stdin_input.h"
+#include "import/trace_import.h"
 #include "report/program_attribution.h"
 #include "traces/format_error.h"
 #include "traces/history_check.h"
@@ -113,7 +114,7 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
   if (is_snapshot(path)) {
     ReadOptions deferred{trace_device};
     deferred.defer_pool_check = true;
-    o.whole = std::make_unique<Trace>(read_pytorch_snapshot(path, deferred));
+    o.whole = std::make_unique<Trace>(read_pytorch_snapshot(path, with_pytorch_model(deferred)));
     if (pool_check_pending(*o.whole)) {
       const Trace* whole = o.whole.get();
       std::future<bool> confirmed = std::async(std::launch::async, [whole] { return pools_confirmed(*whole); });

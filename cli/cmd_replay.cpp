@@ -11,6 +11,7 @@
 #include "cli/device_arg.h"
 #include "cli/progress.h"
 #include "cli/stdin_input.h"
+#include "import/trace_import.h"
 #include "report/policy_grid.h"
 #include "sim/bounds.h"
 #include "sim/capacity.h"

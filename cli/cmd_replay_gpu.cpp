@@ -11,6 +11,7 @@
 #if FRAGLAB_HAVE_CUDA
 #include "allocators/policy_options.h"
 #include "cuda/cuda_report.h"
+#include "import/trace_import.h"
 #include "sim/capacity.h"
 #endif
 

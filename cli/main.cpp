@@ -17,7 +17,6 @@
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/stdin_input.h"
-#include "sim/pool_checker.h"
 #include "traces/format_error.h"
 #include "traces/read_limits.h"
 
@@ -117,7 +116,6 @@ void add_pools_option(CLI::App* cmd, std::string& pools) {
 
 int main(int argc, char** argv) {
   using namespace fraglab;
-  install_pool_checker();  // the pytorch model revises the pools a snapshot's importer guesses
   CLI::App app{"fraglab: replay GPU allocation traces against allocator policies"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fraglab 0.1.0");

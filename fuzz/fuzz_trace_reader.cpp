@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
   try {
-    fraglab::Trace trace = fraglab::load_trace(path);
+    fraglab::Trace trace = fraglab::read_trace(path);
     (void)trace;
   } catch (const fraglab::FormatError&) {
     // The expected outcome for bad input.

@@ -5,6 +5,7 @@
 
 #include "allocators/registry.h"
 #include "gui/model/recorded_run.h"
+#include "import/trace_import.h"
 #include "traces/pool_inference.h"
 
 namespace fraglab::gui {

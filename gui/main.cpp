@@ -12,11 +12,9 @@
 #include "gui/model/ranks_run.h"
 #include "gui/view_table.h"
 #include "gui/window.h"
-#include "sim/pool_checker.h"
 #include "traces/trace_io.h"
 
 int main(int argc, char** argv) {
-  fraglab::install_pool_checker();  // the pytorch model revises the pools a snapshot's importer guesses
   fraglab::gui::LaunchOptions o;
   CLI::App cli{"fraglab-gui: block maps, fragmentation and peak reserved memory of allocator policies"};
   std::vector<std::string> traces;

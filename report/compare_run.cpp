@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
 #include "traces/format_error.h"

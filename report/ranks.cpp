@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "import/trace_import.h"
 #include "report/program_attribution.h"
 #include "report/tune.h"
 #include "sim/capacity.h"

@@ -7,6 +7,7 @@
 
 #include "allocators/detail/pytorch_config.h"
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/capacity.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"

@@ -10,6 +10,7 @@
 #include "allocators/detail/pytorch_config.h"
 #include "allocators/policy_options.h"
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "report/parallel_for.h"
 #include "sim/capacity.h"
 #include "sim/replay.h"

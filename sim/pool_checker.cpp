@@ -241,11 +241,10 @@ std::optional<uint64_t> find_divergence(const Trace& trace) {
   return r.event_index;
 }
 
-void install_pool_checker() {
-  set_pool_checker(find_pool_misplacement);
-  set_divergence_finder(find_divergence);
-  set_collector_run_resolver(collector_reading_is_right);
-  set_fallback_reader(find_fallbacks);
+const SnapshotModel& pytorch_snapshot_model() {
+  static const SnapshotModel kModel{find_pool_misplacement, collector_reading_is_right, find_fallbacks,
+                                    find_divergence};
+  return kModel;
 }
 
 }  // namespace fraglab

@@ -3,12 +3,13 @@
 // Replays a PyTorch snapshot's trace with the `pytorch` model under its recorded settings on the
 // recording's own addresses (HintedDevice), the capacity inferred from its OOMs, and reports the first
 // request the model placed elsewhere than the recording did. The traces layer holds no allocator
-// model, so the sim layer installs this checker once at start-up (the CLI's and the GUI's main).
+// model, so the import layer (import/trace_import.h) passes these in (ReadOptions::model).
 #pragma once
 
 #include <optional>
 
 #include "traces/pool_inference.h"
+#include "traces/snapshot_model.h"
 
 namespace fraglab {
 
@@ -21,8 +22,7 @@ CollectorRunReading collector_reading_is_right(const Trace& emptied, Trace& coll
 std::optional<FallbackReading> find_fallbacks(const Trace& trace);
 // fidelity's first divergence (the event index), or nothing where the model replays the trace exactly.
 std::optional<uint64_t> find_divergence(const Trace& trace);
-// set_pool_checker(find_pool_misplacement), set_collector_run_resolver(collector_reading_is_right),
-// set_fallback_reader(find_fallbacks), set_divergence_finder(find_divergence)
-void install_pool_checker();
+// The four above as the model a snapshot's import consults (traces/snapshot_model.h); a constant.
+const SnapshotModel& pytorch_snapshot_model();
 
 }  // namespace fraglab

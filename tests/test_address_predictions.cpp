@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"

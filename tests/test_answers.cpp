@@ -10,6 +10,7 @@
 
 #include "allocators/registry.h"
 #include "device/sim_device.h"
+#include "import/trace_import.h"
 #include "report/alloc_groups.h"
 #include "report/compare_stats.h"
 #include "report/diagnose.h"

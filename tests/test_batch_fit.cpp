@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "report/batch_fit.h"
 #include "report/program_attribution.h"
 #include "report/tune.h"

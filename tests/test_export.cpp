@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/export.h"
 #include "sim/fidelity.h"
 #include "traces/pytorch_snapshot.h"
@@ -38,7 +39,7 @@ TEST_CASE("export snapshot: gpt2_train.default under bestfit re-imports", "[expo
   for (const char* name : {"gpt2_bestfit.pickle", "gpt2_bestfit.pickle.gz"}) {
     std::string path = out_path(name);
     ExportSummary s = export_snapshot(trace, PolicySpec::parse("bestfit"), {}, path);
-    Trace back = read_pytorch_snapshot(path, {});
+    Trace back = read_pytorch_snapshot(path, with_pytorch_model());
     INFO(name);
     CHECK(count(back, EventKind::Alloc) == count(trace, EventKind::Alloc));
     CHECK(count(back, EventKind::Free) == count(trace, EventKind::Free));
@@ -92,7 +93,7 @@ TEST_CASE("export snapshot: stacks survive the round trip", "[export]") {
   Trace trace = load_trace(kCorpus + "gpt2_train.default.stacks.pickle.gz");
   std::string path = out_path("stacks.pickle");
   export_snapshot(trace, PolicySpec::parse("passthrough"), {}, path);
-  Trace back = read_pytorch_snapshot(path, {});
+  Trace back = read_pytorch_snapshot(path, with_pytorch_model());
   // Read as it streams, as a recording is: the segments, written after the entries, name no list of
   // theirs (the whole file in memory instead: 5.3x the pickle on a 2.4M-entry export, 2x streamed).
   CHECK(last_snapshot_import_streamed());
@@ -114,7 +115,7 @@ TEST_CASE("export snapshot: out of memory becomes oom entries", "[export]") {
   std::string path = out_path("oom.pickle");
   ExportSummary s = export_snapshot(trace, PolicySpec::parse("bestfit"), small, path);
   REQUIRE_FALSE(s.result.ooms.empty());
-  Trace back = read_pytorch_snapshot(path, {});
+  Trace back = read_pytorch_snapshot(path, with_pytorch_model());
   CHECK(count(back, EventKind::Oom) == s.result.ooms.size());
   CHECK(count(back, EventKind::Alloc) == count(trace, EventKind::Alloc) - s.result.ooms.size());
   for (const auto& e : back.events)
@@ -163,7 +164,7 @@ TEST_CASE("export snapshot: expandable segments become segment_map entries", "[e
   Trace trace = load_trace(kCorpus + "gpt2_train.expandable.pickle.gz");
   std::string path = out_path("expandable.pickle");
   ExportSummary s = export_snapshot(trace, PolicySpec::parse("pytorch:expandable_segments:True"), {}, path);
-  Trace back = read_pytorch_snapshot(path, {});
+  Trace back = read_pytorch_snapshot(path, with_pytorch_model());
   REQUIRE(s.result.calls.maps > 0);
   CHECK(count(back, EventKind::SegmentMap) == s.result.calls.maps);
   CHECK(count(back, EventKind::SegmentUnmap) == s.result.calls.unmaps);
@@ -185,7 +186,7 @@ TEST_CASE("export snapshot: every policy's placement re-imports and tiles its se
     INFO(info.name);
     std::string path = out_path("every_" + info.name + ".pickle");
     ExportSummary s = export_snapshot(trace, PolicySpec::parse(info.name), {}, path);
-    Trace back = read_pytorch_snapshot(path, {});
+    Trace back = read_pytorch_snapshot(path, with_pytorch_model());
     CHECK(count(back, EventKind::Alloc) == count(trace, EventKind::Alloc));
     CHECK(count(back, EventKind::Free) == count(trace, EventKind::Free));
     CHECK(back.meta.streams.size() == trace.meta.streams.size());
@@ -221,7 +222,7 @@ TEST_CASE("export snapshot: a mid-run history exports as a mid-run history", "[e
     REQUIRE(trace.meta.initial.live_blocks > 0);
     std::string path = out_path(std::string("midrun_") + file + ".pickle");
     ExportSummary s = export_snapshot(trace, PolicySpec::parse("pytorch"), {}, path);
-    Trace back = read_pytorch_snapshot(path, {});
+    Trace back = read_pytorch_snapshot(path, with_pytorch_model());
     CHECK(back.meta.initial.live_blocks == trace.meta.initial.live_blocks);
     CHECK(back.meta.initial.reserved() == trace.meta.initial.reserved());
     CHECK(back.meta.history_absent == trace.meta.history_absent);

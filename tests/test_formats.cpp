@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "import/trace_import.h"
 #include "report/corpus.h"
 #include "tests/shell_command.h"
 #include "traces/atomic_file.h"
@@ -66,7 +67,7 @@ std::string gunzip_file(const std::string& path) { return gunzip(read_file(path)
 
 FormatError expect_error(const std::string& json) {
   try {
-    parse_json_snapshot(json, "t.json", {});
+    parse_json_snapshot(json, "t.json", with_pytorch_model());
   } catch (const FormatError& e) {
     return e;
   }
@@ -108,7 +109,8 @@ TEST_CASE("formats: a real snapshot re-encoded as users store it loads to the id
     check_same_trace(load_trace(path), original, name);
   }
   // The JSON, gzipped under a .json.gz name, and read whole from memory.
-  check_same_trace(parse_pytorch_snapshot(json, "mem.json", {}), original, "parse_pytorch_snapshot(JSON)");
+  check_same_trace(parse_pytorch_snapshot(json, "mem.json", with_pytorch_model()), original,
+                   "parse_pytorch_snapshot(JSON)");
 }
 
 TEST_CASE("formats: Python re-encodes corpus snapshots with stacks and expandable segments", "[formats]") {
@@ -180,7 +182,7 @@ TEST_CASE("formats: JSON transcodes to the pickle Python would write, offsets ma
     CHECK((json[json_at] == '{' || json[json_at] == '['));
     CHECK(t.json_offset(pickle_at) == json_at);
   }
-  Trace trace = parse_json_snapshot(json, "t.json", {});
+  Trace trace = parse_json_snapshot(json, "t.json", with_pytorch_model());
   REQUIRE(trace.events.size() == 2);
   CHECK(trace.meta.allocator_settings.at("garbage_collection_threshold") == "0.0");
   CHECK(trace.meta.allocator_settings.at("expandable_segments") == "False");
@@ -213,7 +215,7 @@ TEST_CASE("formats: JSON errors name the byte offset in the JSON", "[formats]") 
   // The importer's errors about a container other than an entry land on that container.
   std::string no_device = R"({"device_traces": [[]], "segments": []})";
   try {
-    parse_json_snapshot(no_device, "t.json", ReadOptions{3});
+    parse_json_snapshot(no_device, "t.json", with_pytorch_model(ReadOptions{3}));
     FAIL("device 3 accepted");
   } catch (const FormatError& err) {
     CHECK(err.position() == no_device.find("[["));

@@ -11,6 +11,7 @@
 #include "device/sim_device.h"
 #include "device/simulated_gpu.h"
 #include "device/tracking_device.h"
+#include "import/trace_import.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
 #include "traces/trace_io.h"

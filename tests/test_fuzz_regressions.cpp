@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "import/trace_import.h"
 #include "traces/format_error.h"
 #include "traces/trace_io.h"
 

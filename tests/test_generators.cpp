@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 
+#include "import/trace_import.h"
 #include "traces/generators/generators.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"

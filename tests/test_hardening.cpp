@@ -19,6 +19,7 @@
 #include "allocators/offline_plan.h"
 #include "allocators/policy_options.h"
 #include "device/sim_device.h"
+#include "import/trace_import.h"
 #include "report/compare_results.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"

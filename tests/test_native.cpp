@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "import/trace_import.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/native_format.h"

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "import/trace_import.h"
 #include "traces/trace_io.h"
 
 using namespace fraglab;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
 #include "traces/free_slots.h"

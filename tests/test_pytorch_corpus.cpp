@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/fidelity.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "gui/model/ranks_run.h"
+#include "import/trace_import.h"
 #include "report/ranks.h"
 #include "traces/trace_io.h"
 

@@ -69,6 +69,7 @@ TEST_CASE("recorder: appends from many threads all land, closed buffers drop", "
 }
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
 #include "traces/trace_io.h"

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "sim/replay.h"
 #include "traces/trace_io.h"
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "import/trace_import.h"
 #include "traces/atomic_file.h"
 #include "traces/format_error.h"
 #include "traces/rmm_log_format.h"

@@ -13,6 +13,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "import/trace_import.h"
 #include "tests/shell_command.h"
 #include "traces/addr_map.h"
 #include "traces/atomic_file.h"
@@ -103,7 +104,7 @@ void expect_rejected(const std::string& file_name, const std::string& bytes, con
   CHECK(r.output.find(expect) != std::string::npos);
 }
 
-Trace parse(const std::string& bytes) { return parse_pytorch_snapshot(bytes, "test.pickle", {}); }
+Trace parse(const std::string& bytes) { return parse_pytorch_snapshot(bytes, "test.pickle", with_pytorch_model()); }
 
 }  // namespace
 
@@ -200,7 +201,7 @@ TEST_CASE("pickle reader: rejects code, names opcode and offset", "[snapshot]") 
 }
 
 TEST_CASE("snapshot import: gpt2_train.default", "[snapshot]") {
-  Trace t = read_pytorch_snapshot(kCorpus + "gpt2_train.default.pickle.gz", {});
+  Trace t = read_pytorch_snapshot(kCorpus + "gpt2_train.default.pickle.gz", with_pytorch_model());
   MemorySource source(t);
   TraceStats s = compute_stats(source);
   CHECK(s.by_kind[static_cast<size_t>(EventKind::Alloc)] == 7612);
@@ -232,8 +233,8 @@ TEST_CASE("snapshot import: gpt2_train.default", "[snapshot]") {
 }
 
 TEST_CASE("snapshot import: stacks are interned", "[snapshot]") {
-  Trace t = read_pytorch_snapshot(kCorpus + "gpt2_train.default.stacks.pickle.gz", {});
-  Trace plain = read_pytorch_snapshot(kCorpus + "gpt2_train.default.pickle.gz", {});
+  Trace t = read_pytorch_snapshot(kCorpus + "gpt2_train.default.stacks.pickle.gz", with_pytorch_model());
+  Trace plain = read_pytorch_snapshot(kCorpus + "gpt2_train.default.pickle.gz", with_pytorch_model());
   CHECK(t.meta.stacks.size() > 10);
   CHECK(t.meta.stacks.size() < t.events.size() / 4);  // shared, not one per event
   size_t with_stack = 0;
@@ -253,7 +254,7 @@ TEST_CASE("snapshot import: every corpus file against PyTorch's counters", "[sna
     auto j = nlohmann::json::parse(line);
     std::string file = j["file"];
     INFO(file);
-    Trace t = read_pytorch_snapshot(kCorpus + file, {});
+    Trace t = read_pytorch_snapshot(kCorpus + file, with_pytorch_model());
     MemorySource source(t);
     TraceStats s = compute_stats(source);
     auto k = [&](EventKind kind) { return s.by_kind[static_cast<size_t>(kind)]; };
@@ -269,7 +270,7 @@ TEST_CASE("snapshot import: every corpus file against PyTorch's counters", "[sna
 }
 
 TEST_CASE("snapshot import: streams, empty_cache, frees in flight", "[snapshot]") {
-  Trace side = read_pytorch_snapshot(kCorpus + "side_stream_prefetch.default.pickle.gz", {});
+  Trace side = read_pytorch_snapshot(kCorpus + "side_stream_prefetch.default.pickle.gz", with_pytorch_model());
   CHECK(side.meta.streams.size() == 2);
   size_t pending = 0;  // free requested at the end, never completed: the block stays live
   std::vector<int> state(1024, 0);
@@ -282,7 +283,7 @@ TEST_CASE("snapshot import: streams, empty_cache, frees in flight", "[snapshot]"
   CHECK(pending == 612 - 593);
 
   // seed_examples runs torch.cuda.empty_cache(): its segment_free is not part of a malloc.
-  Trace seed = read_pytorch_snapshot(kCorpus + "seed_examples.default.pickle.gz", {});
+  Trace seed = read_pytorch_snapshot(kCorpus + "seed_examples.default.pickle.gz", with_pytorch_model());
   size_t ec = 0;
   for (size_t i = 0; i < seed.events.size(); ++i) {
     if (seed.events[i].kind != EventKind::EmptyCache) continue;
@@ -293,7 +294,8 @@ TEST_CASE("snapshot import: streams, empty_cache, frees in flight", "[snapshot]"
   CHECK(ec == 1);
   // The GC + max_split run frees segments inside malloc only: no EmptyCache.
   Trace gc = read_pytorch_snapshot(
-      kCorpus + "gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-256_cap0.25.pickle.gz", {});
+      kCorpus + "gpt2_train.garbage_collection_threshold-0.6_max_split_size_mb-256_cap0.25.pickle.gz",
+      with_pytorch_model());
   for (const auto& e : gc.events) CHECK(e.kind != EventKind::EmptyCache);
 }
 
@@ -384,7 +386,7 @@ TEST_CASE("snapshot import: a snapshot of two GPUs with data lists both, whichev
   const std::vector<std::pair<int, std::string>> both{{0, "2 entries"}, {1, "1 entries"}};
   for (int device : {0, 1}) {
     CAPTURE(device);
-    Trace t = parse_pytorch_snapshot(bytes, "two", {device});
+    Trace t = parse_pytorch_snapshot(bytes, "two", with_pytorch_model({device}));
     CHECK(t.meta.device == device);
     CHECK(t.meta.devices_with_data == both);
   }
@@ -393,7 +395,7 @@ TEST_CASE("snapshot import: a snapshot of two GPUs with data lists both, whichev
   one.empty_dict().mark().str("device_traces").empty_list().mark().empty_list();
   one.empty_list().empty_dict().mark().str("action").str("alloc").str("addr").i64(512).str("size").i64(8);
   one.setitems().op('a').appends().setitems();
-  CHECK(parse_pytorch_snapshot(one.stop(), "one", {1}).meta.devices_with_data.empty());
+  CHECK(parse_pytorch_snapshot(one.stop(), "one", with_pytorch_model({1})).meta.devices_with_data.empty());
   // A real one: one process on two H100s (a model split across them), read for either GPU, streamed or not.
   const std::string two = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/two_devices.default.pickle.gz";
   const std::vector<std::pair<int, std::string>> real{{0, "280 entries"}, {1, "694 entries"}};
@@ -409,23 +411,23 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
   p.empty_list().empty_dict().mark().str("action").str("alloc").str("addr").i64(512).str("size").i64(8);
   p.setitems().op('a').appends().setitems();
   std::string bytes = p.stop();
-  CHECK(parse_pytorch_snapshot(bytes, "two", {1}).events.size() == 1);
+  CHECK(parse_pytorch_snapshot(bytes, "two", with_pytorch_model({1})).events.size() == 1);
   // Device 0 holds nothing while device 1 does (a DDP rank's snapshot): refused, naming device 1.
   try {
-    parse_pytorch_snapshot(bytes, "two", {0});
+    parse_pytorch_snapshot(bytes, "two", with_pytorch_model({0}));
     FAIL("accepted");
   } catch (const FormatError& e) {
     CHECK(std::string(e.what()).find("device 0 has no history and no segments in this snapshot; devices with data: "
                                      "1 (1 entries)") != std::string::npos);
   }
   try {
-    parse_pytorch_snapshot(bytes, "two", {2});
+    parse_pytorch_snapshot(bytes, "two", with_pytorch_model({2}));
     FAIL("accepted");
   } catch (const FormatError& e) {
     CHECK(std::string(e.what()).find("no data for device 2; devices with data: 1 (1 entries)") != std::string::npos);
   }
   // No device named: the one with data.
-  Trace any = parse_pytorch_snapshot(bytes, "two", {kAnyDevice});
+  Trace any = parse_pytorch_snapshot(bytes, "two", with_pytorch_model({kAnyDevice}));
   CHECK(any.events.size() == 1);
   CHECK(any.meta.device == 1);
   // Device 0 holds only the `snapshot` marker _snapshot() leaves (a public snapshot of a process that used
@@ -438,21 +440,21 @@ TEST_CASE("snapshot import: device selection", "[snapshot]") {
   marked.setitems().op('a').appends().setitems();
   const std::string marked_bytes = marked.stop();
   try {
-    parse_pytorch_snapshot(marked_bytes, "marked", {0});
+    parse_pytorch_snapshot(marked_bytes, "marked", with_pytorch_model({0}));
     FAIL("accepted");
   } catch (const FormatError& e) {
     INFO(e.what());
     CHECK(std::string(e.what()).find("devices with data: 1 (1 entries) (pick") != std::string::npos);
   }
-  Trace marked_any = parse_pytorch_snapshot(marked_bytes, "marked", {kAnyDevice});
+  Trace marked_any = parse_pytorch_snapshot(marked_bytes, "marked", with_pytorch_model({kAnyDevice}));
   CHECK(marked_any.meta.device == 1);
   CHECK(marked_any.events.size() == 1);
   // Nothing on any device: an empty trace, as before.
   P empty;
   empty.empty_dict().mark().str("device_traces").empty_list().mark().empty_list().empty_list().appends().setitems();
   const std::string nothing = empty.stop();
-  CHECK(parse_pytorch_snapshot(nothing, "none", {0}).events.empty());
-  CHECK(parse_pytorch_snapshot(nothing, "none", {kAnyDevice}).events.empty());
+  CHECK(parse_pytorch_snapshot(nothing, "none", with_pytorch_model({0})).events.empty());
+  CHECK(parse_pytorch_snapshot(nothing, "none", with_pytorch_model({kAnyDevice})).events.empty());
 }
 
 namespace {
@@ -469,14 +471,14 @@ struct BothReadings {
 BothReadings read_both(const std::string& bytes, const std::string& name, const ReadOptions& options = {}) {
   BothReadings r;
   try {
-    r.streaming = parse_pytorch_snapshot(bytes, name, options);
+    r.streaming = parse_pytorch_snapshot(bytes, name, with_pytorch_model(options));
     r.streamed = last_snapshot_import_streamed();
     r.flat_entries = last_snapshot_import_flat_entries();
   } catch (const FormatError& e) {
     r.streaming_error = e.what();
   }
   try {
-    r.complete = parse_pytorch_snapshot_complete(bytes, name, options);
+    r.complete = parse_pytorch_snapshot_complete(bytes, name, with_pytorch_model(options));
   } catch (const FormatError& e) {
     r.complete_error = e.what();
   }
@@ -747,7 +749,7 @@ std::string gzip_of(const std::string& raw) {
 
 std::string read_error(const std::string& path) {
   try {
-    read_pytorch_snapshot(path, {});
+    read_pytorch_snapshot(path, with_pytorch_model());
   } catch (const FormatError& e) {
     return e.what();
   }
@@ -762,7 +764,7 @@ TEST_CASE("snapshot import: parsing while inflating equals inflating first", "[s
     INFO(name);
     std::string path = kCorpus + name;
     std::string raw = gunzip(read_file(path), path);
-    CHECK(read_pytorch_snapshot(path, {}) == parse_pytorch_snapshot(raw, path, {}));
+    CHECK(read_pytorch_snapshot(path, with_pytorch_model()) == parse_pytorch_snapshot(raw, path, with_pytorch_model()));
   }
   SECTION("the bytes come out in order, all of them, and the end is checked") {
     std::string raw = gunzip(read_file(kCorpus + "seed_examples.default.pickle.gz"), "seed");
@@ -810,14 +812,14 @@ TEST_CASE("snapshot import: a damaged gzip file is reported as when inflated fir
       {"reduce.pickle.gz", gzip_of(bad_op), "REDUCE"},
       {"members.pickle.gz", gzip_of(raw.substr(0, raw.size() / 3)) + gzip_of(raw.substr(raw.size() / 3)), ""},
   };
-  Trace plain = parse_pytorch_snapshot(raw, "seed", {});
+  Trace plain = parse_pytorch_snapshot(raw, "seed", with_pytorch_model());
   for (const Case& c : cases) {
     INFO(c.name);
     std::string path = temp_file(c.name, c.bytes);
     std::string error = read_error(path);
     if (*c.expect == '\0') {
       CHECK(error.empty());
-      CHECK(read_pytorch_snapshot(path, {}).events == plain.events);
+      CHECK(read_pytorch_snapshot(path, with_pytorch_model()).events == plain.events);
     } else {
       CHECK(error.find(c.expect) != std::string::npos);
       CHECK(error.find(path + ": byte offset ") != std::string::npos);
@@ -834,8 +836,8 @@ TEST_CASE("snapshot import: a deferred pool check gives the checked trace once t
       INFO(f);
       ReadOptions defer;
       defer.defer_pool_check = true;
-      Trace deferred = read_pytorch_snapshot(f, defer);
-      Trace checked = read_pytorch_snapshot(f, {});
+      Trace deferred = read_pytorch_snapshot(f, with_pytorch_model(defer));
+      Trace checked = read_pytorch_snapshot(f, with_pytorch_model());
       if (!pool_check_pending(deferred)) {
         ++checked_at_once;  // private pools (or no history): checked while reading, as without deferring
         CHECK(deferred == checked);
@@ -917,7 +919,7 @@ TEST_CASE("malformed snapshots: exit code 2 naming file and offset", "[snapshot]
   }
   SECTION("an address allocated twice with no free at all: skip_actions of both frees") {
     std::string bytes = snapshot_of({{"alloc", 4096, 512}, {"alloc", 4096, 512}});
-    Trace t = parse_pytorch_snapshot(bytes, "x", {});
+    Trace t = parse_pytorch_snapshot(bytes, "x", with_pytorch_model());
     REQUIRE(t.meta.skipped_actions.size() == 1);
     CHECK(t.meta.skipped_actions[0].action == "free_requested, free_completed");
   }

@@ -17,6 +17,7 @@
 #include "allocators/detail/pytorch_caching_allocator.h"
 #include "allocators/detail/pytorch_limit_drift.h"
 #include "allocators/registry.h"
+#include "import/trace_import.h"
 #include "report/diagnose.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
@@ -1065,7 +1066,8 @@ TEST_CASE("pool inference: more private pools than an event can name is an error
     s.pool_id = {0, k + 1};
     t.meta.segments.push_back(s);
   }
-  CHECK_THROWS_WITH(infer_pools(t), Catch::Contains("hostile.pickle") && Catch::Contains("65,535"));
+  CHECK_THROWS_WITH(infer_pools(t, pytorch_snapshot_model()),
+                    Catch::Contains("hostile.pickle") && Catch::Contains("65,535"));
 }
 
 TEST_CASE("diagnose: free memory at the peak is split by private pool", "[snapshot_cases][pools]") {
@@ -1369,7 +1371,7 @@ TEST_CASE("snapshot cases: PyTorch 2.11's newer settings replay exactly", "[snap
 }
 
 TEST_CASE("settings inference: a mapping shows the setting on, a cudaMalloc off", "[settings]") {
-  set_divergence_finder({});
+  const SnapshotModel rules_alone;  // the device calls alone place the windows
   Trace t;
   t.meta.allocator_settings = {{"expandable_segments", "True"}};
   t.events = {entry(EventKind::SegmentMap, 0, 2 * MiB),
@@ -1382,21 +1384,20 @@ TEST_CASE("settings inference: a mapping shows the setting on, a cudaMalloc off"
               entry(EventKind::Alloc, 0, 512),  // #3 off
               entry(EventKind::SegmentMap, 0, 2 * MiB),
               entry(EventKind::Alloc, 0, 512)};  // #4 on
-  infer_expandable_switches(t);
+  infer_expandable_switches(t, rules_alone);
   CHECK(t.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{1, 4}});
   // As event positions: from the entry after Alloc #0 to Alloc #3's.
   CHECK(flipped_event_ranges(t.events, t.meta.expandable_flipped) ==
         std::vector<std::pair<uint64_t, uint64_t>>{{2, 8}});
   // Recorded off: the mappings are the other setting; before the first call, the first call's held.
   t.meta.allocator_settings = {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64"}};
-  infer_expandable_switches(t);
+  infer_expandable_switches(t, rules_alone);
   CHECK(t.meta.expandable_flipped == std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {4, UINT64_MAX}});
   // The same setting throughout: nothing.
   t.meta.allocator_settings = {{"expandable_segments", "True"}};
   t.events = {entry(EventKind::SegmentMap, 0, 2 * MiB), entry(EventKind::Alloc, 0, 512)};
-  infer_expandable_switches(t);
+  infer_expandable_switches(t, rules_alone);
   CHECK(t.meta.expandable_flipped.empty());
-  install_pool_checker();
 }
 
 TEST_CASE("settings inference: the windows survive convert, and bad ones are refused", "[settings][formats]") {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "allocators/detail/pytorch_config.h"
+#include "import/trace_import.h"
 #include "report/program_attribution.h"
 #include "report/trace_diff.h"
 #include "sim/capacity.h"
@@ -83,7 +84,8 @@ TEST_CASE("skip_actions: each recording is read, the skipped kind found from the
     std::stringstream ss;
     ss << in.rdbuf();
     InflatedBytes raw = inflate_gzip(ss.str(), file);
-    CHECK(parse_pytorch_snapshot(raw.bytes(), file, {}) == parse_pytorch_snapshot_complete(raw.bytes(), file, {}));
+    CHECK(parse_pytorch_snapshot(raw.bytes(), file, with_pytorch_model()) ==
+          parse_pytorch_snapshot_complete(raw.bytes(), file, with_pytorch_model()));
   }
 }
 

@@ -20,21 +20,6 @@ namespace {
 // Rounds of model-checked revision (rule 7): each is one replay of the trace.
 constexpr int kMaxRevisions = 32;
 
-PoolChecker& installed_checker() {
-  static PoolChecker checker;
-  return checker;
-}
-
-CollectorRunResolver& installed_resolver() {
-  static CollectorRunResolver resolver;
-  return resolver;
-}
-
-FallbackReader& installed_fallback_reader() {
-  static FallbackReader reader;
-  return reader;
-}
-
 // The pool table: the default pools, then every private pool id the snapshot's segments name.
 // (Linear: real snapshots name a handful of pools; infer_pools refuses more than a PoolIndex holds.)
 PoolIndex intern_pool(TraceMeta& m, const std::array<int64_t, 2>& id) {
@@ -706,16 +691,12 @@ std::optional<Fix> revision(Trace& trace, const Overrides& overrides, const Trie
 
 }  // namespace
 
-void set_pool_checker(PoolChecker checker) { installed_checker() = std::move(checker); }
-void set_fallback_reader(FallbackReader reader) { installed_fallback_reader() = std::move(reader); }
-void set_collector_run_resolver(CollectorRunResolver resolver) { installed_resolver() = std::move(resolver); }
-
 namespace {
 
 // Rule 7's rounds from the rules' reading, revising guesses in the given order; true when the model agrees
 // at the end (or cannot replay the history, where the rules' answer stands).
-bool revise(Trace& trace, Overrides& overrides, Order order) {
-  const PoolChecker& check = installed_checker();
+bool revise(Trace& trace, const SnapshotModel& model, Overrides& overrides, Order order) {
+  const PoolChecker& check = model.find_misplacement;
   Tried tried;
   for (int round = 0; round <= kMaxRevisions; ++round) {
     std::optional<PoolMisplacement> misplaced;
@@ -743,10 +724,9 @@ bool revise(Trace& trace, Overrides& overrides, Order order) {
   return false;
 }
 
-// The installed reader's fallbacks (FallbackReading), read as default-pool requests; false where it
-// found none.
-bool read_fallbacks(Trace& trace) {
-  const FallbackReader& reader = installed_fallback_reader();
+// The model's fallbacks (FallbackReading), read as default-pool requests; false where it found none.
+bool read_fallbacks(Trace& trace, const SnapshotModel& model) {
+  const FallbackReader& reader = model.find_fallbacks;
   if (!reader || trace.meta.pools.size() == 1) return false;
   std::optional<FallbackReading> r;
   try {
@@ -785,12 +765,13 @@ struct Reading {
   bool agrees = false;
 };
 
-Reading revised(Trace& trace, const std::vector<PoolInfo>& pools, const InitialState& initial, Order order) {
+Reading revised(Trace& trace, const SnapshotModel& model, const std::vector<PoolInfo>& pools,
+                const InitialState& initial, Order order) {
   Reading r{pools, initial, {}, false};
   trace.meta.pools = pools;
   trace.meta.initial = initial;
   infer_once(trace, r.overrides);
-  r.agrees = revise(trace, r.overrides, order);
+  r.agrees = revise(trace, model, r.overrides, order);
   r.pools = trace.meta.pools;
   r.initial = trace.meta.initial;
   return r;
@@ -807,22 +788,22 @@ void adopt(Trace& trace, const Reading& r) {
 // reused revised first: a MemPool's cached segment handed to a default request) reads requests as
 // fallbacks on a use_on_oom pool, the other order's reading is taken. The first stands where neither
 // agrees.
-void revise_both_ways(Trace& trace) {
+void revise_both_ways(Trace& trace, const SnapshotModel& model) {
   const std::vector<PoolInfo> pools = trace.meta.pools;
   const InitialState initial = trace.meta.initial;
   Reading first{pools, initial, {}, false};
-  first.agrees = revise(trace, first.overrides, Order::RequestFirst);
+  first.agrees = revise(trace, model, first.overrides, Order::RequestFirst);
   first.pools = trace.meta.pools;
   first.initial = trace.meta.initial;
-  if (first.agrees && !(installed_fallback_reader() && trace.meta.pools.size() > 1 && may_show_a_limit(trace))) return;
-  if (first.agrees && read_fallbacks(trace)) return;
-  Reading other = revised(trace, pools, initial, Order::ReusedFirst);
-  if (other.agrees && read_fallbacks(trace)) return;
+  if (first.agrees && !(model.find_fallbacks && trace.meta.pools.size() > 1 && may_show_a_limit(trace))) return;
+  if (first.agrees && read_fallbacks(trace, model)) return;
+  Reading other = revised(trace, model, pools, initial, Order::ReusedFirst);
+  if (other.agrees && read_fallbacks(trace, model)) return;
   if (other.agrees && !first.agrees) return;
   adopt(trace, first);
 }
 
-void infer_pools_once(Trace& trace, PoolCheck when) {
+void infer_pools_once(Trace& trace, const SnapshotModel& model, PoolCheck when) {
   std::set<std::array<int64_t, 2>> ids;
   for (const auto* list : {&trace.meta.initial.segments, &trace.meta.segments})
     for (const RecordedSegment& s : *list) ids.insert(s.pool_id);
@@ -835,7 +816,7 @@ void infer_pools_once(Trace& trace, PoolCheck when) {
   // No private pool: no inferred EmptyCache carries a pass mark, so the trace as it stands is
   // what the check's first round reads (pools_confirmed()).
   const bool defer = when == PoolCheck::Deferrable && trace.meta.pools.size() == 1;
-  if (installed_checker() && !defer) revise_both_ways(trace);
+  if (model.find_misplacement && !defer) revise_both_ways(trace, model);
   for (Event& e : trace.events)  // the marks go: an EmptyCache is an EmptyCache
     if (e.kind == EventKind::EmptyCache) e.id = 0;
   std::erase_if(trace.events, [](const Event& e) { return e.kind == EventKind::PoolRelease && e.pool == 0; });
@@ -850,11 +831,11 @@ constexpr uint64_t kMixBudget = 6'000'000;
 
 // The trace read with the marks `kept` (by mark, in order) as the program's empty_cache() and the others
 // as malloc's releases, its pools inferred.
-Trace read_marks(const Trace& marked, const std::vector<bool>& kept, PoolCheck when) {
+Trace read_marks(const Trace& marked, const SnapshotModel& model, const std::vector<bool>& kept, PoolCheck when) {
   Trace t = marked;
   size_t k = 0;
   std::erase_if(t.events, [&](const Event& e) { return is_collector_mark(e) && !kept[k++]; });
-  infer_pools_once(t, when);
+  infer_pools_once(t, model, when);
   return t;
 }
 
@@ -871,7 +852,7 @@ uint64_t allocs_before(const std::vector<Event>& events, uint64_t index) {
 // The exact reading found, or nothing. Where the disagreement lies elsewhere (other settings tried by a
 // search, say) nothing is replayed.
 std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read, const CollectorRunReading& reading,
-                                          PoolCheck when) {
+                                          const SnapshotModel& model, PoolCheck when) {
   std::vector<uint64_t> mark_allocs;  // requests before each mark
   uint64_t allocs = 0;
   for (const Event& e : marked.events) {
@@ -891,8 +872,8 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
     const size_t k = static_cast<size_t>(m - mark_allocs.begin());
     kept[k] = !kept[k];
     turned[k] = true;
-    Trace next = read_marks(marked, kept, when);
-    const std::optional<uint64_t> next_diverged = first_divergence_or_start(next);
+    Trace next = read_marks(marked, model, kept, when);
+    const std::optional<uint64_t> next_diverged = first_divergence_or_start(next, model);
     if (next_diverged && allocs_before(next.events, *next_diverged) <= at) return std::nullopt;
     best = std::move(next);
     diverged = next_diverged;
@@ -906,23 +887,23 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
 // Where the importer could not tell torch.cuda.empty_cache() from malloc's garbage collector, the pools
 // are inferred for both readings (the model's checks differ: one empties the cache there, the other
 // collects under a limit) and the resolver picks one.
-void infer_pools(Trace& trace, PoolCheck when, RunReading runs) {
-  const CollectorRunResolver& resolve = installed_resolver();
+void infer_pools(Trace& trace, const SnapshotModel& model, PoolCheck when, RunReading runs) {
+  const CollectorRunResolver& resolve = model.resolve_collector_runs;
   if (!resolve) std::erase_if(trace.events, is_collector_mark);  // no judge: malloc's reading, as before
   if (!resolve || std::none_of(trace.events.begin(), trace.events.end(), is_collector_mark)) {
-    infer_pools_once(trace, when);
+    infer_pools_once(trace, model, when);
     return;
   }
   const Trace marked = trace;
   Trace collected = trace;
   std::erase_if(collected.events, is_collector_mark);
-  infer_pools_once(trace, when);
-  infer_pools_once(collected, when);
+  infer_pools_once(trace, model, when);
+  infer_pools_once(collected, model, when);
   CollectorRunReading reading;
   try {
     reading = resolve(trace, collected);
   } catch (const std::exception&) {
-    // the model could not replay this history: malloc's reading, as with no judge installed
+    // the model could not replay this history: malloc's reading, as with no judge
     reading.exact = true;
   }
   if (reading.collected) trace = std::move(collected);
@@ -930,7 +911,7 @@ void infer_pools(Trace& trace, PoolCheck when, RunReading runs) {
   // disagreement left sends to (pools_confirmed).
   if (reading.exact || runs == RunReading::AsTaken || (when == PoolCheck::Deferrable && trace.meta.pools.size() == 1))
     return;
-  std::optional<Trace> mixed = read_runs_one_by_one(marked, trace, reading, when);
+  std::optional<Trace> mixed = read_runs_one_by_one(marked, trace, reading, model, when);
   if (!mixed) return;
   // What the replay of the mixed reading learns of the limit (TraceMeta::gpu_limit), as for the collector's.
   Trace again = *mixed;
@@ -943,13 +924,13 @@ void infer_pools(Trace& trace, PoolCheck when, RunReading runs) {
   trace = std::move(*mixed);
 }
 
-bool pool_check_pending(const Trace& trace) {
-  return installed_checker() && trace.meta.format == "pytorch-snapshot" && !trace.meta.history_absent &&
+bool pool_check_pending(const Trace& trace, const SnapshotModel& model) {
+  return model.find_misplacement && trace.meta.format == "pytorch-snapshot" && !trace.meta.history_absent &&
          trace.meta.pools.size() == 1;
 }
 
-bool pools_confirmed(const Trace& trace) {
-  const PoolChecker& check = installed_checker();
+bool pools_confirmed(const Trace& trace, const SnapshotModel& model) {
+  const PoolChecker& check = model.find_misplacement;
   if (!check) return true;
   try {
     return !check(trace);  // as infer_pools' first round: no misplacement, nothing to revise

@@ -23,15 +23,14 @@
 //  MemPool's arguments (PoolInfo): under expandable segments a cudaMalloc-style segment is a pool's with
 //     an allocator of its own (own_allocator); the default stream (handle 0) is never a capture stream, so
 //     rule 2 skips it;
-//  7. rules 2 to 4 are guesses, which a model of the allocator checks when one is installed
-//     (set_pool_checker; the sim layer installs PyTorch's): where the model places a block elsewhere
-//     than the recording did because a guessed segment sat in the wrong pool, the guess is revised
-//     (the new segment the request made goes to a pool of its own, or to the private pool the
-//     stream's previous request used; failing that, the segment the model wrongly reused leaves its
-//     pool); where an empty_cache of the model returns a guessed segment the recording kept, that
-//     segment goes to a pool still owned (a MemPool alive across empty_cache) — unless the run after that
-//     empty_cache releases a private pool's segments right after guessed default ones: then those guessed
-//     segments are the pool's (a deleted MemPool's small segment, released before its large ones by
+//  7. rules 2 to 4 are guesses, which a model of the allocator checks when the import passes one
+//     (SnapshotModel, traces/snapshot_model.h; the import layer passes PyTorch's): where the model places a block
+//     elsewhere than the recording did because a guessed segment sat in the wrong pool, the guess is revised (the new
+//     segment the request made goes to a pool of its own, or to the private pool the stream's previous request used;
+//     failing that, the segment the model wrongly reused leaves its pool); where an empty_cache of the model returns a
+//     guessed segment the recording kept, that segment goes to a pool still owned (a MemPool alive across empty_cache)
+//     — unless the run after that empty_cache releases a private pool's segments right after guessed default ones: then
+//     those guessed segments are the pool's (a deleted MemPool's small segment, released before its large ones by
 //     ~MemPool's emptyCache of the pool), and rule 6b reads the run as the deletion —, as does one that malloc's
 //     own releases (the collector, the release and retry, the recovery before an OOM) returned in the
 //     model only (to the stream's last private pool), as does one whose cached block the model served a
@@ -42,7 +41,7 @@
 //     revise. Where that order (a request's new segment revised first) ends without agreement, or a limit may show, the
 //     other order (the segment the model reused first) is tried.
 //  8. requests that try_mempool_fallback served (a MemPool(use_on_oom=True) at the limit) land in the
-//     pool's cached blocks; the installed fallback reader (set_fallback_reader) reads them as default-pool
+//     pool's cached blocks; the model's fallback reader (SnapshotModel::find_fallbacks) reads them as default-pool
 //     requests where the model agrees, and marks the pool use_on_oom.
 // Limits (docs/pytorch-model.md): pools that no rule or model disagreement tells apart stay one pool
 // (replaying them as one changes nothing the recording shows); a MemPool whose segments are all gone
@@ -54,31 +53,18 @@
 #include <functional>
 #include <optional>
 
+#include "traces/snapshot_model.h"
 #include "traces/trace.h"
 
 namespace fraglab {
 
-// Where a model of the recording allocator first disagreed with the recording about pools: it put a
-// block elsewhere than the recording did; it returned a segment the recording kept (a segment of a pool
-// still owned), in an empty_cache or in malloc's own releases (the garbage collector, the release and
-// retry before a new segment, the recovery before an OOM); or it ran out of memory serving a request
-// the recording served (nothing to revise: the reading is wrong somewhere the model cannot point at); or it
-// served a request the recording ran out of memory on, from a cached block (ServedOom: that block's
-// segment was another pool's, a MemPool's reserve say, which the request could not take).
-struct PoolMisplacement {
-  enum class Kind { Block, KeptSegment, Unserved, ServedOom } kind = Kind::Block;
-  uint64_t ordinal;  // Block, Unserved: the how-manyth Alloc event (0-based); KeptSegment: the how-manyth
-                     // event of kind `at` (for EmptyCache, of the importer's: id 0); ServedOom: of Oom events
-  Addr model_addr;   // Block, ServedOom: where the model put it; KeptSegment: the segment the model released
-  EventKind at = EventKind::EmptyCache;  // KeptSegment: EmptyCache, Alloc or Oom
-};
 // An EmptyCache event's id says where it came from: 0, the importer's (a run of segment releases that
 // only torch.cuda.empty_cache() explains); kInferredEmptyCache, rule 6's (torch.cuda.graph() before a
 // capture); kEmptyCacheOrCollector, the importer's where garbage collection could also have made the run
 // (the recorded settings turn it on, or do not say): malloc's collector frees cached segments before a
 // new one, which an empty_cache() right before that allocation does too. Only a replay of the
-// allocator tells them apart: the installed resolver (set_collector_run_resolver) keeps or drops those
-// events (with none installed they are dropped: malloc's reading), and every mark is 0 once infer_pools()
+// allocator tells them apart: the model's resolver (SnapshotModel::resolve_collector_runs) keeps or
+// drops those events (without one they are dropped: malloc's reading), and every mark is 0 once infer_pools()
 // returns.
 constexpr AllocId kInferredEmptyCache = 1;
 constexpr AllocId kEmptyCacheOrCollector = 2;
@@ -86,37 +72,6 @@ constexpr AllocId kEmptyCacheOrCollector = 2;
 // that rule 6b read as none: the run it stood before was MemPools' destructors alone (each emptying its
 // own pool). The checker counts it among the importer's EmptyCaches; infer_pools() removes it.
 constexpr AllocId kDroppedEmptyCache = 3;
-// Given the trace read both ways (pools inferred for each), whether the collector's reading is the one
-// (`collected`), and whether the model replays the reading taken exactly; it may note in the collected
-// reading's meta what its replay learned of the limit (TraceMeta::gpu_limit). Where neither reading is
-// exact, infer_pools() reads the marks run by run (a history where the program emptied the cache at some
-// runs and malloc released it at others: an inference server's empty_cache() every few requests beside
-// malloc's recoveries at the GPU's limit): from the reading taken, a mark right before the model's first
-// disagreement is read the other way while that moves the disagreement later (first_divergence).
-struct CollectorRunReading {
-  bool collected = true;
-  bool exact = false;
-  std::optional<uint64_t> diverged_at;  // where the reading taken first disagrees (event index), when not exact
-};
-using CollectorRunResolver = std::function<CollectorRunReading(const Trace& emptied, Trace& collected)>;
-void set_collector_run_resolver(CollectorRunResolver resolver);
-
-// Replays the trace (pools as inferred) and reports the first misplaced block, or nothing.
-using PoolChecker = std::function<std::optional<PoolMisplacement>(const Trace&)>;
-// Installs the checker infer_pools() uses (the traces layer has no allocator model of its own).
-void set_pool_checker(PoolChecker checker);
-
-// A request that try_mempool_fallback served (a default-pool request at the limit, given a cached block
-// of a MemPool(use_on_oom=True)) reads like a request to that pool: it landed in the pool's segment.
-// The installed reader (the sim layer's: it knows the limit and replays the model) says which requests
-// of a trace, pools inferred, were such fallbacks: their Alloc ordinals, read then as default-pool
-// requests, and the pools that opted in.
-struct FallbackReading {
-  std::vector<uint64_t> allocs;
-  std::vector<PoolIndex> pools;
-};
-using FallbackReader = std::function<std::optional<FallbackReading>(const Trace&)>;
-void set_fallback_reader(FallbackReader reader);
 
 // Sets TraceMeta::pools, every Alloc and Oom event's pool, and inserts PoolRelease events (and the
 // EmptyCache events rule 6's torch.cuda.graph() case needs). The trace's Alloc events carry recorded
@@ -128,13 +83,16 @@ enum class PoolCheck { Now, Deferrable };
 // Whether collector marks that neither reading explains are read run by run (an import), or left as the
 // better reading has them (a candidate of a search over settings, compared as it stands).
 enum class RunReading { OneByOne, AsTaken };
-void infer_pools(Trace& trace, PoolCheck check = PoolCheck::Now, RunReading runs = RunReading::OneByOne);
+// `model` judges the guesses (rule 7), the collector marks and the fallbacks (rule 8); with none (an empty
+// SnapshotModel) the rules' reading stands.
+void infer_pools(Trace& trace, const SnapshotModel& model, PoolCheck check = PoolCheck::Now,
+                 RunReading runs = RunReading::OneByOne);
 
 // Whether a trace read with PoolCheck::Deferrable still awaits its check.
-bool pool_check_pending(const Trace& trace);
-// The deferred check: true when the installed checker agrees with the rules (the trace is what
+bool pool_check_pending(const Trace& trace, const SnapshotModel& model);
+// The deferred check: true when the model's checker agrees with the rules (the trace is what
 // infer_pools(PoolCheck::Now) gives), false when it would revise them (read the trace again without
 // deferring). Thread-safe on a const trace.
-bool pools_confirmed(const Trace& trace);
+bool pools_confirmed(const Trace& trace, const SnapshotModel& model);
 
 }  // namespace fraglab

@@ -51,6 +51,7 @@
 #include "traces/read_limits.h"
 #include "traces/settings_inference.h"
 #include "traces/skipped_actions.h"
+#include "traces/snapshot_model.h"
 #include "traces/stream_interner.h"
 #include "traces/unrecorded_settings.h"
 
@@ -426,6 +427,12 @@ class Importer final : public pickle::ListSink {
     return history;
   }
 
+  // The model that judges the inferences (ReadOptions::model); none: the rules alone.
+  const SnapshotModel& model() const {
+    static const SnapshotModel kRulesAlone;
+    return options_.model ? *options_.model : kRulesAlone;
+  }
+
   const Document* doc_ = nullptr;
   std::string name_;
   const ReadOptions& options_;
@@ -792,13 +799,16 @@ class Importer final : public pickle::ListSink {
     if (unrecorded) unread = trace_;
     infer_under_settings();
     if (!unrecorded) return;
-    infer_unrecorded_settings(trace_, unread, [this](Trace& t) {
-      std::swap(trace_, t);
-      runs_ = RunReading::AsTaken;  // a candidate: compared as its better reading has it
-      infer_under_settings();
-      runs_ = RunReading::OneByOne;
-      std::swap(trace_, t);
-    });
+    infer_unrecorded_settings(
+        trace_, unread,
+        [this](Trace& t) {
+          std::swap(trace_, t);
+          runs_ = RunReading::AsTaken;  // a candidate: compared as its better reading has it
+          infer_under_settings();
+          runs_ = RunReading::OneByOne;
+          std::swap(trace_, t);
+        },
+        model());
   }
   // The setting's windows go first (the pool inference's model replays under them), and are read again
   // once the pools are known. Under expandable_segments:True a cudaMalloc-style segment is either a
@@ -806,10 +816,10 @@ class Importer final : public pickle::ListSink {
   // the device calls allow the second, and the model judges (the first stands where it cannot tell).
   void infer_under_settings() {
     const PoolCheck when = options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now;
-    infer_expandable_switches(trace_);
+    infer_expandable_switches(trace_, model());
     if (trace_.meta.expandable_flipped.empty()) {
-      infer_pools(trace_, when, runs_);
-      infer_expandable_switches(trace_);  // MemPools' own allocators left out
+      infer_pools(trace_, model(), when, runs_);
+      infer_expandable_switches(trace_, model());  // MemPools' own allocators left out
       if (trace_.meta.expandable_flipped.empty()) return;
     }
     // The model judges the readings here, so their pools are checked now (not deferred).
@@ -818,11 +828,11 @@ class Importer final : public pickle::ListSink {
     if (on_at_end) {
       own_allocator = trace_;
       own_allocator.meta.expandable_flipped.clear();
-      infer_pools(own_allocator, PoolCheck::Now, runs_);
-      infer_expandable_switches(own_allocator);
+      infer_pools(own_allocator, model(), PoolCheck::Now, runs_);
+      infer_expandable_switches(own_allocator, model());
     }
     infer_pools_under_switches();
-    if (on_at_end && agreement(trace_) <= agreement(own_allocator)) trace_ = std::move(own_allocator);
+    if (on_at_end && agreement(trace_, model()) <= agreement(own_allocator, model())) trace_ = std::move(own_allocator);
   }
   // The pools inferred under the setting's windows, the windows revised by the model's replay, and the
   // pools inferred again under the revised windows (a pool the first reading invented to explain a
@@ -831,14 +841,14 @@ class Importer final : public pickle::ListSink {
     const Trace unread = trace_;
     for (int round = 0; round < 4; ++round) {
       const auto windows = trace_.meta.expandable_flipped;
-      infer_pools(trace_, PoolCheck::Now, runs_);
-      infer_expandable_switches(trace_);
+      infer_pools(trace_, model(), PoolCheck::Now, runs_);
+      infer_expandable_switches(trace_, model());
       if (trace_.meta.expandable_flipped == windows) return;
       const auto revised = trace_.meta.expandable_flipped;
       trace_ = unread;
       trace_.meta.expandable_flipped = revised;
     }
-    infer_pools(trace_, PoolCheck::Now, runs_);
+    infer_pools(trace_, model(), PoolCheck::Now, runs_);
   }
 
   void apply_entry(Event e) {

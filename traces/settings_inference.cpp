@@ -182,11 +182,6 @@ std::vector<std::pair<uint64_t, uint64_t>> flipped_windows(const std::vector<Run
 // Rounds of the revision by the model's replay.
 constexpr int kSwitchRevisions = 8;
 
-DivergenceFinder& installed_finder() {
-  static DivergenceFinder finder;
-  return finder;
-}
-
 // The Alloc ordinal of the request event `index` belongs to (its device calls come before it).
 uint64_t alloc_ordinal(const std::vector<Event>& events, uint64_t index) {
   return static_cast<uint64_t>(std::count_if(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(index),
@@ -194,27 +189,25 @@ uint64_t alloc_ordinal(const std::vector<Event>& events, uint64_t index) {
 }
 }  // namespace
 
-void set_divergence_finder(DivergenceFinder finder) { installed_finder() = std::move(finder); }
-
-std::optional<uint64_t> first_divergence(const Trace& trace) {
-  if (!installed_finder()) return std::nullopt;
+std::optional<uint64_t> first_divergence(const Trace& trace, const SnapshotModel& model) {
+  if (!model.find_divergence) return std::nullopt;
   try {
-    return installed_finder()(trace);
+    return model.find_divergence(trace);
   } catch (const std::exception&) {
     return std::nullopt;
   }
 }
 
-std::optional<uint64_t> first_divergence_or_start(const Trace& trace) {
-  if (!installed_finder()) return 0;
+std::optional<uint64_t> first_divergence_or_start(const Trace& trace, const SnapshotModel& model) {
+  if (!model.find_divergence) return 0;
   try {
-    return installed_finder()(trace);
+    return model.find_divergence(trace);
   } catch (const std::exception&) {
     return 0;
   }
 }
 
-void infer_expandable_switches(Trace& trace) {
+void infer_expandable_switches(Trace& trace, const SnapshotModel& model) {
   TraceMeta& m = trace.meta;
   const bool recorded = recorded_expandable(m);
   std::vector<Run> runs = runs_of(evidence(trace));
@@ -226,12 +219,12 @@ void infer_expandable_switches(Trace& trace) {
       for (uint64_t b : {first, end})
         if (b > runs[r - 1].last && b < runs[r].at) runs[r].at = b;
   m.expandable_flipped = flipped_windows(runs, recorded);
-  if (!installed_finder() || m.expandable_flipped.empty()) return;
+  if (!model.find_divergence || m.expandable_flipped.empty()) return;
   // A request the model serves otherwise than the recording, between a run's last evidence and the next
   // run's first, shows the next setting already held there (a block the other setting does not take, a
   // segment it makes that the recording did not): the change moves to it, and the model replays again.
   for (int round = 0; round < kSwitchRevisions; ++round) {
-    const std::optional<uint64_t> at = first_divergence(trace);
+    const std::optional<uint64_t> at = first_divergence(trace, model);
     if (!at) return;
     const uint64_t k = alloc_ordinal(trace.events, std::min<uint64_t>(*at, trace.events.size()));
     size_t r = 1;

@@ -19,6 +19,7 @@
 #include <iterator>
 #include <optional>
 
+#include "traces/snapshot_model.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -27,9 +28,9 @@ namespace fraglab {
 // inferred) exclude MemPools with an allocator of its own, whose segments are cudaMalloc-style either
 // way; before the pools are inferred, segments the snapshot still holds in a private pool are left out.
 //
-// With a divergence finder installed (below), a change the device calls place only within a span of
-// requests is moved to the first request of the span the model's replay disagrees at (a few rounds).
-void infer_expandable_switches(Trace& trace);
+// Where the model has a divergence finder (SnapshotModel::find_divergence), a change the device calls place only within
+// a span of requests is moved to the first request of the span the model's replay disagrees at (a few rounds).
+void infer_expandable_switches(Trace& trace, const SnapshotModel& model);
 
 // TraceMeta::expandable_flipped as ranges [begin, end) of indexes into `events`: each Alloc event of a
 // flipped range with the device calls and other entries since the Alloc before it.
@@ -42,19 +43,17 @@ inline bool in_ranges(const std::vector<std::pair<uint64_t, uint64_t>>& ranges, 
   return next != ranges.begin() && index < std::prev(next)->second;
 }
 
-// Where a model of the recording allocator, replaying the trace as read (its recorded addresses, its
-// limit), first disagrees with the recording: the event index, or nothing where it agrees throughout.
-// The traces layer has no allocator model: the sim layer installs `fidelity` (sim/pool_checker.h).
-using DivergenceFinder = std::function<std::optional<uint64_t>(const Trace&)>;
-void set_divergence_finder(DivergenceFinder finder);
-// The installed finder's answer (nothing where none is installed or the model cannot replay the trace).
-std::optional<uint64_t> first_divergence(const Trace& trace);
-// The same where a finder is installed, but a trace the model cannot replay disagrees at its start: for a
-// search among readings, where nothing must mean exact.
-std::optional<uint64_t> first_divergence_or_start(const Trace& trace);
-// How far the installed model follows the trace as read: the events before its first disagreement
+// The model's first disagreement (SnapshotModel::find_divergence): nothing where it has no finder or
+// cannot replay the trace.
+std::optional<uint64_t> first_divergence(const Trace& trace, const SnapshotModel& model);
+// The same where the model has a finder, but a trace the model cannot replay disagrees at its start (and
+// without a finder every trace does): for a search among readings, where nothing must mean exact.
+std::optional<uint64_t> first_divergence_or_start(const Trace& trace, const SnapshotModel& model);
+// How far the model follows the trace as read: the events before its first disagreement
 // (2^64-1 where it agrees throughout), the measure by which readings of a trace are compared.
-inline uint64_t agreement(const Trace& trace) { return first_divergence(trace).value_or(UINT64_MAX); }
+inline uint64_t agreement(const Trace& trace, const SnapshotModel& model) {
+  return first_divergence(trace, model).value_or(UINT64_MAX);
+}
 
 // The recorded expandable_segments setting (allocator_settings' parsed value, else the settings text).
 bool recorded_expandable(const TraceMeta& meta);

@@ -131,7 +131,7 @@ const FormatEntry* recognise(const std::string& head) {
   return nullptr;
 }
 
-// The reader open_trace picks: by content first; when the content is not recognised
+// The reader stream_trace picks: by content first; when the content is not recognised
 // (damaged, or empty), by the name, whose reader then says what is wrong and where.
 const FormatEntry* reader_for(const std::string& path) {
   FileHead head = read_head(path);
@@ -231,7 +231,7 @@ bool reads_streaming(const std::string& path) {
   }
 }
 
-std::unique_ptr<EventSource> open_trace(const std::string& path, const ReadOptions& options) {
+std::unique_ptr<EventSource> stream_trace(const std::string& path, const ReadOptions& options) {
   require_regular_file(path);  // a directory reads as an empty trace, a FIFO blocks: both refused
   const FormatEntry* f = reader_for(path);
   if (!f) throw FormatError::in_file(path, "not a trace fraglab reads; formats: " + format_list());
@@ -252,8 +252,8 @@ Trace drain(EventSource& source) {
   return trace;
 }
 
-Trace load_trace(const std::string& path, const ReadOptions& options) {
-  auto source = open_trace(path, options);
+Trace read_trace(const std::string& path, const ReadOptions& options) {
+  auto source = stream_trace(path, options);
   return drain(*source);
 }
 

@@ -1,7 +1,7 @@
-// Opening and writing traces in every supported format. Reading goes by the file's content
-// (traces/format_sniff.h), so a name need not match; the extension picks the reader only when
-// the content is not recognised (then that reader says what is wrong), and picks the format
-// of files written.
+// Opening and writing traces in every supported format, a snapshot judged by the model passed in
+// (ReadOptions::model); the commands read through import/trace_import.h, which passes PyTorch's. Reading goes by the
+// file's content (traces/format_sniff.h), so a name need not match; the extension picks the reader only when the
+// content is not recognised (then that reader says what is wrong), and picks the format of files written.
 //
 //   .pickle .pkl .json [.gz]   PyTorch memory snapshot (torch.cuda.memory._dump_snapshot),
 //                              pickled (protocols 0-5) or JSON-encoded (traces/json_snapshot.h)
@@ -19,6 +19,8 @@
 #include "traces/trace.h"
 
 namespace fraglab {
+
+struct SnapshotModel;  // traces/snapshot_model.h
 
 enum class TraceFormat { PytorchSnapshot, Native, Jsonl, RmmLog };
 
@@ -57,12 +59,16 @@ struct ReadOptions {
   // inferred pools (traces/pool_inference.h, rule 7) and leave it to the caller (pool_check_pending,
   // pools_confirmed): a viewer shows the trace first and runs that replay on a worker.
   bool defer_pool_check = false;
+  // Snapshots: the model of the recording allocator that judges the importer's guesses (pools, settings
+  // windows, collector runs: traces/snapshot_model.h). None reads by the rules alone; the import layer's
+  // load_trace (import/trace_import.h) passes PyTorch's, as every command does.
+  const SnapshotModel* model = nullptr;
 };
 
 // A streaming reader (throws FormatError when the file is bad, now or while reading).
-std::unique_ptr<EventSource> open_trace(const std::string& path, const ReadOptions& options = {});
+std::unique_ptr<EventSource> stream_trace(const std::string& path, const ReadOptions& options = {});
 // The whole trace in memory.
-Trace load_trace(const std::string& path, const ReadOptions& options = {});
+Trace read_trace(const std::string& path, const ReadOptions& options = {});
 
 // Streaming writer: events go out as they come; nothing appears at `path` until
 // finish() succeeds (the file is written beside it and renamed into place).

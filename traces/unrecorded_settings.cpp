@@ -55,11 +55,12 @@ uint64_t largest_size(const Trace& trace) {
 
 class Search {
  public:
-  Search(Trace& trace, const Trace& unread, const InferUnderSettings& infer)
+  Search(Trace& trace, const Trace& unread, const InferUnderSettings& infer, const SnapshotModel& model)
       : trace_(trace),
         unread_(unread),
         infer_(infer),
-        best_(agreement(trace)),
+        model_(model),
+        best_(agreement(trace, model)),
         tries_left_(kReplayBudget / std::max<uint64_t>(trace.events.size(), 1)) {
     // A max_split_size above every size the trace holds splits and serves as unset does.
     const uint64_t largest = largest_size(trace);
@@ -108,7 +109,7 @@ class Search {
     t.meta.allocator_settings = candidate.as_recorded();
     t.meta.settings_inferred = true;
     infer_(t);
-    const uint64_t a = agreement(t);
+    const uint64_t a = agreement(t, model_);
     if (a <= best_) return;
     best_ = a;
     chosen_ = candidate;
@@ -118,6 +119,7 @@ class Search {
   Trace& trace_;
   const Trace& unread_;
   const InferUnderSettings& infer_;
+  const SnapshotModel& model_;
   uint64_t best_;
   uint64_t tries_left_;
   std::vector<uint64_t> max_split_values_;
@@ -131,9 +133,10 @@ bool settings_unrecorded(const Trace& trace) {
   return trace.meta.allocator_settings.empty() && !trace.meta.history_absent && !trace.events.empty();
 }
 
-void infer_unrecorded_settings(Trace& trace, const Trace& unread, const InferUnderSettings& infer) {
-  if (!settings_unrecorded(trace)) return;
-  Search(trace, unread, infer).run();
+void infer_unrecorded_settings(Trace& trace, const Trace& unread, const InferUnderSettings& infer,
+                               const SnapshotModel& model) {
+  if (!settings_unrecorded(trace) || !model.find_divergence) return;  // no judge: nothing to search by
+  Search(trace, unread, infer, model).run();
 }
 
 }  // namespace fraglab

@@ -21,6 +21,7 @@
 #include <map>
 #include <string>
 
+#include "traces/snapshot_model.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -45,8 +46,10 @@ bool settings_unrecorded(const Trace& trace);
 using InferUnderSettings = std::function<void(Trace&)>;
 
 // Where `trace` (already inferred under the defaults from `unread`, the trace as read) records no settings
-// and the installed model (traces/settings_inference.h, first_divergence) disagrees with it, tries the
-// usual values; a trace read under better settings replaces `trace`, with TraceMeta::settings_inferred set.
-void infer_unrecorded_settings(Trace& trace, const Trace& unread, const InferUnderSettings& infer);
+// and `model` (traces/settings_inference.h, first_divergence) disagrees with it, tries the usual values; a
+// trace read under better settings replaces `trace`, with TraceMeta::settings_inferred set. Without a
+// divergence finder every reading agrees as well as any other: `trace` stays.
+void infer_unrecorded_settings(Trace& trace, const Trace& unread, const InferUnderSettings& infer,
+                               const SnapshotModel& model);
 
 }  // namespace fraglab

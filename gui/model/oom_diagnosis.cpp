@@ -1,4 +1,5 @@
 #include "gui/model/oom_diagnosis.h"
+#include "import/trace_import.h"
 
 #include <algorithm>
 #include <atomic>

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "gui/model/recorded_run.h"
+#include "import/trace_import.h"
 #include "sim/capacity.h"
 #include "traces/alloc_site.h"
 #include "traces/pool_inference.h"

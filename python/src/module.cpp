@@ -15,11 +15,11 @@
 #include "cli/command_json.h"
 #include "cli/fit_output.h"
 #include "cli/live_output.h"
+#include "import/trace_import.h"
 #include "report/batch_fit.h"
 #include "report/diagnose_html.h"
 #include "report/policy_grid.h"
 #include "sim/capacity.h"
-#include "sim/pool_checker.h"
 #include "sim/replay_simulated.h"
 #include "traces/format_error.h"
 #include "traces/gzip.h"
@@ -69,7 +69,7 @@ TraceRef load_bytes(const py::bytes& data, const std::string& name, int device) 
   {
     py::gil_scoped_release release;
     if (is_gzip(bytes)) bytes = gunzip(bytes, name);
-    out->trace = parse_pytorch_snapshot(bytes, name, {device});
+    out->trace = parse_pytorch_snapshot(bytes, name, with_pytorch_model({device}));
   }
   return out;
 }
@@ -246,7 +246,6 @@ std::vector<std::string> policies() {
 
 PYBIND11_MODULE(_fraglab, m) {
   m.doc() = "fraglab's C++ core (the fraglab package wraps it: help(fraglab))";
-  install_pool_checker();  // as the command line does: the pytorch model revises the importer's pools
   // Leaked on purpose, as `loads` above: never destroyed after the interpreter.
   static const auto* const format_error = new py::exception<FormatError>(m, "FormatError", PyExc_ValueError);
   static const auto* const policy_error = new py::exception<PolicyConfigError>(m, "PolicyError", PyExc_ValueError);
