@@ -54,7 +54,7 @@ struct BoolOption {
   std::string_view help;
 };
 // An option handed on as text to a parser that owns its default (PyTorch's PYTORCH_CUDA_ALLOC_CONF
-// keys, allocators/detail/pytorch_config.h): `shown_default` is how that default reads.
+// keys, allocators/pytorch/config.h): `shown_default` is how that default reads.
 struct TextOption {
   std::string_view key;
   std::string_view shown_default;

@@ -1,5 +1,5 @@
 // How a policy treats the recording allocator's private pools (CUDA graphs, torch.cuda.MemPool;
-// Event::pool, traces/pool_inference.h). Chosen per policy with the option `pools`:
+// Event::pool, traces/formats/pytorch/pool_inference.h). Chosen per policy with the option `pools`:
 //   separate (default): each pool is served by its own instance of the policy on the same device, and
 //     a pool's cached memory goes back to the device only after the pool is released (PoolRelease)
 //     and the cache emptied. This is what a program that captures CUDA graphs needs of any allocator:

@@ -2,8 +2,8 @@
 //
 // Design source: PyTorch 2.11, c10/cuda/CUDACachingAllocator.cpp (the algorithm) and
 // c10/core/AllocatorConfig.cpp / c10/cuda/CUDAAllocatorConfig.cpp (the settings). The model
-// itself is allocators/detail/pytorch_caching_allocator.h; the settings parser
-// allocators/detail/pytorch_config.h. Options are PYTORCH_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF)
+// itself is allocators/pytorch/caching_allocator.h; the settings parser
+// allocators/pytorch/config.h. Options are PYTORCH_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF)
 // text, verbatim:
 //   --policy 'pytorch:expandable_segments:True,max_split_size_mb:128'
 // Plain `pytorch` on a PyTorch snapshot starts from the settings the recording process used
@@ -15,11 +15,11 @@
 #include <algorithm>
 #include <array>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_limit_drift.h"
+#include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/limit_drift.h"
 #include "allocators/registry.h"
-#include "traces/format_error.h"
-#include "traces/settings_inference.h"
+#include "traces/formats/pytorch/settings_inference.h"
+#include "traces/io/format_error.h"
 
 namespace fraglab {
 namespace {

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "allocators/detail/block_list.h"
-#include "allocators/detail/pytorch_caching_allocator.h"  // detail::kH100TotalMemory, the one GPU-memory default
+#include "allocators/pytorch/caching_allocator.h"  // detail::kH100TotalMemory, the one GPU-memory default
 #include "allocators/registry.h"
 
 namespace fraglab {

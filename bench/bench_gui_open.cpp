@@ -24,7 +24,7 @@
 #include "gui/model/recorded_run.h"
 #include "import/trace_import.h"
 #include "sim/pool_checker.h"
-#include "traces/pool_inference.h"
+#include "traces/formats/pytorch/pool_inference.h"
 #include "traces/trace_io.h"
 
 using namespace fraglab;

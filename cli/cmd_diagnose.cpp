@@ -18,7 +18,7 @@
 #include "report/diagnose.h"
 #include "report/diagnose_html.h"
 #include "sim/capacity.h"
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::cli {

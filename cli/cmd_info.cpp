@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "allocators/detail/pytorch_config.h"
 #include "allocators/policy_options.h"
+#include "allocators/pytorch/config.h"
 #include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
@@ -19,11 +19,11 @@
 #include "cli/stdin_input.h"
 #include "import/trace_import.h"
 #include "report/program_attribution.h"
-#include "traces/format_error.h"
+#include "traces/formats/pytorch/pool_inference.h"
+#include "traces/formats/pytorch/pytorch_snapshot.h"
+#include "traces/formats/pytorch/settings_inference.h"
 #include "traces/history_check.h"
-#include "traces/pool_inference.h"
-#include "traces/pytorch_snapshot.h"
-#include "traces/settings_inference.h"
+#include "traces/io/format_error.h"
 #include "traces/state_json.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
@@ -31,7 +31,8 @@
 namespace fraglab::cli {
 
 namespace {
-// The windows where the program ran under the other expandable_segments setting (traces/settings_inference.h).
+// The windows where the program ran under the other expandable_segments setting
+// (traces/formats/pytorch/settings_inference.h).
 void print_setting_changes(const TraceMeta& m) {
   if (m.expandable_flipped.empty()) return;
   const bool recorded = recorded_expandable(m);
@@ -83,10 +84,10 @@ std::string annotations_line(const TraceMeta& m) {
 }
 
 // The trace at `path` and its statistics. A snapshot whose pools await only the allocator model's check
-// (traces/pool_inference.h, rule 7: no private pool inferred) is read without it, and the check, a replay
-// of the whole history, runs on another core while the statistics are computed; where it would revise the
-// pools (rare), the snapshot is read again with it. The result is what reading with the check gives.
-// The statistics come with the history check (what no allocator can have done), found in the same pass.
+// (traces/formats/pytorch/pool_inference.h, rule 7: no private pool inferred) is read without it, and the check, a
+// replay of the whole history, runs on another core while the statistics are computed; where it would revise the pools
+// (rare), the snapshot is read again with it. The result is what reading with the check gives. The statistics come with
+// the history check (what no allocator can have done), found in the same pass.
 struct OpenedTrace : CheckedStats {
   std::unique_ptr<Trace> whole;  // a snapshot read whole (what `source` reads), else nullptr
   std::unique_ptr<EventSource> source;

@@ -7,7 +7,7 @@
 #include "cli/device_arg.h"
 #include "cli/stdin_input.h"
 #include "import/trace_import.h"
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::cli {

@@ -7,7 +7,7 @@
 #include "cli/progress.h"
 #include "report/ranks.h"
 #include "report/ranks_html.h"
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 #include "traces/units.h"
 
 namespace fraglab::cli {

@@ -17,7 +17,7 @@
 #include "sim/capacity.h"
 #include "sim/replay_simulated.h"
 #include "sim/result_json.h"
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 

@@ -17,8 +17,8 @@
 #include "allocators/policy_options.h"
 #include "cli/commands.h"
 #include "cli/stdin_input.h"
-#include "traces/format_error.h"
-#include "traces/read_limits.h"
+#include "traces/io/format_error.h"
+#include "traces/io/read_limits.h"
 
 namespace fraglab::cli {
 

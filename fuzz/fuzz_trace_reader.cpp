@@ -1,6 +1,6 @@
 // libFuzzer target for one trace reader, chosen at build time by FRAGLAB_FUZZ_FORMAT
 // (a file extension: "pickle", "pickle.gz", "fltrace", "jsonl", "csv", "json"). The content picks
-// the reader (traces/format_sniff.h), so every target also exercises detection.
+// the reader (traces/formats/format_sniff.h), so every target also exercises detection.
 //
 // The readers take paths (they stream from files), so each input is written to a
 // file in /dev/shm first; that costs microseconds and keeps the target honest: it
@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "traces/format_error.h"
+#include "traces/io/format_error.h"
 #include "traces/trace_io.h"
 
 #ifndef FRAGLAB_FUZZ_FORMAT

@@ -6,7 +6,7 @@
 #include "allocators/registry.h"
 #include "gui/model/recorded_run.h"
 #include "import/trace_import.h"
-#include "traces/pool_inference.h"
+#include "traces/formats/pytorch/pool_inference.h"
 
 namespace fraglab::gui {
 
@@ -44,7 +44,7 @@ void AppState::open(const std::string& path) {
   load_finished_ = false;
   reopen_at_ = pending_at;
   loader_ = std::jthread([this, path](std::stop_token stop) {
-    // The PyTorch model's check of a snapshot's inferred pools (traces/pool_inference.h) replays
+    // The PyTorch model's check of a snapshot's inferred pools (traces/formats/pytorch/pool_inference.h) replays
     // the whole trace: it runs after the trace is shown, here, while the views' workers start.
     auto [info, error] = read_trace_info(path, trace_device, true);
     if (stop.stop_requested()) return;

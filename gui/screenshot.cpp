@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 
 namespace fraglab::gui {
 

@@ -4,7 +4,7 @@
 // the recorded lane's block sizes use), with what was inferred rather than recorded said so.
 #include <fmt/core.h>
 
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/config.h"
 #include "gui/views.h"
 
 namespace fraglab::gui {

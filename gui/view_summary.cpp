@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/config.h"
 #include "gui/model/palette.h"
 #include "gui/views.h"
 

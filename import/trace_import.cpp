@@ -1,8 +1,8 @@
 #include "import/trace_import.h"
 
 #include "sim/pool_checker.h"
-#include "traces/pool_inference.h"
-#include "traces/snapshot_model.h"
+#include "traces/formats/pytorch/pool_inference.h"
+#include "traces/formats/pytorch/snapshot_model.h"
 
 namespace fraglab {
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <tuple>
 
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/config.h"
 #include "report/alloc_groups.h"
 #include "report/parallel_for.h"
 #include "report/tune.h"

@@ -9,10 +9,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "traces/atomic_file.h"
-#include "traces/format_error.h"
-#include "traces/json_depth.h"
-#include "traces/read_limits.h"
+#include "traces/io/atomic_file.h"
+#include "traces/io/format_error.h"
+#include "traces/io/json_depth.h"
+#include "traces/io/read_limits.h"
 
 namespace fraglab {
 

@@ -13,7 +13,7 @@
 #include "import/trace_import.h"
 #include "sim/replay.h"
 #include "sim/replay_simulated.h"
-#include "traces/format_error.h"
+#include "traces/io/format_error.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 

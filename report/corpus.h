@@ -4,10 +4,9 @@
 // run with its FormatError), a directory (searched recursively, not through symbolic links to
 // directories, for files with a trace
 // extension; `.json`, `.jsonl` and `.csv` files there are taken only when their content is
-// a trace (traces/format_sniff.h), so a corpus's stats.jsonl is skipped), or a glob pattern (`traces/*.pickle.gz`,
-// expanded by POSIX glob(3), each match then treated as above). The result is sorted
-// and free of duplicates, so the job matrix, its shards and the report are the same
-// whatever order the file system lists things in.
+// a trace (traces/formats/format_sniff.h), so a corpus's stats.jsonl is skipped), or a glob pattern
+// (`traces/*.pickle.gz`, expanded by POSIX glob(3), each match then treated as above). The result is sorted and free of
+// duplicates, so the job matrix, its shards and the report are the same whatever order the file system lists things in.
 #pragma once
 
 #include <string>

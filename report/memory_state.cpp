@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/config.h"
 
 namespace fraglab {
 

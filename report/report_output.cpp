@@ -14,7 +14,7 @@
 
 #include "report/compare_report.h"
 #include "report/compare_stats.h"
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 
 namespace fraglab {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <tuple>
 
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/config.h"
 #include "allocators/registry.h"
 #include "import/trace_import.h"
 #include "sim/capacity.h"

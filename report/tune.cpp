@@ -7,8 +7,8 @@
 #include <thread>
 #include <tuple>
 
-#include "allocators/detail/pytorch_config.h"
 #include "allocators/policy_options.h"
+#include "allocators/pytorch/config.h"
 #include "allocators/registry.h"
 #include "import/trace_import.h"
 #include "report/parallel_for.h"

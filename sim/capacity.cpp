@@ -8,9 +8,9 @@
 #include <mutex>
 #include <vector>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_config.h"
-#include "allocators/detail/pytorch_limit_drift.h"
+#include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/config.h"
+#include "allocators/pytorch/limit_drift.h"
 #include "sim/fidelity.h"
 
 namespace fraglab {
@@ -157,7 +157,7 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   // before an allocation, a private pool released), or the limit changed along the run (the program set
   // a fraction again: raised after its OOMs, say). With OOMs to show a limit and no collector (whose
   // releases depend on its exact value), the largest the recording needed is taken, and the pytorch model
-  // follows the limit its device calls show along the trace (allocators/detail/pytorch_limit_drift.h).
+  // follows the limit its device calls show along the trace (allocators/pytorch/limit_drift.h).
   if (out.high < out.low && !gpu_reading) {
     if (out.ooms == 0 || gc > 0) return std::nullopt;
     out.changed = true;
@@ -335,7 +335,7 @@ namespace {
 // Where the GPU's limit moved along the run (the driver's own memory grew, or another process on the GPU
 // took or gave back memory): above the least its OOMs show where more was free, below it where less; the
 // pytorch model follows it
-// (allocators/detail/pytorch_limit_drift.h); the note says by how much.
+// (allocators/pytorch/limit_drift.h); the note says by how much.
 std::string drift_note(const Trace& trace, const InferredCapacity& inferred) {
   const auto steps = gpu_limit_drift(trace, inferred);
   if (steps.empty()) return "";

@@ -19,7 +19,7 @@
 // only the pages it maps), that reading is replayed too: a job near the GPU's memory whose cudaMalloc
 // failed and whose retries all succeeded shows no OOM to say so. The GPU's limit is the least its OOMs
 // show; where the driver's own memory grew along the run, the pytorch model follows the limit the device
-// calls show at each request below that (allocators/detail/pytorch_limit_drift.h).
+// calls show at each request below that (allocators/pytorch/limit_drift.h).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
+#include "allocators/pytorch/caching_allocator.h"
 #include "traces/trace.h"
 
 namespace fraglab {

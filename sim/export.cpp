@@ -9,8 +9,8 @@
 
 #include "allocators/policy_options.h"
 #include "allocators/registry.h"
-#include "traces/atomic_file.h"
-#include "traces/pickle_writer.h"
+#include "traces/formats/pytorch/pickle_writer.h"
+#include "traces/io/atomic_file.h"
 
 namespace fraglab {
 

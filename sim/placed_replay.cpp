@@ -79,7 +79,7 @@ PlacedReplay replay_placed(const Trace& trace, const PolicySpec& spec, const Sim
 
   std::vector<uint8_t> pending_free;  // by id: free requested, not completed
   // The pool of the newest allocation placed at each address: a segment's segment_pool_id at the end (a
-  // re-import infers pools from the final segments first, traces/pool_inference.h).
+  // re-import infers pools from the final segments first, traces/formats/pytorch/pool_inference.h).
   std::map<Addr, std::pair<uint64_t, PoolIndex>> pool_placed_at;
   std::vector<StackId> stack_of_id;
   size_t calls_seen = 0;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/config.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/hinted_device.h"
@@ -11,7 +11,7 @@
 #include "device/sim_device.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
-#include "traces/settings_inference.h"
+#include "traces/formats/pytorch/settings_inference.h"
 
 namespace fraglab {
 
@@ -233,7 +233,7 @@ std::optional<FallbackReading> find_fallbacks(const Trace& trace) {
   return reading;
 }
 
-// fidelity's first divergence, under the capacity fidelity infers (traces/settings_inference.h).
+// fidelity's first divergence, under the capacity fidelity infers (traces/formats/pytorch/settings_inference.h).
 std::optional<uint64_t> find_divergence(const Trace& trace) {
   bool gpu_limit = false;
   const FidelityResult r = fidelity_as_read(trace, &gpu_limit);

@@ -1,4 +1,4 @@
-// The PyTorch model as the judge of pool inference (traces/pool_inference.h, rule 7).
+// The PyTorch model as the judge of pool inference (traces/formats/pytorch/pool_inference.h, rule 7).
 //
 // Replays a PyTorch snapshot's trace with the `pytorch` model under its recorded settings on the
 // recording's own addresses (HintedDevice), the capacity inferred from its OOMs, and reports the first
@@ -8,8 +8,8 @@
 
 #include <optional>
 
-#include "traces/pool_inference.h"
-#include "traces/snapshot_model.h"
+#include "traces/formats/pytorch/pool_inference.h"
+#include "traces/formats/pytorch/snapshot_model.h"
 
 namespace fraglab {
 
@@ -22,7 +22,7 @@ CollectorRunReading collector_reading_is_right(const Trace& emptied, Trace& coll
 std::optional<FallbackReading> find_fallbacks(const Trace& trace);
 // fidelity's first divergence (the event index), or nothing where the model replays the trace exactly.
 std::optional<uint64_t> find_divergence(const Trace& trace);
-// The four above as the model a snapshot's import consults (traces/snapshot_model.h); a constant.
+// The four above as the model a snapshot's import consults (traces/formats/pytorch/snapshot_model.h); a constant.
 const SnapshotModel& pytorch_snapshot_model();
 
 }  // namespace fraglab

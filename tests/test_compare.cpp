@@ -19,8 +19,8 @@
 #include "report/policy_grid.h"
 #include "report/tune.h"
 #include "tests/tune_setting.h"
-#include "traces/atomic_file.h"
-#include "traces/format_error.h"
+#include "traces/io/atomic_file.h"
+#include "traces/io/format_error.h"
 
 using namespace fraglab;
 namespace fs = std::filesystem;

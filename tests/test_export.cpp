@@ -12,7 +12,7 @@
 #include "import/trace_import.h"
 #include "sim/export.h"
 #include "sim/fidelity.h"
-#include "traces/pytorch_snapshot.h"
+#include "traces/formats/pytorch/pytorch_snapshot.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "import/trace_import.h"
-#include "traces/format_error.h"
+#include "traces/io/format_error.h"
 #include "traces/trace_io.h"
 
 namespace fs = std::filesystem;

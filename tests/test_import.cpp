@@ -8,7 +8,7 @@
 
 #include "import/trace_import.h"
 #include "sim/pool_checker.h"
-#include "traces/snapshot_model.h"
+#include "traces/formats/pytorch/snapshot_model.h"
 #include "traces/trace_io.h"
 
 using namespace fraglab;
@@ -21,8 +21,7 @@ const std::string kCases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapsh
 bool same_reading(const Trace& a, const Trace& b) {
   return a.events == b.events && a.meta.pools == b.meta.pools &&
          a.meta.allocator_settings == b.meta.allocator_settings &&
-         a.meta.settings_inferred == b.meta.settings_inferred &&
-         a.meta.expandable_flipped == b.meta.expandable_flipped;
+         a.meta.settings_inferred == b.meta.settings_inferred && a.meta.expandable_flipped == b.meta.expandable_flipped;
 }
 
 }  // namespace
@@ -30,12 +29,13 @@ bool same_reading(const Trace& a, const Trace& b) {
 TEST_CASE("import: the allocator model is passed to the importer, not installed", "[snapshot][import]") {
   // A snapshot that records no settings: only the model's replays can read them (unrecorded_settings.h).
   const std::string unrecorded =
-      kCases + "gpt2_oom_backoff.garbage_collection_threshold-0.5_max_split_size_mb-64_cap0.12_late1_nosettings.pickle.gz";
+      kCases +
+      "gpt2_oom_backoff.garbage_collection_threshold-0.5_max_split_size_mb-64_cap0.12_late1_nosettings.pickle.gz";
   const Trace rules_alone = read_trace(unrecorded);
   const Trace judged = load_trace(unrecorded);
   CHECK_FALSE(rules_alone.meta.settings_inferred);
   CHECK(judged.meta.settings_inferred);
-  CHECK(judged.meta.allocator_settings.contains("max_split_size_mb"));
+  CHECK(judged.meta.allocator_settings.at("max_split_size") == "67108864");  // max_split_size_mb:64, as recorded
   // Nothing is left behind by either read: each gives what it gave, in either order, and a model named in
   // the options is the one used.
   CHECK(same_reading(read_trace(unrecorded), rules_alone));

@@ -12,10 +12,10 @@
 #include <sstream>
 
 #include "import/trace_import.h"
-#include "traces/atomic_file.h"
-#include "traces/format_error.h"
-#include "traces/native_format.h"
-#include "traces/native_format_detail.h"
+#include "traces/formats/native/native_format.h"
+#include "traces/formats/native/native_format_detail.h"
+#include "traces/io/atomic_file.h"
+#include "traces/io/format_error.h"
 #include "traces/trace_io.h"
 
 namespace fs = std::filesystem;

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/config.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/sim_device.h"

@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "import/trace_import.h"
-#include "traces/atomic_file.h"
-#include "traces/format_error.h"
-#include "traces/rmm_log_format.h"
+#include "traces/formats/rmm_log/rmm_log_format.h"
+#include "traces/io/atomic_file.h"
+#include "traces/io/format_error.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 

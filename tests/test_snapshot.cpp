@@ -16,13 +16,13 @@
 #include "import/trace_import.h"
 #include "tests/shell_command.h"
 #include "traces/addr_map.h"
-#include "traces/atomic_file.h"
-#include "traces/format_error.h"
-#include "traces/gzip.h"
+#include "traces/formats/pytorch/pickle_reader.h"
+#include "traces/formats/pytorch/pool_inference.h"
+#include "traces/formats/pytorch/pytorch_snapshot.h"
 #include "traces/history_check.h"
-#include "traces/pickle_reader.h"
-#include "traces/pool_inference.h"
-#include "traces/pytorch_snapshot.h"
+#include "traces/io/atomic_file.h"
+#include "traces/io/format_error.h"
+#include "traces/io/gzip.h"
 #include "traces/trace_stats.h"
 
 using namespace fraglab;
@@ -908,7 +908,8 @@ TEST_CASE("malformed snapshots: exit code 2 naming file and offset", "[snapshot]
     expect_rejected("absurd.pickle", snapshot_of({{"alloc", 4096, int64_t{1} << 60}}), "'size' is absurdly large");
   }
   SECTION("alloc of a live address") {
-    // The history frees blocks (so no free action was skipped: traces/skipped_actions.h), but not this one.
+    // The history frees blocks (so no free action was skipped: traces/formats/pytorch/skipped_actions.h), but not this
+    // one.
     expect_rejected("twice.pickle",
                     snapshot_of({{"alloc", 4096, 512},
                                  {"alloc", 8192, 512},

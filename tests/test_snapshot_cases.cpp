@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
-#include "allocators/detail/pytorch_limit_drift.h"
+#include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/limit_drift.h"
 #include "allocators/registry.h"
 #include "import/trace_import.h"
 #include "report/diagnose.h"
@@ -26,10 +26,10 @@
 #include "sim/replay_simulated.h"
 #include "tests/snapshot_stats.h"
 #include "tests/tune_setting.h"
-#include "traces/format_error.h"
-#include "traces/initial_state.h"
-#include "traces/pool_inference.h"
-#include "traces/settings_inference.h"
+#include "traces/formats/pytorch/initial_state.h"
+#include "traces/formats/pytorch/pool_inference.h"
+#include "traces/formats/pytorch/settings_inference.h"
+#include "traces/io/format_error.h"
 #include "traces/state_json.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
@@ -445,8 +445,8 @@ TEST_CASE("snapshot cases: the garbage collector under a memory fraction shows t
 
 // Runs of segment releases before a new segment that the program's torch.cuda.empty_cache() or malloc's
 // own releases (the garbage collector, the retry under a limit) made: the importer marks them, the model
-// replays both readings, and the one it reproduces stands (traces/pool_inference.h). Without the model's
-// judgement the garbage-collection setting made every such run malloc's, and the emptied cache of
+// replays both readings, and the one it reproduces stands (traces/formats/pytorch/pool_inference.h). Without the
+// model's judgement the garbage-collection setting made every such run malloc's, and the emptied cache of
 // torch.cuda.graph() (or of the program) diverged, or was absorbed into an invented pool.
 TEST_CASE("snapshot cases: the program's empty_cache() and malloc's own releases are told apart by replay",
           "[snapshot_cases]") {
@@ -1263,7 +1263,7 @@ TEST_CASE("snapshot cases: expandable segments turned off and on mid-run replay 
 // The windows from the device calls alone (no model installed to revise them).
 // Snapshots that record no settings (PyTorch 2.0's) from jobs run with max_split_size_mb, rounding or the
 // collector: under PyTorch's defaults these diverged (at entries 1933, 2, 2023 and 15561); the importer
-// reads the settings from how the recording allocator behaved (traces/unrecorded_settings.h). The first
+// reads the settings from how the recording allocator behaved (traces/formats/pytorch/unrecorded_settings.h). The first
 // needs two together (neither alone moves the model further).
 TEST_CASE("snapshot cases: settings a snapshot does not record are read from the recording",
           "[snapshot_cases][settings]") {

@@ -13,15 +13,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/config.h"
 #include "import/trace_import.h"
 #include "report/program_attribution.h"
 #include "report/trace_diff.h"
 #include "sim/capacity.h"
 #include "sim/fidelity.h"
 #include "tests/snapshot_stats.h"
-#include "traces/gzip.h"
-#include "traces/pytorch_snapshot.h"
+#include "traces/formats/pytorch/pytorch_snapshot.h"
+#include "traces/io/gzip.h"
 #include "traces/state_json.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "traces/format_error.h"
+#include "traces/io/format_error.h"
 
 namespace fraglab {
 

@@ -41,7 +41,7 @@ enum class EventKind : uint8_t {
   Oom = 8,            // size: the recording allocator reported out of memory
   // Replay event: the owner of private pool `pool` went (a CUDA graph destroyed, a torch.cuda.MemPool
   // deleted: PyTorch's releasePool brought its use count to 0), so the next empty_cache may return the
-  // pool's cached segments. Inferred from the history (traces/pool_inference.h); snapshots record none.
+  // pool's cached segments. Inferred from the history (traces/formats/pytorch/pool_inference.h); snapshots record none.
   PoolRelease = 9,
 };
 constexpr int kEventKindCount = 10;
@@ -102,7 +102,7 @@ struct RecordedSegment {
 // The recording allocator's state when the trace's first event happened. Users' snapshots rarely
 // start at process start: recording began after the model was built, or the ring buffer of
 // _record_memory_history(max_entries=N) wrapped. The state then is reconstructed from the snapshot's
-// final `segments` and its history (traces/initial_state.h):
+// final `segments` and its history (traces/formats/pytorch/initial_state.h):
 //  - `segments`: every segment (for expandable segments: every mapped range) that existed, with the
 //    blocks that were live in it (ActiveAllocated; ActivePendingFree for a block whose free was
 //    requested but not completed). Space between live blocks was cached free memory: PyTorch never
@@ -130,11 +130,11 @@ struct TooManyStreams : std::length_error {
 
 // A memory pool of the recording allocator. PyTorch names pools by MempoolId_t: (0, 0) is the
 // default pools; CUDA graph captures take (N, 0), torch.cuda.MemPool and graph_pool_handle() (0, N).
-// A pool no recording names but the history tells apart (traces/pool_inference.h) gets id (-1, k).
+// A pool no recording names but the history tells apart (traces/formats/pytorch/pool_inference.h) gets id (-1, k).
 struct PoolInfo {
   std::array<int64_t, 2> id{0, 0};
   // How a torch.cuda.MemPool was made (PyTorch 2.11's MemPool(allocator, use_on_oom, no_split)); a
-  // snapshot records none of it, so the history tells (traces/pool_inference.h):
+  // snapshot records none of it, so the history tells (traces/formats/pytorch/pool_inference.h):
   //  - own_allocator: MemPool(allocator=...) (a CUDAPluggableAllocator, NCCL's ncclMemAlloc): its segments
   //    come from the allocator's raw_alloc, never as expandable segments;
   //  - use_on_oom: MemPool(use_on_oom=True): malloc serves a default-pool request from its cached blocks when
@@ -207,7 +207,7 @@ struct TraceMeta {
   // "max_split_size": "-1", ...}. Policies that model that allocator start from them.
   std::map<std::string, std::string> allocator_settings;
   // The snapshot recorded no settings, and allocator_settings holds those the model inferred from the
-  // recording allocator's behaviour (traces/unrecorded_settings.h), as a snapshot would record them.
+  // recording allocator's behaviour (traces/formats/pytorch/unrecorded_settings.h), as a snapshot would record them.
   bool settings_inferred = false;
   // Interned stack traces; stacks[0] is the empty stack.
   std::vector<std::vector<StackFrame>> stacks{{}};
@@ -240,7 +240,7 @@ struct TraceMeta {
   // Where the history ran under the other expandable_segments setting than allocator_settings' (a program
   // that called torch.cuda.memory._set_allocator_settings mid-run): ranges [first, end) of Alloc events,
   // by their ordinal among the trace's Alloc events (inserted PoolRelease or EmptyCache events move no
-  // range). Inferred at import from the device calls (traces/settings_inference.h); empty when none
+  // range). Inferred at import from the device calls (traces/formats/pytorch/settings_inference.h); empty when none
   // contradicts the recorded setting.
   std::vector<std::pair<uint64_t, uint64_t>> expandable_flipped;
   // The program's marked regions, by time (snapshots' external_annotations of this device, and the history's

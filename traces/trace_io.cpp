@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "traces/atomic_file.h"
-#include "traces/format_error.h"
-#include "traces/format_sniff.h"
-#include "traces/jsonl_format.h"
-#include "traces/native_format.h"
-#include "traces/pytorch_snapshot.h"
-#include "traces/rmm_log_format.h"
+#include "traces/formats/format_sniff.h"
+#include "traces/formats/jsonl/jsonl_format.h"
+#include "traces/formats/native/native_format.h"
+#include "traces/formats/pytorch/pytorch_snapshot.h"
+#include "traces/formats/rmm_log/rmm_log_format.h"
+#include "traces/io/atomic_file.h"
+#include "traces/io/format_error.h"
 
 namespace fraglab {
 

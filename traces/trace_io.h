@@ -1,13 +1,13 @@
 // Opening and writing traces in every supported format, a snapshot judged by the model passed in
 // (ReadOptions::model); the commands read through import/trace_import.h, which passes PyTorch's. Reading goes by the
-// file's content (traces/format_sniff.h), so a name need not match; the extension picks the reader only when the
-// content is not recognised (then that reader says what is wrong), and picks the format of files written.
+// file's content (traces/formats/format_sniff.h), so a name need not match; the extension picks the reader only when
+// the content is not recognised (then that reader says what is wrong), and picks the format of files written.
 //
 //   .pickle .pkl .json [.gz]   PyTorch memory snapshot (torch.cuda.memory._dump_snapshot),
-//                              pickled (protocols 0-5) or JSON-encoded (traces/json_snapshot.h)
-//   .fltrace                   fraglab's native format (traces/native_format.h)
-//   .jsonl [.gz]               JSON Lines, for small hand-written traces (traces/jsonl_format.h)
-//   .csv [.gz]                 RMM logging_resource_adaptor log, read only (traces/rmm_log_format.h)
+//                              pickled (protocols 0-5) or JSON-encoded (traces/formats/pytorch/json_snapshot.h)
+//   .fltrace                   fraglab's native format (traces/formats/native/native_format.h)
+//   .jsonl [.gz]               JSON Lines, for small hand-written traces (traces/formats/jsonl/jsonl_format.h)
+//   .csv [.gz]                 RMM logging_resource_adaptor log, read only (traces/formats/rmm_log/rmm_log_format.h)
 //
 // The formats live in one table in trace_io.cpp; format_list() prints it for help texts.
 #pragma once
@@ -20,7 +20,7 @@
 
 namespace fraglab {
 
-struct SnapshotModel;  // traces/snapshot_model.h
+struct SnapshotModel;  // traces/formats/pytorch/snapshot_model.h
 
 enum class TraceFormat { PytorchSnapshot, Native, Jsonl, RmmLog };
 
@@ -56,12 +56,12 @@ constexpr int kAnyDevice = -1;
 struct ReadOptions {
   int device = 0;  // snapshots record one trace per device (or kAnyDevice)
   // Snapshots: where the rules infer no private pool, skip the allocator model's check of the
-  // inferred pools (traces/pool_inference.h, rule 7) and leave it to the caller (pool_check_pending,
+  // inferred pools (traces/formats/pytorch/pool_inference.h, rule 7) and leave it to the caller (pool_check_pending,
   // pools_confirmed): a viewer shows the trace first and runs that replay on a worker.
   bool defer_pool_check = false;
   // Snapshots: the model of the recording allocator that judges the importer's guesses (pools, settings
-  // windows, collector runs: traces/snapshot_model.h). None reads by the rules alone; the import layer's
-  // load_trace (import/trace_import.h) passes PyTorch's, as every command does.
+  // windows, collector runs: traces/formats/pytorch/snapshot_model.h). None reads by the rules alone; the import
+  // layer's load_trace (import/trace_import.h) passes PyTorch's, as every command does.
   const SnapshotModel* model = nullptr;
 };
 

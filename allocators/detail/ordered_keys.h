@@ -1,5 +1,5 @@
 // OrderedKeys: an ordered set of 16-byte keys (hi, lo), the free-block pools of the PyTorch
-// model (allocators/detail/pytorch_caching_allocator.h).
+// model (allocators/pytorch/caching_allocator.h).
 //
 // PyTorch keeps each pool in a std::set ordered by (stream, size, address), and the model
 // must visit blocks in exactly that order. The keys pack that order into (hi, lo): hi's top

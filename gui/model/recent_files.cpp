@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 
 namespace fraglab::gui {
 

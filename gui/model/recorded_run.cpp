@@ -4,7 +4,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "allocators/detail/pytorch_caching_allocator.h"
+#include "allocators/pytorch/caching_allocator.h"
 #include "gui/model/free_space.h"
 
 namespace fraglab::gui {

@@ -4,7 +4,7 @@
 //
 // A snapshot's trace entries carry each block's address and the allocator's own segment
 // calls (cudaMalloc/cudaFree, page map/unmap of expandable segments); its initial state
-// (traces/initial_state.h) gives the segments that existed before the history began. A
+// (traces/formats/pytorch/initial_state.h) gives the segments that existed before the history began. A
 // sweep over them rebuilds, at any event, the live blocks and the device regions, with no
 // policy model involved. Block sizes: trace entries record the requested size only, so a
 // block's size is what PyTorch's allocator gives the request (recorded_block_size below:
@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "allocators/detail/pytorch_config.h"
+#include "allocators/pytorch/config.h"
 #include "gui/model/policy_run.h"
 
 namespace fraglab::gui {

@@ -1,6 +1,6 @@
 #include "gui/model/shown_numbers.h"
 
-#include "traces/atomic_file.h"
+#include "traces/io/atomic_file.h"
 
 namespace fraglab::gui {
 

@@ -13,7 +13,7 @@
 #include "import/trace_import.h"
 #include "sim/capacity.h"
 #include "traces/alloc_site.h"
-#include "traces/pool_inference.h"
+#include "traces/formats/pytorch/pool_inference.h"
 #include "traces/trace_io.h"
 
 namespace fraglab::gui {

@@ -21,9 +21,9 @@
 #include "report/policy_grid.h"
 #include "sim/capacity.h"
 #include "sim/replay_simulated.h"
-#include "traces/format_error.h"
-#include "traces/gzip.h"
-#include "traces/pytorch_snapshot.h"
+#include "traces/formats/pytorch/pytorch_snapshot.h"
+#include "traces/io/format_error.h"
+#include "traces/io/gzip.h"
 #include "traces/trace_io.h"
 #include "traces/trace_stats.h"
 

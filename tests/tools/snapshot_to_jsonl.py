@@ -4,7 +4,7 @@
 A development aid (Python standard library only: pickle + gzip): it lets a trace be replayed
 through fraglab before, or independently of, the C++ snapshot reader, and gives a second
 reading of the same file to compare that reader against. It follows the rules of
-traces/pytorch_snapshot.h:
+traces/formats/pytorch/pytorch_snapshot.h:
   - alloc -> alloc (the recorded block address kept as "addr"), free_requested ->
     free_requested, free_completed -> free;
   - segment_alloc/free/map/unmap and oom -> reference events;

@@ -3,7 +3,7 @@
 Run on a GPU machine: python3 tools/alloc_conf_keys/probe.py > keys.jsonl. Each line: the settings text,
 whether PyTorch accepted it (with its error otherwise), the snapshot's allocator_settings, and the memory
 fraction in force (torch.cuda.get_per_process_memory_fraction, where it exists). fraglab's parser
-(allocators/detail/pytorch_config.cpp) must accept what PyTorch accepts and refuse what it refuses.
+(allocators/pytorch/config.cpp) must accept what PyTorch accepts and refuse what it refuses.
 """
 import json
 import os
