@@ -18,6 +18,80 @@ namespace fraglab {
 
 using nlohmann::json;
 
+namespace {
+
+// A row's fields, each declared once: results.json's key (and results.csv's column) with the member it
+// holds. The device calls sit in their own object; version 1 (fraglab_compare 1) named them singular.
+struct RowCount {
+  const char* key;
+  uint64_t CompareRow::*member;
+};
+constexpr RowCount kRowCounts[] = {
+    {"events", &CompareRow::events},
+    {"allocs", &CompareRow::allocs},
+    {"live_bytes_bound", &CompareRow::live_bytes_bound},
+    {"recorded_peak_reserved", &CompareRow::recorded_peak_reserved},
+    {"peak_reserved", &CompareRow::peak_reserved},
+    {"peak_reserved_event", &CompareRow::peak_reserved_event},
+    {"peak_allocated", &CompareRow::peak_allocated},
+    {"free_at_peak", &CompareRow::free_at_peak},
+    {"largest_free_at_peak", &CompareRow::largest_free_at_peak},
+    {"free_ranges_at_peak", &CompareRow::free_ranges_at_peak},
+    {"ooms", &CompareRow::ooms},
+};
+struct CallCount {
+  const char* key;
+  const char* v1_key;
+  uint64_t CompareRow::*member;
+};
+constexpr CallCount kCallCounts[] = {
+    {"segment_allocs", "segment_alloc", &CompareRow::segment_allocs},
+    {"segment_frees", "segment_free", &CompareRow::segment_frees},
+    {"maps", "map", &CompareRow::maps},
+    {"unmaps", "unmap", &CompareRow::unmaps},
+    {"reserves", "reserve", &CompareRow::reserves},
+    {"releases", "release", &CompareRow::releases},
+    {"failed", "failed", &CompareRow::failed_device_calls},
+};
+
+std::string csv_field(const std::string& s);
+template <uint64_t CompareRow::*member>
+std::string count(const CompareRow& row) {
+  return std::to_string(row.*member);
+}
+std::string ratio(double v) { return fmt::format("{:.6f}", v); }
+
+// results.csv's columns, in order: the counts, the ratios derived from them, the device calls summed.
+struct CsvColumn {
+  const char* name;
+  std::string (*value)(const CompareRow&);
+};
+const CsvColumn kCsvColumns[] = {
+    {"trace", [](const CompareRow& r) { return csv_field(r.trace); }},
+    {"policy", [](const CompareRow& r) { return csv_field(r.policy); }},
+    {"events", count<&CompareRow::events>},
+    {"allocs", count<&CompareRow::allocs>},
+    {"live_bytes_bound", count<&CompareRow::live_bytes_bound>},
+    {"peak_reserved", count<&CompareRow::peak_reserved>},
+    {"peak_allocated", count<&CompareRow::peak_allocated>},
+    {"reserved_over_bound", [](const CompareRow& r) { return ratio(r.reserved_over_bound()); }},
+    {"gap_bytes", [](const CompareRow& r) { return std::to_string(r.gap_bytes()); }},
+    {"fragmentation_at_peak", [](const CompareRow& r) { return ratio(r.fragmentation_at_peak()); }},
+    {"free_at_peak", count<&CompareRow::free_at_peak>},
+    {"largest_free_at_peak", count<&CompareRow::largest_free_at_peak>},
+    {"free_ranges_at_peak", count<&CompareRow::free_ranges_at_peak>},
+    {"device_calls", [](const CompareRow& r) { return std::to_string(r.device_calls()); }},
+    {"segment_allocs", count<&CompareRow::segment_allocs>},
+    {"segment_frees", count<&CompareRow::segment_frees>},
+    {"maps", count<&CompareRow::maps>},
+    {"unmaps", count<&CompareRow::unmaps>},
+    {"failed_device_calls", count<&CompareRow::failed_device_calls>},
+    {"ooms", count<&CompareRow::ooms>},
+    {"recorded_peak_reserved", count<&CompareRow::recorded_peak_reserved>},
+};
+
+}  // namespace
+
 double CompareRow::reserved_over_bound() const {
   return live_bytes_bound ? static_cast<double>(peak_reserved) / static_cast<double>(live_bytes_bound) : 0.0;
 }
@@ -92,17 +166,13 @@ std::string csv_field(const std::string& s) {
 }  // namespace
 
 std::string results_csv(const CompareResults& r) {
-  std::string out =
-      "trace,policy,events,allocs,live_bytes_bound,peak_reserved,peak_allocated,reserved_over_bound,gap_bytes,"
-      "fragmentation_at_peak,free_at_peak,largest_free_at_peak,free_ranges_at_peak,device_calls,segment_allocs,"
-      "segment_frees,maps,unmaps,failed_device_calls,ooms,recorded_peak_reserved\n";
-  for (const auto& row : r.rows)
-    out += fmt::format("{},{},{},{},{},{},{},{:.6f},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.trace),
-                       csv_field(row.policy), row.events, row.allocs, row.live_bytes_bound, row.peak_reserved,
-                       row.peak_allocated, row.reserved_over_bound(), row.gap_bytes(), row.fragmentation_at_peak(),
-                       row.free_at_peak, row.largest_free_at_peak, row.free_ranges_at_peak, row.device_calls(),
-                       row.segment_allocs, row.segment_frees, row.maps, row.unmaps, row.failed_device_calls, row.ooms,
-                       row.recorded_peak_reserved);
+  std::string out;
+  for (const CsvColumn& c : kCsvColumns) out += std::string(out.empty() ? "" : ",") + c.name;
+  out += '\n';
+  for (const auto& row : r.rows) {
+    for (const CsvColumn& c : kCsvColumns) out += (&c == kCsvColumns ? "" : ",") + c.value(row);
+    out += '\n';
+  }
   return out;
 }
 
@@ -111,32 +181,17 @@ std::string results_csv(const CompareResults& r) {
 namespace {
 
 json row_json(const CompareRow& row) {
-  return {{"trace", row.trace},
-          {"policy", row.policy},
-          {"events", row.events},
-          {"allocs", row.allocs},
-          {"live_bytes_bound", row.live_bytes_bound},
-          {"recorded_peak_reserved", row.recorded_peak_reserved},
-          {"peak_reserved", row.peak_reserved},
-          {"peak_reserved_event", row.peak_reserved_event},
-          {"peak_allocated", row.peak_allocated},
-          {"reserved_over_bound", row.reserved_over_bound()},
-          {"gap_bytes", row.gap_bytes()},
-          {"external_fragmentation_at_peak", row.fragmentation_at_peak()},
-          {"free_at_peak", row.free_at_peak},
-          {"largest_free_at_peak", row.largest_free_at_peak},
-          {"free_ranges_at_peak", row.free_ranges_at_peak},
-          {"device_calls",
-           {{"total", row.device_calls()},
-            {"segment_allocs", row.segment_allocs},
-            {"segment_frees", row.segment_frees},
-            {"maps", row.maps},
-            {"unmaps", row.unmaps},
-            {"reserves", row.reserves},
-            {"releases", row.releases},
-            {"failed", row.failed_device_calls}}},
-          {"ooms", row.ooms},
-          {"series", {{"event", row.series_event}, {"reserved", row.series_reserved}}}};
+  json j = {{"trace", row.trace},
+            {"policy", row.policy},
+            {"reserved_over_bound", row.reserved_over_bound()},
+            {"gap_bytes", row.gap_bytes()},
+            {"external_fragmentation_at_peak", row.fragmentation_at_peak()},
+            {"series", {{"event", row.series_event}, {"reserved", row.series_reserved}}}};
+  for (const RowCount& c : kRowCounts) j[c.key] = row.*c.member;
+  json calls = {{"total", row.device_calls()}};
+  for (const CallCount& c : kCallCounts) calls[c.key] = row.*c.member;
+  j["device_calls"] = std::move(calls);
+  return j;
 }
 
 // One object per line: diffable, and a million rows still stream through line tools.
@@ -227,28 +282,12 @@ CompareRow read_row(const json& j, const std::string& path, const std::string& w
   CompareRow row;
   row.trace = field<std::string>(j, "trace", path, where);
   row.policy = field<std::string>(j, "policy", path, where);
-  row.events = field<uint64_t>(j, "events", path, where);
-  row.allocs = field<uint64_t>(j, "allocs", path, where);
-  row.live_bytes_bound = field<uint64_t>(j, "live_bytes_bound", path, where);
-  row.recorded_peak_reserved = field<uint64_t>(j, "recorded_peak_reserved", path, where);
-  row.peak_reserved = field<uint64_t>(j, "peak_reserved", path, where);
-  row.peak_reserved_event = field<uint64_t>(j, "peak_reserved_event", path, where);
-  row.peak_allocated = field<uint64_t>(j, "peak_allocated", path, where);
-  row.free_at_peak = field<uint64_t>(j, "free_at_peak", path, where);
-  row.largest_free_at_peak = field<uint64_t>(j, "largest_free_at_peak", path, where);
-  row.free_ranges_at_peak = field<uint64_t>(j, "free_ranges_at_peak", path, where);
+  for (const RowCount& c : kRowCounts) row.*c.member = field<uint64_t>(j, c.key, path, where);
   json calls = field<json>(j, "device_calls", path, where);
   std::string cw = where + " device_calls";
   // Version 1 named the calls in the singular (segment_alloc, map, ...).
   const bool v1 = !calls.contains("segment_allocs") && calls.contains("segment_alloc");
-  row.segment_allocs = field<uint64_t>(calls, v1 ? "segment_alloc" : "segment_allocs", path, cw);
-  row.segment_frees = field<uint64_t>(calls, v1 ? "segment_free" : "segment_frees", path, cw);
-  row.maps = field<uint64_t>(calls, v1 ? "map" : "maps", path, cw);
-  row.unmaps = field<uint64_t>(calls, v1 ? "unmap" : "unmaps", path, cw);
-  row.reserves = field<uint64_t>(calls, v1 ? "reserve" : "reserves", path, cw);
-  row.releases = field<uint64_t>(calls, v1 ? "release" : "releases", path, cw);
-  row.failed_device_calls = field<uint64_t>(calls, "failed", path, cw);
-  row.ooms = field<uint64_t>(j, "ooms", path, where);
+  for (const CallCount& c : kCallCounts) row.*c.member = field<uint64_t>(calls, v1 ? c.v1_key : c.key, path, cw);
   json series = field<json>(j, "series", path, where);
   row.series_event = field<std::vector<uint64_t>>(series, "event", path, where + " series");
   row.series_reserved = field<std::vector<uint64_t>>(series, "reserved", path, where + " series");
