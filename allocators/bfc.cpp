@@ -160,18 +160,11 @@ class Bfc final : public Policy {
   }
 
   uint32_t coalesce(uint32_t h) {
-    uint32_t next = chunks_[h].next;
-    if (next != kNoNode && chunks_[next].free) {
-      remove_free(next);
-      chunks_.absorb_next(h);
-    }
-    uint32_t prev = chunks_[h].prev;
-    if (prev != kNoNode && chunks_[prev].free) {
-      remove_free(prev);
-      chunks_.absorb_next(prev);
-      h = prev;
-    }
-    return h;
+    return chunks_.merge_with_free_neighbours(h, [this](uint32_t n) {
+      if (!chunks_[n].free) return false;
+      remove_free(n);
+      return true;
+    });
   }
 
   void insert_free(uint32_t h) { bins_[bin_for_size(chunks_[h].size)].emplace(chunks_[h].size, chunks_[h].addr, h); }

@@ -45,14 +45,7 @@ class CupyPool final : public Policy {
   void deallocate(const Block& block) override {
     auto node = static_cast<uint32_t>(block.handle);
     StreamIndex stream = chunks_[node].stream;
-    uint32_t next = chunks_[node].next;
-    if (next != kNoNode && remove_free(next, stream)) chunks_.absorb_next(node);
-    uint32_t prev = chunks_[node].prev;
-    if (prev != kNoNode && remove_free(prev, stream)) {
-      chunks_.absorb_next(prev);
-      node = prev;
-    }
-    add_free(node);
+    add_free(chunks_.merge_with_free_neighbours(node, [&](uint32_t n) { return remove_free(n, stream); }));
   }
 
   void empty_cache() override { free_all_blocks(); }

@@ -319,17 +319,11 @@ class GmLake final : public Policy {
   }
 
   void free_small(uint32_t node) {
-    uint32_t next = small_[node].next;
-    if (next != kNoNode && small_[next].free) {
-      small_free_.erase(SmallKey{small_[next].size, small_[next].addr, next});
-      small_.absorb_next(node);
-    }
-    uint32_t prev = small_[node].prev;
-    if (prev != kNoNode && small_[prev].free) {
-      small_free_.erase(SmallKey{small_[prev].size, small_[prev].addr, prev});
-      small_.absorb_next(prev);
-      node = prev;
-    }
+    node = small_.merge_with_free_neighbours(node, [this](uint32_t n) {
+      if (!small_[n].free) return false;
+      small_free_.erase(SmallKey{small_[n].size, small_[n].addr, n});
+      return true;
+    });
     small_[node].free = true;
     small_free_.insert(SmallKey{small_[node].size, small_[node].addr, node});
   }

@@ -65,6 +65,21 @@ class BlockList {
     destroy(n);
   }
 
+  // Coalescing on free: node i absorbs its next neighbour, then its previous one absorbs it, each where
+  // `take(neighbour)` says yes (it checks the neighbour is free, and whatever else the pool requires, and
+  // takes it out of the pool's free index). Returns the node that now holds the merged block.
+  template <class Take>
+  uint32_t merge_with_free_neighbours(uint32_t i, Take&& take) {
+    const uint32_t next = nodes_[i].next;
+    if (next != kNoNode && take(next)) absorb_next(i);
+    const uint32_t prev = nodes_[i].prev;
+    if (prev != kNoNode && take(prev)) {
+      absorb_next(prev);
+      i = prev;
+    }
+    return i;
+  }
+
   bool is_whole_segment(uint32_t i) const { return nodes_[i].prev == kNoNode && nodes_[i].next == kNoNode; }
 
  private:

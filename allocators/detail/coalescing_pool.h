@@ -106,18 +106,11 @@ class CoalescingPool {
       deallocate_in_place(node);
       return;
     }
-    uint32_t next = blocks_[node].next;
-    if (next != kNoNode && blocks_[next].free) {
-      take(next);
-      blocks_.absorb_next(node);
-    }
-    uint32_t prev = blocks_[node].prev;
-    if (prev != kNoNode && blocks_[prev].free) {
-      take(prev);
-      blocks_.absorb_next(prev);
-      node = prev;
-    }
-    put(node);
+    put(blocks_.merge_with_free_neighbours(node, [this](uint32_t n) {
+      if (!blocks_[n].free) return false;
+      take(n);
+      return true;
+    }));
   }
 
   // Returns every wholly free segment to the device, in address order.

@@ -178,17 +178,11 @@ class StreamOrderedPool {
     StreamIndex stream = blocks_[node].stream;
     lowest_listed_ = std::min(lowest_listed_, stream);
     FreeList& list = lists_.get(stream);
-    uint32_t next = blocks_[node].next;
-    if (next != kNoNode && blocks_[next].free && blocks_[next].stream == stream) {
-      list.erase(key_of(blocks_[next], next));
-      blocks_.absorb_next(node);
-    }
-    uint32_t prev = blocks_[node].prev;
-    if (prev != kNoNode && blocks_[prev].free && blocks_[prev].stream == stream) {
-      list.erase(key_of(blocks_[prev], prev));
-      blocks_.absorb_next(prev);
-      node = prev;
-    }
+    node = blocks_.merge_with_free_neighbours(node, [&](uint32_t n) {
+      if (!blocks_[n].free || blocks_[n].stream != stream) return false;  // blocks merge within a stream
+      list.erase(key_of(blocks_[n], n));
+      return true;
+    });
     blocks_[node].free = true;
     list.insert(key_of(blocks_[node], node));
     if (list.size() == 1) nonempty_.insert(stream);
