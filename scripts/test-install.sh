@@ -61,15 +61,30 @@ project(consumer LANGUAGES CXX)
 find_package(fraglab 0.1 REQUIRED)
 add_executable(consumer main.cpp)
 target_link_libraries(consumer PRIVATE fraglab::traces)
+add_executable(importer importer.cpp)
+target_link_libraries(importer PRIVATE fraglab::import)
 add_custom_target(cli_version ALL COMMAND fraglab::fraglab --version > version.txt VERBATIM)
+EOF
+# A library user reads a snapshot as the CLI does (import/trace_import.h: PyTorch's model passed in, no hook
+# to install): settings a snapshot does not record are read from its replays, which the rules alone cannot.
+cat >"$work/consumer/importer.cpp" <<'EOF'
+#include <cstdio>
+#include <fraglab/import/trace_import.h>
+int main(int, char** argv) {
+  const fraglab::Trace judged = fraglab::load_trace(argv[1]);
+  const fraglab::Trace by_rules = fraglab::read_trace(argv[1]);
+  std::printf("%d %d\n", judged.meta.settings_inferred ? 1 : 0, by_rules.meta.settings_inferred ? 1 : 0);
+}
 EOF
 cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/consumer/build" >/dev/null
 [ "$("$work/consumer/build/consumer")" = "3.00 GiB" ]
 grep -q "^fraglab 0.1.0" "$work/consumer/build/version.txt"
+[ "$("$work/consumer/build/importer" \
+  tests/data/snapshots/gpt2_oom_backoff.garbage_collection_threshold-0.5_max_split_size_mb-64_cap0.12_late1_nosettings.pickle.gz)" = "1 0" ]
 test -f "$prefix/lib/pkgconfig/fraglab.pc"
 # shellcheck disable=SC2046
 c++ "$work/consumer/main.cpp" -o "$work/consumer/by-pkg-config" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs --static fraglab)
 [ "$("$work/consumer/by-pkg-config")" = "3.00 GiB" ]
-echo "install: package, out-of-tree plugin, version check, consumer (<fraglab/...>, fraglab::fraglab, pkg-config) passed"
+echo "install: package, out-of-tree plugin, version check, consumer (<fraglab/...>, fraglab::fraglab, pkg-config, fraglab::import) passed"

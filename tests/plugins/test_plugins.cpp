@@ -1,5 +1,5 @@
 // Policy plugins that misbehave, one kind per build (tests/CMakeLists.txt defines the kind): the
-// loader and the replay engine must turn each into a clear error (tests/test_hardening.cpp).
+// loader and the replay engine must turn each into a clear error (tests/traces/test_hardening.cpp).
 //   null_factory       its factory returns a null pointer
 //   register_throws    its registration function throws a std::runtime_error
 //   register_throws_int  ... throws an int
