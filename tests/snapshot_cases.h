@@ -27,7 +27,6 @@ inline const std::string kCases = std::string(FRAGLAB_SOURCE_DIR) + "/tests/data
 
 inline std::map<std::string, nlohmann::json> case_stats() { return test::snapshot_stats(kCases); }
 
-
 // `fraglab replay --policy pytorch` (the simulated driver's addresses) under `capacity`: its reserved peak.
 inline uint64_t plain_replay_peak(const Trace& trace, std::optional<uint64_t> capacity) {
   SimDeviceConfig config;
@@ -111,6 +110,5 @@ inline size_t count_kind(const Trace& t, EventKind kind) {
 inline bool has_pool(const Trace& t, std::array<int64_t, 2> id) {
   return std::any_of(t.meta.pools.begin(), t.meta.pools.end(), [&](const PoolInfo& p) { return p.id == id; });
 }
-
 
 }  // namespace fraglab::test

@@ -23,6 +23,7 @@
 #include "report/compare_results.h"
 #include "traces/formats/pytorch/pytorch_snapshot.h"
 #include "traces/io/atomic_file.h"
+#include "traces/io/file_bytes.h"
 #include "traces/io/format_error.h"
 #include "traces/io/gzip.h"
 #include "traces/io/read_limits.h"

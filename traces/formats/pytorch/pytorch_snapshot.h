@@ -43,10 +43,4 @@ uint64_t last_snapshot_import_flat_entries();
 // the streaming one is checked against.
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options);
 
-namespace detail {
-// Tests only: called after each chunk (1 MiB) of a snapshot file is read, to change the file
-// while it is being read.
-extern std::function<void()> g_after_read_chunk;
-}  // namespace detail
-
 }  // namespace fraglab
