@@ -251,6 +251,11 @@ void add_info(CLI::App& app, CommandFn& run) {
       for (const SkippedAction& k : m.skipped_actions)
         fmt::print("skipped      {} (recorded with skip_actions): {}\n", k.action, k.reading);
       if (!m.annotations.empty()) fmt::print("annotations  {}\n", annotations_line(m));
+      for (size_t k = 1; k < s.by_compile_context.size(); ++k)
+        if (s.by_compile_context[k].allocations)
+          fmt::print("compiled     {} allocations, {} requested, in torch.compile's \"{}\"\n",
+                     s.by_compile_context[k].allocations, format_size(s.by_compile_context[k].requested_bytes),
+                     m.compile_contexts[k - 1]);
       if (const HostMemory& h = m.host; h.present()) {
         fmt::print(
             "host memory  pinned (CachingHostAllocator, not replayed): {} segments, {} reserved, {} allocated "

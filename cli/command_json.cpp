@@ -138,6 +138,17 @@ nlohmann::json info_json(const std::string& name, const TraceMeta& m, const Trac
            {{"count", m.annotations.size()},
             {"marks",
              std::count_if(m.annotations.begin(), m.annotations.end(), [](const Annotation& a) { return a.mark; })}}},
+          // torch.compile regions the allocations were made in (a snapshot recorded with compile_context=True).
+          {"compile_contexts",
+           [&] {
+             nlohmann::json out = nlohmann::json::array();
+             for (size_t k = 1; k < s.by_compile_context.size() && k <= m.compile_contexts.size(); ++k)
+               if (s.by_compile_context[k].allocations)
+                 out.push_back({{"context", m.compile_contexts[k - 1]},
+                                {"allocations", s.by_compile_context[k].allocations},
+                                {"requested_bytes", s.by_compile_context[k].requested_bytes}});
+             return out;
+           }()},
           // Pinned host memory (PyTorch 2.14's host_segments / host_traces); null when the snapshot has none.
           {"host", m.host.present() ? host_memory_to_json(m.host) : nlohmann::json(nullptr)}};
 }

@@ -174,6 +174,8 @@ void allocation_details(const AppState& app, uint64_t alloc_index, size_t max_fr
   ImGui::Text("stream %#llx, pool %s",
               static_cast<unsigned long long>(alloc.stream < streams.size() ? streams[alloc.stream] : 0),
               alloc.pool < pools.size() ? pool_name(pools[alloc.pool]).c_str() : "?");
+  if (const std::string* context = info.trace.meta.compile_context_of(alloc))  // compile_context=True recordings
+    ImGui::Text("compile context: %s", context->c_str());
   if (alloc.addr != 0) {
     // MemoryViz's versioned address: how many allocations had this address before this one.
     static const TraceInfo* cached_trace = nullptr;

@@ -223,7 +223,8 @@ ExportSummary export_snapshot(const Trace& trace, const PolicySpec& spec, const 
     w.interned("time_us");
     w.integer(e.time_us);
     w.interned("compile_context");
-    w.interned("N/A");
+    const std::string* context = meta.compile_context_of(cause);  // PyTorch writes "N/A" for none
+    w.interned(context ? std::string_view(*context) : std::string_view("N/A"));
     w.interned("user_metadata");
     w.interned("");
     w.interned("frames");

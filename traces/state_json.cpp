@@ -1,5 +1,7 @@
 #include "traces/state_json.h"
 
+#include <limits>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -228,6 +230,21 @@ HostMemory host_memory_from_json(const nlohmann::json& j) {
   get("peak_allocated", h.peak_allocated);
   get("peak_reserved", h.peak_reserved);
   return h;
+}
+
+std::vector<std::string> compile_contexts_from_json(const nlohmann::json& j) {
+  if (!j.is_array()) throw std::out_of_range("compile_contexts must be a list of strings");
+  if (j.size() > std::numeric_limits<ContextIndex>::max())
+    throw std::out_of_range("more than 65,535 compile contexts (an event names one in 16 bits)");
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& c : j) {
+    if (!c.is_string() || c.get_ref<const std::string&>().empty())
+      throw std::out_of_range("a compile context must be a non-empty string");
+    if (!seen.insert(c.get<std::string>()).second) throw std::out_of_range("a compile context is listed twice");
+    out.push_back(c.get<std::string>());
+  }
+  return out;
 }
 
 }  // namespace fraglab

@@ -30,6 +30,10 @@ InitialState initial_from_json(const nlohmann::json& j, size_t stream_count, siz
 nlohmann::json pools_to_json(const std::vector<PoolInfo>& pools);
 std::vector<PoolInfo> pools_from_json(const nlohmann::json& j);
 
+// TraceMeta::compile_contexts: a list of distinct non-empty strings, at most 65,535 (an event's index is
+// 16 bits); throws std::out_of_range otherwise.
+std::vector<std::string> compile_contexts_from_json(const nlohmann::json& j);
+
 // TraceMeta::expandable_flipped: [[first, end], ...] Alloc ordinals, ascending and disjoint; end may be
 // 2^64 - 1 (to the end of the trace).
 nlohmann::json ranges_to_json(const std::vector<std::pair<uint64_t, uint64_t>>& ranges);

@@ -23,9 +23,10 @@ namespace fraglab {
 
 using Addr = uint64_t;
 using AllocId = uint32_t;
-using StreamIndex = uint16_t;  // index into TraceMeta::streams
-using StackId = uint32_t;      // index into TraceMeta::stacks; 0 = no stack recorded
-using PoolIndex = uint16_t;    // index into TraceMeta::pools; 0 = the default pools
+using StreamIndex = uint16_t;   // index into TraceMeta::streams
+using StackId = uint32_t;       // index into TraceMeta::stacks; 0 = no stack recorded
+using PoolIndex = uint16_t;     // index into TraceMeta::pools; 0 = the default pools
+using ContextIndex = uint16_t;  // 1 + index into TraceMeta::compile_contexts; 0 = none
 
 enum class EventKind : uint8_t {
   // Replay events: the engine hands these to the policy.
@@ -64,6 +65,9 @@ struct Event {
   // default pools, others a CUDA graph's or MemPool's private pool (TraceMeta::pools). It sits in what
   // was padding, so events stay 40 bytes.
   PoolIndex pool = 0;
+  // The torch.compile region the entry was made in (a snapshot recorded with compile_context=True:
+  // "Torch-Compiled Region: 0/0"); 0 where none was recorded. Also in what was padding.
+  ContextIndex compile_context = 0;
 
   bool operator==(const Event&) const = default;
 };
@@ -250,6 +254,15 @@ struct TraceMeta {
   std::vector<SkippedAction> skipped_actions;
   // Pinned host memory the snapshot holds (PyTorch 2.14): reported, not replayed.
   HostMemory host;
+  // The compile contexts events name (Event::compile_context k is compile_contexts[k - 1]), each once
+  // (readers intern them with traces/context_interner.h).
+  std::vector<std::string> compile_contexts;
+
+  // The event's compile context, or nullptr where it has none.
+  const std::string* compile_context_of(const Event& e) const {
+    return e.compile_context && e.compile_context <= compile_contexts.size() ? &compile_contexts[e.compile_context - 1]
+                                                                             : nullptr;
+  }
 
   // Throws TooManyStreams past kMaxStreamIndex + 1 streams (readers add their position).
   // intern_stream scans the table (a trace has a few streams); a reader that meets many keeps a

@@ -74,6 +74,11 @@ TraceStats compute_stats(EventSource& source, const std::function<void(const Eve
       if (e.kind == EventKind::Alloc) {
         if (e.pool >= s.allocs_by_pool.size()) s.allocs_by_pool.resize(e.pool + 1u);
         ++s.allocs_by_pool[e.pool];
+        if (e.compile_context) {  // torch.compile regions (snapshots recorded with compile_context=True)
+          if (e.compile_context >= s.by_compile_context.size()) s.by_compile_context.resize(e.compile_context + 1u);
+          ++s.by_compile_context[e.compile_context].allocations;
+          s.by_compile_context[e.compile_context].requested_bytes += e.size;
+        }
       }
       if (first) s.first_time_us = e.time_us;
       first = false;

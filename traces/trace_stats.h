@@ -23,6 +23,11 @@ struct TraceStats {
   std::array<uint64_t, kEventKindCount> by_kind{};
   uint64_t streams_used = 0;
   std::vector<uint64_t> allocs_by_pool;  // Alloc events by Event::pool (TraceMeta::pools)
+  // Alloc events and their requested bytes by Event::compile_context (0: none); empty when no event has one.
+  struct ContextUse {
+    uint64_t allocations = 0, requested_bytes = 0;
+  };
+  std::vector<ContextUse> by_compile_context;
   int64_t first_time_us = 0, last_time_us = 0;
   // last - first, saturated: recorded times are not range-checked and may be hostile.
   int64_t time_span_us() const {

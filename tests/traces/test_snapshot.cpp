@@ -1009,3 +1009,74 @@ TEST_CASE("snapshot import: a segments-only snapshot of another GPU reads that G
   CHECK(info.code == 0);
   CHECK(info.output.find("1 segments") != std::string::npos);
 }
+
+TEST_CASE("snapshot import: each entry's compile context (recorded with compile_context=True)", "[snapshot]") {
+  // A torch.compile'd MLP recorded on an H200 with _record_memory_history(compile_context=True): entries
+  // carry "Torch-Compiled Region: 0/0" or "0/1" inside the compiled regions, PyTorch's "N/A" elsewhere.
+  const std::string file = std::string(FRAGLAB_SOURCE_DIR) +
+                           "/tests/data/snapshots/compiled_mlp.default_compile_context_h200.stacksall.pickle.gz";
+  const Trace t = load_trace(file);
+  std::vector<std::string> contexts = t.meta.compile_contexts;
+  std::sort(contexts.begin(), contexts.end());
+  REQUIRE(contexts == std::vector<std::string>{"Torch-Compiled Region: 0/0", "Torch-Compiled Region: 0/1"});
+  std::map<std::string, uint64_t> allocs;  // "" for none
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::Alloc) {
+      const std::string* c = t.meta.compile_context_of(e);
+      ++allocs[c ? *c : ""];
+    }
+  CHECK(allocs["Torch-Compiled Region: 0/0"] == 7);
+  CHECK(allocs["Torch-Compiled Region: 0/1"] == 17);
+  CHECK(allocs[""] == 611);
+  // Both readings (streaming and complete) and both writable formats keep them.
+  const std::string raw = gunzip(read_file(file), file);
+  CHECK(parse_pytorch_snapshot_complete(raw, file, with_pytorch_model()).events == t.events);
+  for (const char* ext : {".fltrace", ".jsonl"}) {
+    INFO(ext);
+    const std::string path = (std::filesystem::temp_directory_path() / (std::string("compile_context") + ext)).string();
+    save_trace(t, path);
+    const Trace back = load_trace(path);
+    CHECK(back.meta.compile_contexts == t.meta.compile_contexts);
+    CHECK(back.events == t.events);
+    std::filesystem::remove(path);
+  }
+  // `info` says how much each region allocated, in text and JSON.
+  CliResult text = run_cli("info " + file);
+  CHECK(text.output.find("17 allocations") != std::string::npos);
+  CHECK(text.output.find("Torch-Compiled Region: 0/1") != std::string::npos);
+  CliResult json_out = run_cli("info --json " + file);
+  REQUIRE(json_out.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(json_out.output);
+  REQUIRE(j["compile_contexts"].size() == 2);
+  uint64_t in_regions = 0;
+  for (const auto& c : j["compile_contexts"]) in_regions += c["allocations"].get<uint64_t>();
+  CHECK(in_regions == 24);
+}
+
+TEST_CASE("formats: a compile context an event names must be in the table", "[formats]") {
+  const std::string header =
+      R"({"fraglab_trace": 1, "device": 0, "streams": [0], "allocator_settings": {}, "compile_contexts": ["c"]})"
+      "\n";
+  const std::string good =
+      temp_file("context_ok.jsonl", header + R"({"op": "alloc", "id": 1, "size": 8, "compile_context": 1})"
+                                             "\n");
+  CHECK(load_trace(good).events.at(0).compile_context == 1);
+  auto rejected = [](const std::string& name, const std::string& bytes, const std::string& where,
+                     const std::string& expect) {
+    const std::string path = temp_file(name, bytes);
+    CliResult r = run_cli("info " + path);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(path + ":" + where + ": ") != std::string::npos);
+    CHECK(r.output.find(expect) != std::string::npos);
+  };
+  rejected("context_bad.jsonl",
+           header + R"({"op": "alloc", "id": 1, "size": 8, "compile_context": 2})"
+                    "\n",
+           "2", "\"compile_context\" 2 is not in the header");
+  rejected(
+      "context_dup.jsonl",
+      R"({"fraglab_trace": 1, "device": 0, "streams": [0], "allocator_settings": {}, "compile_contexts": ["c", "c"]})"
+      "\n",
+      "1", "listed twice");
+}

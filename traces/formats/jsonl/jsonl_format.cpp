@@ -135,6 +135,7 @@ struct JsonlParser {
         m.segments = segments_from_json(*st, m.streams.size(), m.stacks.size());
       if (auto st = h.find("pools"); st != h.end()) m.pools = pools_from_json(*st);
       if (auto st = h.find("expandable_flipped"); st != h.end()) m.expandable_flipped = ranges_from_json(*st);
+      if (auto st = h.find("compile_contexts"); st != h.end()) m.compile_contexts = compile_contexts_from_json(*st);
     } catch (const std::exception& e) {
       fail(std::string("the header's allocator state: ") + e.what());
     }
@@ -153,6 +154,9 @@ struct JsonlParser {
     if (e.stack >= trace.meta.stacks.size()) fail("\"stack\" " + std::to_string(e.stack) + " is not in the header");
     e.pool = static_cast<PoolIndex>(get_u64(obj, "pool", 0, UINT16_MAX));
     if (e.pool >= trace.meta.pools.size()) fail("\"pool\" " + std::to_string(e.pool) + " is not in the header");
+    e.compile_context = static_cast<ContextIndex>(get_u64(obj, "compile_context", 0, UINT16_MAX));
+    if (e.compile_context > trace.meta.compile_contexts.size())
+      fail("\"compile_context\" " + std::to_string(e.compile_context) + " is not in the header");
     switch (e.kind) {
       case EventKind::Alloc: {
         if (!obj.contains("size")) fail("alloc has no \"size\"");
@@ -237,6 +241,7 @@ class JsonlWriter final : public TraceWriter {
     if (!meta.initial.empty()) h["initial"] = initial_to_json(meta.initial);
     if (!meta.segments.empty()) h["segments"] = segments_to_json(meta.segments);
     if (meta.pools.size() > 1) h["pools"] = pools_to_json(meta.pools);
+    if (!meta.compile_contexts.empty()) h["compile_contexts"] = meta.compile_contexts;
     if (meta.stacks.size() > 1) {
       json stacks = json::array();
       for (const auto& s : meta.stacks) {
@@ -262,6 +267,7 @@ class JsonlWriter final : public TraceWriter {
       if (e.time_us) j["t"] = e.time_us;
       if (e.stack) j["stack"] = e.stack;
       if (e.pool) j["pool"] = e.pool;
+      if (e.compile_context) j["compile_context"] = e.compile_context;
       out += j.dump();
       out += '\n';
     }

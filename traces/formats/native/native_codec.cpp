@@ -7,8 +7,10 @@
 // loops, and zstd (libzstd) does the entropy coding.
 #include <zstd.h>
 
+#include <fmt/core.h>
 #include <bit>
 #include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "traces/formats/native/native_format_detail.h"
@@ -285,6 +287,7 @@ json meta_to_json(const TraceMeta& m) {
               {"segments", segments_to_json(m.segments)},
               {"pools", pools_to_json(m.pools)}};
   if (m.gpu_limit) out["gpu_limit"] = true;  // only when set: files without it read as before
+  if (!m.compile_contexts.empty()) out["compile_contexts"] = m.compile_contexts;
   if (m.settings_inferred) out["settings_inferred"] = true;
   if (m.dropped_stale_entries) out["dropped_stale_entries"] = m.dropped_stale_entries;
   if (!m.expandable_flipped.empty()) out["expandable_flipped"] = ranges_to_json(m.expandable_flipped);
@@ -347,24 +350,44 @@ TraceMeta meta_from_json(const json& j) {
   if (auto it = j.find("segments"); it != j.end())
     m.segments = segments_from_json(*it, m.streams.size(), m.stacks.size());
   if (auto it = j.find("pools"); it != j.end()) m.pools = pools_from_json(*it);
+  if (auto it = j.find("compile_contexts"); it != j.end()) m.compile_contexts = compile_contexts_from_json(*it);
   return m;
 }
+
+namespace {
+
+// [[event index, value], ...] for the events whose value is not 0, indices rising; each value in
+// [1, limit). `key`, `noun` and `table` word the errors ("event_pools names pool 3, not in the pool table").
+std::vector<std::pair<uint64_t, uint16_t>> sparse_event_values(const json& j, uint64_t events, size_t limit,
+                                                               const char* key, const char* noun, const char* table) {
+  std::vector<std::pair<uint64_t, uint16_t>> out;
+  if (!j.is_array()) throw std::out_of_range(std::string(key) + " must be a list");
+  for (const auto& p : j) {
+    if (!p.is_array() || p.size() != 2)
+      throw std::out_of_range(fmt::format("an {} entry must be [event, {}]", key, noun));
+    uint64_t index = meta_u64(p[0], "an event index"), value = meta_u64(p[1], fmt::format("a {}", noun).c_str());
+    if (index >= events || (!out.empty() && index <= out.back().first))
+      throw std::out_of_range(std::string(key) + " indices must rise and stay below the event count");
+    if (value == 0 || value >= limit)
+      throw std::out_of_range(fmt::format("{} names {} {}, not in the {}", key, noun, value, table));
+    out.emplace_back(index, static_cast<uint16_t>(value));
+  }
+  return out;
+}
+
+}  // namespace
 
 // Events' pools (Event::pool), sparse: [[event index, pool], ...] for the events not in pool 0.
 // They live in the meta rather than in a column so that files without pools stay as they were.
 std::vector<std::pair<uint64_t, PoolIndex>> event_pools_from_json(const json& j, uint64_t events, size_t pools) {
-  std::vector<std::pair<uint64_t, PoolIndex>> out;
-  if (!j.is_array()) throw std::out_of_range("event_pools must be a list");
-  for (const auto& p : j) {
-    if (!p.is_array() || p.size() != 2) throw std::out_of_range("an event_pools entry must be [event, pool]");
-    uint64_t index = meta_u64(p[0], "an event index"), pool = meta_u64(p[1], "a pool");
-    if (index >= events || (!out.empty() && index <= out.back().first))
-      throw std::out_of_range("event_pools indices must rise and stay below the event count");
-    if (pool == 0 || pool >= pools)
-      throw std::out_of_range("event_pools names pool " + std::to_string(pool) + ", not in the pool table");
-    out.emplace_back(index, static_cast<PoolIndex>(pool));
-  }
-  return out;
+  return sparse_event_values(j, events, pools, "event_pools", "pool", "pool table");
+}
+
+// Events' compile contexts (Event::compile_context), sparse in the same way.
+std::vector<std::pair<uint64_t, ContextIndex>> event_contexts_from_json(const json& j, uint64_t events,
+                                                                        size_t contexts) {
+  return sparse_event_values(j, events, contexts + 1, "event_compile_contexts", "compile context",
+                             "compile_contexts list");
 }
 
 }  // namespace native_detail

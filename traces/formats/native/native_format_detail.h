@@ -97,6 +97,8 @@ nlohmann::json meta_to_json(const TraceMeta& meta);
 TraceMeta meta_from_json(const nlohmann::json& j);
 // The meta's "event_pools" ([[event index, pool], ...]), checked against the trace's event
 // and pool counts.
+std::vector<std::pair<uint64_t, ContextIndex>> event_contexts_from_json(const nlohmann::json& j, uint64_t events,
+                                                                        size_t contexts);
 std::vector<std::pair<uint64_t, PoolIndex>> event_pools_from_json(const nlohmann::json& j, uint64_t events,
                                                                   size_t pools);
 

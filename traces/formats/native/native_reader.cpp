@@ -81,6 +81,7 @@ class NativeSource final : public EventSource {
     pos_ = kHeaderBytes;
     events_read_ = 0;
     next_pool_ = 0;
+    next_context_ = 0;
     blocks_read_ = 0;
     staged_.clear();
     staged_pos_ = 0;
@@ -179,6 +180,8 @@ class NativeSource final : public EventSource {
       meta_ = meta_from_json(j);
       if (auto it = j.find("event_pools"); it != j.end())
         event_pools_ = event_pools_from_json(*it, total_events_, meta_.pools.size());
+      if (auto it = j.find("event_compile_contexts"); it != j.end())
+        event_contexts_ = event_contexts_from_json(*it, total_events_, meta_.compile_contexts.size());
     } catch (const json::exception& e) {
       fail(meta_offset_ + kSectionBytes, std::string("meta: ") + e.what());
     } catch (const std::out_of_range& e) {
@@ -269,6 +272,9 @@ class NativeSource final : public EventSource {
     });
     for (; next_pool_ < event_pools_.size() && event_pools_[next_pool_].first < events_read_ + count; ++next_pool_)
       out[event_pools_[next_pool_].first - events_read_].pool = event_pools_[next_pool_].second;
+    for (; next_context_ < event_contexts_.size() && event_contexts_[next_context_].first < events_read_ + count;
+         ++next_context_)
+      out[event_contexts_[next_context_].first - events_read_].compile_context = event_contexts_[next_context_].second;
     events_read_ += count;
     ++blocks_read_;
   }
@@ -288,8 +294,9 @@ class NativeSource final : public EventSource {
   uint64_t meta_offset_ = 0, total_events_ = 0, total_blocks_ = 0;
   uint64_t pos_ = kHeaderBytes, block_offset_ = 0, events_read_ = 0, blocks_read_ = 0;
   uint32_t raw_size_ = 0;
-  std::vector<std::pair<uint64_t, PoolIndex>> event_pools_;  // sparse Event::pool, by event index
-  size_t next_pool_ = 0;
+  std::vector<std::pair<uint64_t, PoolIndex>> event_pools_;        // sparse Event::pool, by event index
+  std::vector<std::pair<uint64_t, ContextIndex>> event_contexts_;  // sparse Event::compile_context
+  size_t next_pool_ = 0, next_context_ = 0;
   std::vector<uint8_t> compressed_, raw_;
   std::vector<Event> staged_;
   size_t staged_pos_ = 0;

@@ -43,6 +43,8 @@ class NativeWriterImpl final : public NativeWriter {
     for (size_t i = 0; i < count; ++i) {
       check(events[i]);
       if (events[i].pool) event_pools_.push_back(json::array({events_ + pending_.size(), events[i].pool}));
+      if (events[i].compile_context)
+        event_contexts_.push_back(json::array({events_ + pending_.size(), events[i].compile_context}));
       pending_.push_back(events[i]);
       if (pending_.size() == options_.block_events) flush_block();
     }
@@ -53,6 +55,7 @@ class NativeWriterImpl final : public NativeWriter {
     if (!pending_.empty()) flush_block();
     json meta = meta_to_json(meta_);
     if (!event_pools_.empty()) meta["event_pools"] = std::move(event_pools_);
+    if (!event_contexts_.empty()) meta["event_compile_contexts"] = std::move(event_contexts_);
     std::string text = meta.dump(-1, ' ', false, json::error_handler_t::replace);  // names may hold any bytes
     compress(reinterpret_cast<const uint8_t*>(text.data()), text.size());
     uint8_t section[kSectionBytes] = {};
@@ -85,6 +88,7 @@ class NativeWriterImpl final : public NativeWriter {
     if (e.stream > max_stream_) max_stream_ = e.stream;
     if (e.stack > max_stack_) max_stack_ = e.stack;
     if (e.pool > max_pool_) max_pool_ = e.pool;
+    if (e.compile_context > max_context_) max_context_ = e.compile_context;
     if (const char* err = live_.apply(e)) bad(std::string(err) + " (id " + std::to_string(e.id) + ")");
   }
 
@@ -131,6 +135,10 @@ class NativeWriterImpl final : public NativeWriter {
     if (max_pool_ >= meta_.pools.size())
       throw std::invalid_argument("native writer (" + path_ + "): events use pool " + std::to_string(max_pool_) +
                                   " but the meta has " + std::to_string(meta_.pools.size()) + " pools");
+    if (max_context_ > meta_.compile_contexts.size())
+      throw std::invalid_argument("native writer (" + path_ + "): events use compile context " +
+                                  std::to_string(max_context_) + " but the meta has " +
+                                  std::to_string(meta_.compile_contexts.size()));
     if (max_stack_ >= meta_.stacks.size())
       throw std::invalid_argument("native writer (" + path_ + "): events use stack " + std::to_string(max_stack_) +
                                   " but the meta has " + std::to_string(meta_.stacks.size()) + " stacks");
@@ -147,8 +155,9 @@ class NativeWriterImpl final : public NativeWriter {
   BlockScratch scratch_;
   LiveIds live_;
   uint64_t offset_ = 0, events_ = 0, blocks_ = 0;
-  uint32_t max_stream_ = 0, max_stack_ = 0, max_pool_ = 0;
-  json event_pools_ = json::array();  // [[event index, pool], ...] for events not in pool 0
+  uint32_t max_stream_ = 0, max_stack_ = 0, max_pool_ = 0, max_context_ = 0;
+  json event_pools_ = json::array();     // [[event index, pool], ...] for events not in pool 0
+  json event_contexts_ = json::array();  // [[event index, compile context], ...] for events with one
 };
 
 }  // namespace

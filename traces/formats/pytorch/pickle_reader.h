@@ -100,7 +100,7 @@ struct StreamAbandoned {};
 
 // A streamed entry read by the fast path: its values by the sink's slot for each key.
 struct FlatItem {
-  static constexpr int kSlots = 8;
+  static constexpr int kSlots = 9;
   uint64_t offset = 0;   // input offset of the entry's EMPTY_DICT (what Document::offset gives a dict)
   uint32_t present = 0;  // bit s: slots[s] was given (each at most once)
   bool consumed = false;

@@ -41,6 +41,7 @@
 #include <unordered_set>
 
 #include "traces/addr_map.h"
+#include "traces/context_interner.h"
 #include "traces/formats/format_sniff.h"
 #include "traces/formats/pytorch/initial_state.h"
 #include "traces/formats/pytorch/json_snapshot.h"
@@ -222,6 +223,7 @@ class Importer final : public pickle::ListSink {
   std::vector<uint8_t> free_requested_;          // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;   // free_requested of blocks in no segment the snapshot shows
   uint64_t user_metadata_entries_ = 0;           // trace entries with a non-empty user_metadata
+  ContextInterner contexts_{trace_.meta};        // compile contexts (Event::compile_context)
   std::vector<Annotation> history_annotations_;  // the history's `annotate` entries
   std::vector<int> segment_devices_;             // devices the segments list, for error messages
   bool allow_other_device_ = false;              // kAnyDevice: see allow_other_device()
@@ -498,6 +500,7 @@ class Importer final : public pickle::ListSink {
     std::stable_sort(m.annotations.begin(), m.annotations.end(),
                      [](const Annotation& x, const Annotation& y) { return x.time_us < y.time_us; });
     if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
+    if (contexts_.dropped()) m.unreplayed.emplace_back("compile_context past 65,535 distinct", contexts_.dropped());
     std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
     note_large_segment_size(m, raw_);
     m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m));
@@ -709,6 +712,8 @@ class Importer final : public pickle::ListSink {
                : streaming_                  ? local_stream(stream_v)
                                              : stream_index(stream_v, "stream");
     e.stack = entry_stack(frames_v);
+    if (Value c = item.get(kCompileContextSlot); c.is_str())
+      e.compile_context = contexts_.intern(doc_->as_str(c, "compile_context"));
     switch (action) {
       case Action::Alloc:
         e.kind = EventKind::Alloc;

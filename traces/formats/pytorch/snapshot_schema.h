@@ -78,7 +78,19 @@ class StrCache {
   size_t used_ = 0;
 };
 
-enum class Field : uint8_t { Action, Addr, DeviceFree, Size, Stream, TimeUs, Frames, UserMetadata, Name, Other };
+enum class Field : uint8_t {
+  Action,
+  Addr,
+  DeviceFree,
+  Size,
+  Stream,
+  TimeUs,
+  Frames,
+  UserMetadata,
+  Name,
+  CompileContext,
+  Other
+};
 
 // An entry's values by slot (pickle::FlatItem): 'addr' and 'device_free' share one (the last given
 // counts, as in the dict).
@@ -90,11 +102,12 @@ enum Slot : int {
   kTimeSlot,
   kFramesSlot,
   kUserMetadataSlot,
-  kNameSlot
+  kNameSlot,
+  kCompileContextSlot
 };
-inline constexpr std::array<int, 10> kSlotOfField = {kActionSlot, kAddrSlot, kAddrSlot,   kSizeSlot,
-                                                     kStreamSlot, kTimeSlot, kFramesSlot, kUserMetadataSlot,
-                                                     kNameSlot,   -1};
+inline constexpr std::array<int, 11> kSlotOfField = {kActionSlot, kAddrSlot,           kAddrSlot,   kSizeSlot,
+                                                     kStreamSlot, kTimeSlot,           kFramesSlot, kUserMetadataSlot,
+                                                     kNameSlot,   kCompileContextSlot, -1};
 
 inline Field parse_field(std::string_view s) {
   if (s == "action") return Field::Action;
@@ -105,7 +118,8 @@ inline Field parse_field(std::string_view s) {
   if (s == "time_us") return Field::TimeUs;
   if (s == "frames") return Field::Frames;
   if (s == "user_metadata") return Field::UserMetadata;
-  if (s == "name") return Field::Name;  // an `annotate` entry's
+  if (s == "name") return Field::Name;                       // an `annotate` entry's
+  if (s == "compile_context") return Field::CompileContext;  // "N/A" outside torch.compile
   return Field::Other;
 }
 
