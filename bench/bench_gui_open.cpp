@@ -23,8 +23,8 @@
 #include "gui/model/active_memory.h"
 #include "gui/model/recorded_run.h"
 #include "import/trace_import.h"
-#include "sim/pool_checker.h"
 #include "traces/formats/pytorch/pool_inference.h"
+#include "traces/formats/pytorch/snapshot_model.h"
 #include "traces/trace_io.h"
 
 using namespace fraglab;
