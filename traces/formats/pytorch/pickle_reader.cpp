@@ -818,13 +818,18 @@ class Parser {
         return false;
       }
       if (key >= memo_capacity_ || writes_ == kMaxWrites) return false;
+      // A slot past the memo's end is known empty: not read, for a read of a page never written maps the
+      // kernel's zero page and the write after it faults again (a copy and a TLB flush on every CPU).
+      Value old = kAbsent;
       if (key >= memo_size_) {
         ps_.memo_.grow_zeroed(key + 1);
         memo_ = ps_.memo_.data();
         memo_size_ = ps_.memo_.size();
+      } else {
+        old = memo_[key];
       }
-      ps_.flat_undo_[writes_++] = {key, memo_[key]};
-      if (memo_[key].same_object(kAbsent)) ++memo_count_;
+      ps_.flat_undo_[writes_++] = {key, old};
+      if (old.same_object(kAbsent)) ++memo_count_;
       memo_[key] = v;
       return true;
     }
@@ -887,8 +892,9 @@ class Parser {
     Value v = top();
     if (streaming_ && v.is_container() && d_.transient(v)) transient_memo_keys_.push_back(key);
     if (key < memo_.capacity()) {
+      bool fresh = key >= memo_.size();  // known empty: not read (see FlatEntry::put)
       memo_.grow_zeroed(key + 1);
-      if (memo_[key].same_object(kAbsent)) ++memo_count_;
+      if (fresh || memo_[key].same_object(kAbsent)) ++memo_count_;
       memo_[key] = v;
       return;
     }
