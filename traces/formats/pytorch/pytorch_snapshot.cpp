@@ -35,7 +35,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <tuple>
+#include <type_traits>
 
 #include <unordered_map>
 #include <unordered_set>
@@ -1114,6 +1117,30 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   return t;
 }
 
+// Runs a release (memory given back) on a thread of its own, joined when this object goes; where no
+// thread can be started, right away.
+class BackgroundRelease {
+ public:
+  BackgroundRelease() = default;
+  BackgroundRelease(const BackgroundRelease&) = delete;
+  BackgroundRelease& operator=(const BackgroundRelease&) = delete;
+  ~BackgroundRelease() {
+    if (thread_.joinable()) thread_.join();
+  }
+  template <class F>
+  void start(F&& release) {
+    auto work = std::make_shared<std::decay_t<F>>(std::forward<F>(release));
+    try {
+      thread_ = std::thread([work] { (*work)(); });
+    } catch (const std::system_error&) {
+      (*work)();
+    }
+  }
+
+ private:
+  std::thread thread_;
+};
+
 // The inflating file as the parser's feed.
 class InflatingFeed final : public pickle::InputFeed {
  public:
@@ -1137,10 +1164,15 @@ std::optional<Trace> import_while_inflating(std::unique_ptr<FileBytes>& file, co
     raw->wait_beyond(0);
     if (raw->bytes()[0] != '\x80') return std::nullopt;
     InflatingFeed feed(*raw);
+    // The inflated pickle and the file's mapping are given back on the other core, which inflating has
+    // left idle, while this one builds the events: unmapping 170 MB costs ~15 ms. Joined on return.
+    BackgroundRelease releasing;
     auto release = [&] {
       raw->finish();  // a bad checksum or trailer, found at the end, still decides
-      raw.reset();
-      file.reset();
+      releasing.start([r = std::move(raw), f = std::move(file)]() mutable {
+        r.reset();
+        f.reset();
+      });
     };
     try {
       return import_snapshot(raw->bytes(), path, options, disk_bytes, release, &feed);
