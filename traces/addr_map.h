@@ -15,7 +15,7 @@ class AddrMap {
 
   // Inserts addr -> id; false (and nothing changed) when addr is already present.
   bool insert(uint64_t addr, uint32_t id) {
-    if ((size_ + 1) * 4 > slots_.size() * 3) grow();
+    if ((size_ + 1) * 2 > slots_.size()) grow();  // at most half full: short probe runs
     size_t i = find_slot(addr);
     if (slots_[i].used) return false;
     slots_[i] = {addr, id, true};
