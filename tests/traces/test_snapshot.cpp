@@ -23,6 +23,7 @@
 #include "traces/io/atomic_file.h"
 #include "traces/io/format_error.h"
 #include "traces/io/gzip.h"
+#include "traces/populate_pages.h"
 #include "traces/trace_stats.h"
 
 using namespace fraglab;
@@ -954,6 +955,24 @@ TEST_CASE("AddrMap agrees with std::unordered_map under random inserts and erase
     if (got) REQUIRE(*got == it->second);
   }
   CHECK(map.size() == ref.size());
+}
+
+// The pages are faulted in on another thread while this one writes the buffer from its start: nothing
+// written, before or during, is lost or changed (populating leaves present pages as they are).
+TEST_CASE("PopulatePages keeps what is written before and while it populates", "[snapshot]") {
+  std::vector<uint64_t> buffer;
+  buffer.reserve(size_t{8} << 20);  // 64 MiB: past PopulatePages::kWorthIt
+  const size_t before = buffer.capacity() / 8;
+  for (size_t i = 0; i < before; ++i) buffer.push_back(i * 0x9e3779b97f4a7c15ull);
+  {
+    PopulatePages populate(buffer.data(), buffer.capacity() * sizeof(uint64_t));
+    while (buffer.size() < buffer.capacity()) buffer.push_back(buffer.size() * 0x9e3779b97f4a7c15ull);
+  }
+  REQUIRE(buffer.size() == buffer.capacity());
+  size_t wrong = 0;
+  for (size_t i = 0; i < buffer.size(); ++i) wrong += buffer[i] != i * 0x9e3779b97f4a7c15ull;
+  CHECK(wrong == 0);
+  PopulatePages small(buffer.data(), 4096);  // below the threshold: nothing started, nothing to join
 }
 
 // A DDP rank's snapshot holds its own GPU only: every command that reads a snapshot reads it as `info` and

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "traces/io/format_error.h"
+#include "traces/populate_pages.h"
 
 namespace fraglab {
 namespace {
@@ -220,6 +221,7 @@ class PoolInference {
   // The whole pass: sets pools and inserts PoolRelease / EmptyCache events.
   void run() {
     out_.reserve(trace_.events.size() + 4);
+    PopulatePages populate(out_.data(), out_.capacity() * sizeof(Event));  // faulted in on the other core
     walk(Stop{});
     if (run_start_ != SIZE_MAX) end_release_run(Event{}, trace_.events.size());
     trace_.events = std::move(out_);
