@@ -333,6 +333,26 @@ TEST_CASE("formats: only a native trace streams, whatever its name", "[formats]"
   CHECK_FALSE(reads_streaming(dir.path.string()));  // a directory: opening it says why
 }
 
+// read_trace() returns a whole-file reader's Trace as it is and drains a streaming one; a stream of any
+// file gives the same trace, event for event.
+TEST_CASE("formats: reading a file whole and streaming it give the same trace in every format", "[formats]") {
+  TempDir dir("whole");
+  std::string jsonl_path = dir.file("x.jsonl",
+                                    "{\"fraglab_trace\": 1, \"device\": 0, \"streams\": [0]}\n"
+                                    "{\"op\": \"alloc\", \"id\": 1, \"size\": 512}\n{\"op\": \"free\", \"id\": 1}\n");
+  std::string native_path = (dir.path / "n.fltrace").string();
+  save_trace(load_trace(kCorpus + "side_stream_prefetch.default.pickle.gz"), native_path);
+  for (const std::string& path : {kCorpus + "side_stream_prefetch.default.pickle.gz", native_path, jsonl_path,
+                                  std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/rmm_log_small.csv"}) {
+    INFO(path);
+    const Trace whole = load_trace(path);
+    REQUIRE(!whole.events.empty());
+    CHECK(whole == drain(*open_trace(path)));
+  }
+  CHECK_THROWS_AS(load_trace(dir.path.string()), FormatError);  // a directory: refused, as streaming it is
+  CHECK_THROWS_AS(load_trace(dir.file("text.txt", "hello")), FormatError);
+}
+
 TEST_CASE("formats: a directory scan takes .json and .csv files only when they hold a trace", "[formats]") {
   TempDir dir("scan");
   std::string snapshot = dir.file("snap.json", gunzip_file(kEncodings + "side_stream_prefetch.default.json.gz"));
