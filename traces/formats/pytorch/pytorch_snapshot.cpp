@@ -1141,14 +1141,15 @@ class BackgroundRelease {
   std::thread thread_;
 };
 
-// The inflating file as the parser's feed.
-class InflatingFeed final : public pickle::InputFeed {
+// A file being inflated (InflatingBytes) or read (FileBytes) on another thread as the parser's feed.
+template <class Bytes>
+class BytesFeed final : public pickle::InputFeed {
  public:
-  explicit InflatingFeed(InflatingBytes& bytes) : bytes_(bytes) {}
+  explicit BytesFeed(Bytes& bytes) : bytes_(bytes) {}
   size_t wait_beyond(size_t ready) override { return bytes_.wait_beyond(ready); }
 
  private:
-  InflatingBytes& bytes_;
+  Bytes& bytes_;
 };
 
 // A gzip'd binary pickle (what PyTorch writes) parsed as it inflates on another thread, or nothing
@@ -1163,7 +1164,7 @@ std::optional<Trace> import_while_inflating(std::unique_ptr<FileBytes>& file, co
     // Binary pickles open with PROTO; anything else (JSON, protocol 0) is read whole.
     raw->wait_beyond(0);
     if (raw->bytes()[0] != '\x80') return std::nullopt;
-    InflatingFeed feed(*raw);
+    BytesFeed<InflatingBytes> feed(*raw);
     // The inflated pickle and the file's mapping are given back on the other core, which inflating has
     // left idle, while this one builds the events: unmapping 170 MB costs ~15 ms. Joined on return.
     BackgroundRelease releasing;
@@ -1207,11 +1208,34 @@ Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string&
 
 namespace {
 
+// A binary pickle parsed while the file is read on another thread. Errors come out as they would from reading
+// first: a parse error waits for the end of the reading, and a file that changed while read is the error.
+Trace import_while_reading(std::unique_ptr<FileBytes>& file, const std::string& path, const ReadOptions& options,
+                           uint64_t disk_bytes) {
+  BytesFeed<FileBytes> feed(*file);
+  BackgroundRelease releasing;  // the 200 MB buffer given back on the other core, as for inflated bytes
+  auto release = [&] {
+    file->finish();
+    releasing.start([f = std::move(file)]() mutable { f.reset(); });
+  };
+  try {
+    return import_snapshot(file->bytes(), path, options, disk_bytes, release, &feed);
+  } catch (const FormatError&) {
+    if (file) file->finish();  // the file's own change, if any, is the error to report
+    throw;
+  }
+}
+
 // One device's reading of the snapshot file (OnlyOtherDevice: another device holds its data).
 Trace read_device(const std::string& path, const ReadOptions& options) {
-  auto file = std::make_unique<FileBytes>(path);
+  std::unique_ptr<FileBytes> file = FileBytes::start_reading(path);
+  const size_t first = file->wait_beyond(0);
   std::string_view bytes = file->bytes();
   uint64_t disk_bytes = bytes.size();
+  // A binary pickle (PROTO first: what _dump_snapshot writes) is parsed as the file comes in; anything else
+  // (gzip, JSON, protocol 0) is read whole first.
+  if (first >= 1 && bytes[0] == '\x80') return import_while_reading(file, path, options, disk_bytes);
+  file->finish();
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
       static_cast<unsigned char>(bytes[1]) == 0x8b) {
     try {
