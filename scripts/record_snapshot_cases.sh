@@ -511,6 +511,7 @@ for g in $groups; do case $g in
     rec "SKIP_ACTIONS=free_completed ANNOTATE=1 RECORD=late:2" stream_steps ;;
   large)  # the long histories the speed and GUI benchmarks open (bench/data/README.md)
     rec "STACKS=1" gpt2_generate
+    rec "" gpt2_generate  # without stacks: issue 39's import target
     rec "STACKS=1 ROUNDS=${ROUNDS:-56}" gpt2_generate ;;  # 56 rounds: 11,968,495 entries, 1,148 MB of pickle
 esac; done
 ls -la "$out"
