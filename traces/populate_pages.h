@@ -4,7 +4,8 @@
 // of a 2.4M-entry snapshot's import on the core that builds the events, while the other core sits idle
 // once inflating has ended. madvise(MADV_POPULATE_WRITE) (Linux 5.14) faults the range in within the
 // kernel, without touching its bytes from C++: the writer and the populating thread share no data. Where
-// the kernel lacks it, or no thread can start, nothing happens and the writer faults as before.
+// the kernel lacks it, nothing happens and the writer faults as before; where no thread can start, the
+// pages are faulted in right away (traces/background_task.h).
 #pragma once
 
 #include <sys/mman.h>
@@ -12,8 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <system_error>
-#include <thread>
+
+#include "traces/background_task.h"
 
 namespace fraglab {
 
@@ -31,25 +32,17 @@ class PopulatePages {
     const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
     const uintptr_t end = (reinterpret_cast<uintptr_t>(begin) + bytes) & ~(page - 1);
     if (end <= first) return;
-    try {
-      thread_ = std::thread([first, end] {
-        madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);  // best effort
-      });
-    } catch (const std::system_error&) {
-    }
+    populating_.start([first, end] {
+      madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);  // best effort
+    });
 #else
     (void)begin;
     (void)bytes;
 #endif
   }
-  ~PopulatePages() {
-    if (thread_.joinable()) thread_.join();
-  }
-  PopulatePages(const PopulatePages&) = delete;
-  PopulatePages& operator=(const PopulatePages&) = delete;
 
  private:
-  std::thread thread_;
+  BackgroundTask populating_;  // joined when this object goes
 };
 
 }  // namespace fraglab

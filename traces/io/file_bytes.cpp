@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <system_error>
 
 #include "traces/io/format_error.h"
 
@@ -26,11 +25,7 @@ FileBytes::FileBytes(const std::string& path) : FileBytes(path, false) {
 
 std::unique_ptr<FileBytes> FileBytes::start_reading(const std::string& path) {
   std::unique_ptr<FileBytes> file(new FileBytes(path, true));
-  try {
-    file->thread_ = std::thread([f = file.get()] { f->read_all(); });
-  } catch (const std::system_error&) {
-    file->read_all();  // no thread to be had: read now
-  }
+  file->reading_.start([f = file.get()] { f->read_all(); });  // no thread to be had: read now
   return file;
 }
 
@@ -113,12 +108,12 @@ size_t FileBytes::wait_beyond(size_t have) {
 void FileBytes::finish() {
   while (wait_beyond(size_) < size_) {
   }
-  if (thread_.joinable()) thread_.join();
+  reading_.join();
 }
 
 FileBytes::~FileBytes() {
   stop_ = true;
-  if (thread_.joinable()) thread_.join();
+  reading_.join();  // before the buffer and the descriptor go
   if (fd_ >= 0) close(fd_);
   if (data_) munmap(data_, size_);
 }

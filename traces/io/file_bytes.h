@@ -7,7 +7,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
+
+#include "traces/background_task.h"
 
 namespace fraglab {
 
@@ -50,7 +51,7 @@ class FileBytes {
   size_t failed_at_ = 0;  // the failure's offset (read after ready_ says kFailed)
   std::string failure_;   // its text; empty: no offset applies (the file changed)
   bool failure_has_offset_ = false;
-  std::thread thread_;
+  BackgroundTask reading_;  // start_reading's
 };
 
 namespace detail {

@@ -97,9 +97,11 @@ nlohmann::json meta_to_json(const TraceMeta& meta);
 TraceMeta meta_from_json(const nlohmann::json& j);
 // The meta's "event_pools" ([[event index, pool], ...]), checked against the trace's event
 // and pool counts.
-std::vector<std::pair<uint64_t, ContextIndex>> event_contexts_from_json(const nlohmann::json& j, uint64_t events,
-                                                                        size_t contexts);
 std::vector<std::pair<uint64_t, PoolIndex>> event_pools_from_json(const nlohmann::json& j, uint64_t events,
                                                                   size_t pools);
+// The meta's "event_compile_contexts" ([[event index, context], ...]), checked the same way against the
+// compile_contexts list.
+std::vector<std::pair<uint64_t, ContextIndex>> event_contexts_from_json(const nlohmann::json& j, uint64_t events,
+                                                                        size_t contexts);
 
 }  // namespace fraglab::native_detail

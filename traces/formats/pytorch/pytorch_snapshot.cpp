@@ -35,15 +35,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <system_error>
-#include <thread>
 #include <tuple>
-#include <type_traits>
 
 #include <unordered_map>
 #include <unordered_set>
 
 #include "traces/addr_map.h"
+#include "traces/background_task.h"
 #include "traces/context_interner.h"
 #include "traces/formats/format_sniff.h"
 #include "traces/formats/pytorch/initial_state.h"
@@ -1117,30 +1115,6 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   return t;
 }
 
-// Runs a release (memory given back) on a thread of its own, joined when this object goes; where no
-// thread can be started, right away.
-class BackgroundRelease {
- public:
-  BackgroundRelease() = default;
-  BackgroundRelease(const BackgroundRelease&) = delete;
-  BackgroundRelease& operator=(const BackgroundRelease&) = delete;
-  ~BackgroundRelease() {
-    if (thread_.joinable()) thread_.join();
-  }
-  template <class F>
-  void start(F&& release) {
-    auto work = std::make_shared<std::decay_t<F>>(std::forward<F>(release));
-    try {
-      thread_ = std::thread([work] { (*work)(); });
-    } catch (const std::system_error&) {
-      (*work)();
-    }
-  }
-
- private:
-  std::thread thread_;
-};
-
 // A file being inflated (InflatingBytes) or read (FileBytes) on another thread as the parser's feed.
 template <class Bytes>
 class BytesFeed final : public pickle::InputFeed {
@@ -1167,7 +1141,7 @@ std::optional<Trace> import_while_inflating(std::unique_ptr<FileBytes>& file, co
     BytesFeed<InflatingBytes> feed(*raw);
     // The inflated pickle and the file's mapping are given back on the other core, which inflating has
     // left idle, while this one builds the events: unmapping 170 MB costs ~15 ms. Joined on return.
-    BackgroundRelease releasing;
+    BackgroundTask releasing;
     auto release = [&] {
       raw->finish();  // a bad checksum or trailer, found at the end, still decides
       releasing.start([r = std::move(raw), f = std::move(file)]() mutable {
@@ -1213,7 +1187,7 @@ namespace {
 Trace import_while_reading(std::unique_ptr<FileBytes>& file, const std::string& path, const ReadOptions& options,
                            uint64_t disk_bytes) {
   BytesFeed<FileBytes> feed(*file);
-  BackgroundRelease releasing;  // the 200 MB buffer given back on the other core, as for inflated bytes
+  BackgroundTask releasing;  // the 200 MB buffer given back on the other core, as for inflated bytes
   auto release = [&] {
     file->finish();
     releasing.start([f = std::move(file)]() mutable { f.reset(); });
