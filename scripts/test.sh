@@ -59,8 +59,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 
 echo "== threaded tests under ThreadSanitizer"
 # The code that runs threads: compare's and tune's worker pools, the GUI model's replay and snapshot
-# workers (gui/model/policy_run), the recorder's lock-free buffer; [compare] also runs the fraglab CLI,
-# built with TSan too, with -j 2. Under TSan the test binary holds only those tests' files
+# workers (gui/model/policy_run), the recorder's lock-free buffer, the snapshot importer's second core
+# (traces/in_order_worker.h: [threads], and every snapshot the CLI below reads); [compare] also runs the
+# fraglab CLI, built with TSan too, with -j 2. Under TSan the test binary holds only those tests' files
 # (tests/CMakeLists.txt), and no GUI or benchmarks are built. clang at -O1 compiles them in about
 # two thirds of GCC's time at -O2. Not covered: the GUI app's trace loader thread (gui/app_state.cpp
 # needs the GUI build).
@@ -69,7 +70,7 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEB
   -DFRAGLAB_GUI=OFF -DFRAGLAB_CUDA=OFF -DFRAGLAB_PYTHON=OFF
 cmake --build build-tsan -j "$jobs" --target fraglab fraglab_tests
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-build-tsan/tests/fraglab_tests "[gui],[recorder],[fit],[compare]~\"tune predicts the peaks*\""
+build-tsan/tests/fraglab_tests "[gui],[recorder],[fit],[threads],[compare]~\"tune predicts the peaks*\""
 tsan_out=$(mktemp -d)
 # Every policy side by side in 4 threads on the three smaller kinds of trace (the whole corpus takes ~5
 # CPU-minutes under TSan, these ~10 s).

@@ -768,6 +768,46 @@ TEST_CASE("snapshot import: streaming off PyTorch's layout falls back to the com
   }
 }
 
+TEST_CASE("snapshot import: entries read on the other core give the complete reading's trace and errors",
+          "[snapshot]") {
+  // Enough entries for the importer's worker (batches of 2048) to read most of them while the parse goes on.
+  auto entries = [](size_t pairs) {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> e;
+    for (size_t i = 0; i < pairs; ++i) {
+      const auto addr = static_cast<int64_t>(0x7f0000000000 + 4096 * (i % 64));
+      e.emplace_back("alloc", addr, 512 + static_cast<int64_t>(i % 7));
+      e.emplace_back("free_completed", addr, 512 + static_cast<int64_t>(i % 7));
+    }
+    return e;
+  };
+  SECTION("an entry with a value the worker may not read (a wide int) is read in its place") {
+    auto e = entries(6000);
+    e.insert(e.begin() + 5001, {{"alloc", int64_t{1} << 61, 4096}, {"free_completed", int64_t{1} << 61, 4096}});
+    BothReadings r = read_both(snapshot_of(e), "wide.pickle");
+    REQUIRE(r.streaming);
+    CHECK(r.streamed);
+    CHECK(r.flat_entries == e.size());
+    CHECK(*r.streaming == *r.complete);
+    CHECK(r.streaming->events.size() == e.size());
+    CHECK(r.streaming->events[5001].addr == uint64_t{1} << 61);
+  }
+  SECTION("an error the worker finds: the complete reading's message and offset") {
+    for (size_t bad : {size_t{4500}, size_t{9001}}) {
+      auto e = entries(6000);
+      std::get<0>(e[bad]) = "bogus";
+      BothReadings r = read_both(snapshot_of(e), "bad.pickle");
+      CHECK_FALSE(r.streaming);
+      CHECK(r.complete_error.find("unknown trace action 'bogus'") != std::string::npos);
+      CHECK(r.streaming_error == r.complete_error);
+      e = entries(6000);
+      std::get<2>(e[bad]) = -5;
+      r = read_both(snapshot_of(e), "negative.pickle");
+      CHECK(r.complete_error.find("'size' is negative (-5)") != std::string::npos);
+      CHECK(r.streaming_error == r.complete_error);
+    }
+  }
+}
+
 namespace {
 
 // gzip -6 of `raw`, through zlib (one member, trailer with CRC and size).

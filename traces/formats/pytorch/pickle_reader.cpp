@@ -1212,7 +1212,13 @@ Document Document::parse(std::string_view bytes, const std::string& name, Stream
   Document d;
   d.input_ = bytes;
   d.name_ = name;
-  Parser(d, spec, feed).run();
+  try {
+    Parser(d, spec, feed).run();
+  } catch (...) {
+    if (spec.sink) spec.sink->stream_ended(false);
+    throw;
+  }
+  if (spec.sink) spec.sink->stream_ended(true);
   return d;
 }
 

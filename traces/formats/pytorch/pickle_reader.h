@@ -125,6 +125,10 @@ class ListSink {
   // A frames list's items (memo references); returns the tag that local ids of it carry (id + 1).
   virtual uint32_t intern_list(Document& /*doc*/, const Value* /*items*/, size_t /*n*/) { return 0; }
   virtual void flat_item(Document& /*doc*/, const FlatItem& /*item*/) {}
+  // The parse has ended (`completed`: without an error), the document still there: a sink that reads items
+  // on another thread finishes with them here. On completion it may throw what that reading found (the
+  // parse then fails with it); otherwise it must not throw.
+  virtual void stream_ended(bool /*completed*/) {}
 };
 
 // Input still being written (a gzip file inflating on another thread, traces/io/gzip.h): the parser
@@ -174,6 +178,27 @@ class Document {
   bool as_bool(Value v, const char* what) const;             // bool or int
   // Text for any scalar, Python-like (ints in decimal, True/False/None, floats shortest).
   std::string to_text(Value v) const;
+  // Whether reading `v` (its kind, as_int, as_str, an Interned id) needs only the value and the input
+  // bytes, not the document's side tables, which move as the parse grows them: such a value may be read
+  // on another thread while the parse goes on. A FlatItem's absent slots (Value()) are.
+  static bool self_contained(Value v) {
+    switch (v.kind()) {
+      case Kind::Str:
+      case Kind::Bytes:
+        return (v.payload() & kSideSpanBit) == 0;
+      case Kind::WideInt:
+      case Kind::HugeInt:
+      case Kind::Float:
+      case Kind::List:
+      case Kind::Tuple:
+      case Kind::Dict:
+      case Kind::Set:
+      case Kind::Gone:
+        return false;
+      default:
+        return true;
+    }
+  }
 
   // Containers. size() counts items (dict: pairs; it walks the chunks). offset() is where the container's
   // opening opcode sits in the input: the position to name in errors about its content.

@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 #include <unordered_map>
@@ -54,6 +55,7 @@
 #include "traces/formats/pytorch/snapshot_schema.h"
 #include "traces/formats/pytorch/stack_interner.h"
 #include "traces/formats/pytorch/unrecorded_settings.h"
+#include "traces/in_order_worker.h"
 #include "traces/io/file_bytes.h"
 #include "traces/io/format_error.h"
 #include "traces/io/gzip.h"
@@ -97,7 +99,14 @@ class Importer final : public pickle::ListSink {
   // `disk_bytes`: the input's size on disk, which bounds what it may expand to (read_limits.h).
   // `streaming`: the entries come through item() while the pickle is parsed.
   Importer(const std::string& name, const ReadOptions& options, uint64_t disk_bytes, bool streaming)
-      : name_(name), options_(options), stacks_(trace_.meta, read_limits().budget(disk_bytes)), streaming_(streaming) {}
+      : name_(name), options_(options), stacks_(trace_.meta, read_limits().budget(disk_bytes)), streaming_(streaming) {
+    // The fast path's entries are turned into events on another core while the parse goes on (where there is
+    // one): a quarter of the parse's time.
+    if (streaming_ && std::thread::hardware_concurrency() > 1)
+      fields_worker_ = std::make_unique<FieldsWorker>([this](const pickle::FlatItem* items, size_t n) {
+        for (size_t i = 0; i < n; ++i) read_fields(items[i]);
+      });
+  }
 
   // kAnyDevice was asked for (options_.device is then 0): an empty device 0 gives way to the one device
   // with data (OnlyOtherDevice) instead of failing.
@@ -113,6 +122,7 @@ class Importer final : public pickle::ListSink {
   // A streamed entry, while the parse goes on.
   void item(Document& doc, Value entry) override {
     enter(doc);
+    fields_done();  // the entries before it first, in order
     read_entry(entry);
   }
   // The same read by the parser's fast path.
@@ -126,7 +136,17 @@ class Importer final : public pickle::ListSink {
   }
   void flat_item(Document& doc, const pickle::FlatItem& item) override {
     enter(doc);
+    if (fields_worker_ && self_contained(item)) return fields_worker_->push(item);
+    fields_done();
     read_fields(item);
+  }
+  // An error the worker found is thrown by the completed parse, as the parse would have thrown it.
+  void stream_ended(bool completed) override {
+    if (!fields_worker_) return;
+    if (completed)
+      fields_worker_->drain();
+    else
+      fields_worker_->stop();
   }
 
   // Everything but building the events; false: history absent. Streaming, it also checks that
@@ -214,6 +234,16 @@ class Importer final : public pickle::ListSink {
     return options_.model ? *options_.model : kRulesAlone;
   }
 
+  // Whether the worker can read the item while the parse goes on (pickle::Document::self_contained).
+  static bool self_contained(const pickle::FlatItem& item) {
+    for (const Value& v : item.slots)
+      if (!Document::self_contained(v)) return false;
+    return true;
+  }
+  void fields_done() {
+    if (fields_worker_) fields_worker_->drain();
+  }
+
   const Document* doc_ = nullptr;
   std::string name_;
   const ReadOptions& options_;
@@ -263,6 +293,9 @@ class Importer final : public pickle::ListSink {
   StackId last_key_id_ = 0;
   std::vector<const std::string*> local_keys_;
   std::unordered_map<uint32_t, StackId> local_stack_of_list_;  // frames lists of the complete document
+  // Streaming: read_fields() of self-contained flat items on another thread, in order. Last: it stops first.
+  using FieldsWorker = InOrderWorker<pickle::FlatItem, std::function<void(const pickle::FlatItem*, size_t)>>;
+  std::unique_ptr<FieldsWorker> fields_worker_;
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError::at_offset(name_, entry_offset_, what); }
 

@@ -1,0 +1,77 @@
+// InOrderWorker: batches processed in order on one worker thread, its error thrown by drain(), a small input
+// processed by drain() on the caller's thread.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "traces/in_order_worker.h"
+
+using namespace fraglab;
+
+namespace {
+using Worker = InOrderWorker<int, std::function<void(const int*, size_t)>>;
+}
+
+TEST_CASE("in-order worker: every item processed once in order on the worker", "[snapshot][threads]") {
+  std::vector<int> seen;
+  std::thread::id ran_on;
+  Worker w(
+      [&](const int* items, size_t n) {
+        ran_on = std::this_thread::get_id();
+        seen.insert(seen.end(), items, items + n);
+      },
+      64);
+  for (int i = 0; i < 10000; ++i) w.push(i);
+  w.drain();
+  REQUIRE(seen.size() == 10000);
+  for (int i = 0; i < 10000; ++i) REQUIRE(seen[static_cast<size_t>(i)] == i);
+  CHECK(ran_on != std::this_thread::get_id());
+  // It goes on after a drain.
+  for (int i = 10000; i < 10100; ++i) w.push(i);
+  w.drain();
+  CHECK(seen.size() == 10100);
+  CHECK(seen.back() == 10099);
+}
+
+TEST_CASE("in-order worker: a batch that never fills is processed by drain on the caller's thread",
+          "[snapshot][threads]") {
+  std::vector<int> seen;
+  std::thread::id ran_on;
+  Worker w(
+      [&](const int* items, size_t n) {
+        ran_on = std::this_thread::get_id();
+        seen.insert(seen.end(), items, items + n);
+      },
+      64);
+  for (int i = 0; i < 10; ++i) w.push(i);
+  w.drain();
+  CHECK(seen.size() == 10);
+  CHECK(ran_on == std::this_thread::get_id());
+}
+
+TEST_CASE("in-order worker: the worker's first error is thrown by drain and later batches are dropped",
+          "[snapshot][threads]") {
+  std::vector<int> seen;
+  Worker w(
+      [&](const int* items, size_t n) {
+        for (size_t i = 0; i < n; ++i) {
+          if (items[i] == 300) throw std::runtime_error("bad item 300");
+          seen.push_back(items[i]);
+        }
+      },
+      64);
+  for (int i = 0; i < 1000; ++i) w.push(i);
+  CHECK_THROWS_WITH(w.drain(), "bad item 300");
+  REQUIRE(seen.size() == 300);
+  CHECK(seen.back() == 299);
+}
+
+TEST_CASE("in-order worker: stop drops what is pending and forgets the error", "[snapshot][threads]") {
+  Worker w([](const int*, size_t) { throw std::runtime_error("never seen"); }, 8);
+  for (int i = 0; i < 100; ++i) w.push(i);
+  w.stop();
+  CHECK_NOTHROW(w.stop());
+}
