@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "import/trace_import.h"
@@ -64,15 +65,17 @@ struct P {
   std::string stop() { return b + '.'; }
 };
 
-// {'device_traces': [[{'action': a, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t}, ...]]}
-std::string snapshot_of(const std::vector<std::tuple<std::string, int64_t, int64_t>>& entries) {
+// {'device_traces': [[{'action': a, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t}, ...]]}, the times
+// 100, 101, ... unless given.
+std::string snapshot_of(const std::vector<std::tuple<std::string, int64_t, int64_t>>& entries,
+                        const std::vector<int64_t>& times = {}) {
   P p;
   p.empty_dict().mark().str("device_traces").empty_list().empty_list().mark();
-  int64_t t = 100;
-  for (const auto& [action, addr, size] : entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& [action, addr, size] = entries[i];
     p.empty_dict().mark();
     p.str("action").str(action).str("addr").i64(addr).str("size").i64(size).str("stream").i64(0);
-    p.str("time_us").i64(t++);
+    p.str("time_us").i64(i < times.size() ? times[i] : 100 + static_cast<int64_t>(i));
     p.setitems();
   }
   p.appends().op('a');  // inner list into device_traces
@@ -504,6 +507,7 @@ struct BothReadings {
   std::string streaming_error, complete_error;
   bool streamed = false;
   uint64_t flat_entries = 0;
+  bool ahead = false;  // ids given as the entries were read (last_snapshot_import_resolved_ahead)
 };
 
 BothReadings read_both(const std::string& bytes, const std::string& name, const ReadOptions& options = {}) {
@@ -512,6 +516,7 @@ BothReadings read_both(const std::string& bytes, const std::string& name, const 
     r.streaming = parse_pytorch_snapshot(bytes, name, with_pytorch_model(options));
     r.streamed = last_snapshot_import_streamed();
     r.flat_entries = last_snapshot_import_flat_entries();
+    r.ahead = last_snapshot_import_resolved_ahead();
   } catch (const FormatError& e) {
     r.streaming_error = e.what();
   }
@@ -551,7 +556,7 @@ TEST_CASE("snapshot import: the streaming reading equals the complete one on eve
     for (const auto& e : fs::directory_iterator(dir))
       if (e.path().string().ends_with(".pickle.gz")) files.push_back(e.path().string());
   REQUIRE(files.size() >= 40);
-  size_t streamed = 0;
+  size_t streamed = 0, ahead = 0;
   for (const std::string& f : files) {
     INFO(f);
     std::string bytes = gunzip(read_file(f), f);
@@ -559,6 +564,9 @@ TEST_CASE("snapshot import: the streaming reading equals the complete one on eve
     REQUIRE(r.streaming);
     REQUIRE(r.complete);
     CHECK(*r.streaming == *r.complete);
+    // Ids given ahead only where nothing was live at the first entry (a recording from the program's start).
+    if (r.ahead) CHECK(r.complete->meta.initial.live_blocks == 0);
+    ahead += r.ahead;
     // Every recording with a history streams it (the others have nothing to stream).
     CHECK(r.streamed == !r.complete->meta.history_absent);
     streamed += r.streamed;
@@ -569,6 +577,7 @@ TEST_CASE("snapshot import: the streaming reading equals the complete one on eve
       CHECK(r.flat_entries >= r.complete->events.size() / 2);
   }
   CHECK(streamed >= 30);
+  if (std::thread::hardware_concurrency() > 1) CHECK(ahead >= 10);  // the worker is there to give them
 }
 
 namespace {
@@ -805,6 +814,63 @@ TEST_CASE("snapshot import: entries read on the other core give the complete rea
       CHECK(r.complete_error.find("'size' is negative (-5)") != std::string::npos);
       CHECK(r.streaming_error == r.complete_error);
     }
+  }
+}
+
+TEST_CASE("snapshot import: ids given as the entries are read equal those given after, or give way to them",
+          "[snapshot]") {
+  if (std::thread::hardware_concurrency() < 2) {
+    WARN("one core: no worker reads the entries, so none are given ahead");
+    return;
+  }
+  auto pairs = [](size_t n) {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> e;
+    for (size_t i = 0; i < n; ++i) {
+      const auto addr = static_cast<int64_t>(0x7f0000000000 + 4096 * (i % 50));
+      e.emplace_back("alloc", addr, 256);
+      e.emplace_back("free_requested", addr, 256);
+      e.emplace_back("free_completed", addr, 256);
+    }
+    return e;
+  };
+  auto check = [](const std::vector<std::tuple<std::string, int64_t, int64_t>>& e, bool ahead,
+                  const std::vector<int64_t>& times = {}) {
+    BothReadings r = read_both(snapshot_of(e, times), "ahead.pickle");
+    REQUIRE(r.streaming);
+    REQUIRE(r.complete);
+    CHECK(r.flat_entries == e.size());
+    CHECK(*r.streaming == *r.complete);
+    CHECK(r.ahead == ahead);
+    return *r.complete;
+  };
+  SECTION("a recording from the start: given ahead") { check(pairs(3000), true); }
+  SECTION("a free requested twice and a double free: entries that make no event, given ahead") {
+    auto e = pairs(3000);
+    e.insert(e.begin() + 4001, {"free_requested", std::get<1>(e[4000]), 256});
+    e.insert(e.begin() + 6003, {"free_completed", std::get<1>(e[6002]), 256});
+    Trace t = check(e, true);
+    CHECK(t.meta.double_frees == 1);
+    CHECK(t.events.size() == e.size() - 2);
+  }
+  SECTION("a free of an address the history never allocated: resolved after") {
+    auto e = pairs(3000);
+    e.insert(e.begin() + 5000, {"free_completed", 0x10000, 256});
+    Trace t = check(e, false);
+    CHECK(t.meta.dropped_unknown_frees == 1);
+  }
+  SECTION("entries from before a shrunk ring (times going back): resolved after") {
+    auto e = pairs(3000);
+    std::vector<int64_t> times;
+    for (size_t i = 0; i < e.size(); ++i) times.push_back(static_cast<int64_t>(i < 4500 ? 1000 + i : i));
+    Trace t = check(e, false, times);
+    CHECK(t.meta.dropped_stale_entries > 0);
+  }
+  SECTION("free_completed skipped (addresses reused after free_requested): resolved after") {
+    auto e = pairs(3000);
+    std::erase_if(e, [](const auto& x) { return std::get<0>(x) == "free_completed"; });
+    Trace t = check(e, false);
+    REQUIRE(t.meta.skipped_actions.size() == 1);
+    CHECK(t.meta.skipped_actions[0].action == "free_completed");
   }
 }
 

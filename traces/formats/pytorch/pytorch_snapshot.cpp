@@ -102,10 +102,12 @@ class Importer final : public pickle::ListSink {
       : name_(name), options_(options), stacks_(trace_.meta, read_limits().budget(disk_bytes)), streaming_(streaming) {
     // The fast path's entries are turned into events on another core while the parse goes on (where there is
     // one): a quarter of the parse's time.
-    if (streaming_ && std::thread::hardware_concurrency() > 1)
+    if (streaming_ && std::thread::hardware_concurrency() > 1) {
       fields_worker_ = std::make_unique<FieldsWorker>([this](const pickle::FlatItem* items, size_t n) {
         for (size_t i = 0; i < n; ++i) read_fields(items[i]);
       });
+      ahead_ = Ahead::Holding;
+    }
   }
 
   // kAnyDevice was asked for (options_.device is then 0): an empty device 0 gives way to the one device
@@ -179,6 +181,7 @@ class Importer final : public pickle::ListSink {
   // The state at the first entry, the prologue that establishes it, then the history with ids.
   Trace finish(bool history) { return build(history); }
   bool streamed() const { return streaming_; }
+  bool used_resolution_ahead() const { return used_resolution_ahead_; }
 
  private:
   bool collect_document() {
@@ -249,10 +252,20 @@ class Importer final : public pickle::ListSink {
   const ReadOptions& options_;
   Trace trace_;
   IdSlots slots_;
-  AddrMap live_;                                 // block address -> id, while allocated
-  AddrMap freed_;                                // addresses freed since their last allocation (ids unused)
-  std::vector<uint8_t> free_requested_;          // by id: free_requested seen, completion pending
-  std::unordered_set<Addr> unknown_requested_;   // free_requested of blocks in no segment the snapshot shows
+  AddrMap live_;                                // block address -> id, while allocated
+  AddrMap freed_;                               // addresses freed since their last allocation (ids unused)
+  std::vector<uint8_t> free_requested_;         // by id: free_requested seen, completion pending
+  std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
+  uint64_t double_frees_ = 0;                   // TraceMeta's, once the history is resolved
+  uint64_t dropped_unknown_frees_ = 0;          // likewise
+  // Resolution ahead (resolve()): while the entries are read on the worker, on the guess that the history
+  // begins with nothing live. Holding: every entry so far resolved so (ahead_resolved_ of them).
+  enum class Ahead { Off, Holding, Abandoned };
+  Ahead ahead_ = Ahead::Off;
+  size_t ahead_resolved_ = 0;
+  int64_t ahead_last_time_ = INT64_MIN;
+  std::vector<size_t> ahead_dropped_;            // indices of entries that make no event, in order
+  bool used_resolution_ahead_ = false;           // build() took it
   uint64_t user_metadata_entries_ = 0;           // trace entries with a non-empty user_metadata
   ContextInterner contexts_{trace_.meta};        // compile contexts (Event::compile_context)
   std::vector<Annotation> history_annotations_;  // the history's `annotate` entries
@@ -550,6 +563,10 @@ class Importer final : public pickle::ListSink {
     size_t prologue = 0;
     for (const RecordedSegment& seg : m.initial.segments) prologue += seg.blocks.size();
     size_t history_size = raw_.size();
+    // The ids given as the entries were read stand where nothing was live at the first entry; else the history
+    // is resolved from the state there.
+    used_resolution_ahead_ = prologue == 0 && resolved_ahead(skips, history_size);
+    if (!used_resolution_ahead_) forget_resolution();
     trace_.events = std::move(raw_);
     trace_.events.insert(trace_.events.begin(), prologue, Event{});
     written_ = 0;
@@ -568,10 +585,23 @@ class Importer final : public pickle::ListSink {
         free_requested_[e.id] = b.state == RecordedBlock::State::ActivePendingFree;
         trace_.events[written_++] = e;
       }
-    for (size_t i = 0; i < history_size; ++i) {
-      entry_offset_ = raw_offsets_[i];
-      apply_entry(trace_.events[prologue + i]);  // a copy: its slot may be written next
+    if (used_resolution_ahead_) {
+      size_t next = 0;
+      for (size_t i = 0; i < history_size; ++i) {
+        if (next < ahead_dropped_.size() && ahead_dropped_[next] == i) {
+          ++next;
+          continue;
+        }
+        push(Event(trace_.events[i]));  // a copy: its slot may be written next
+      }
+    } else {
+      for (size_t i = 0; i < history_size; ++i) {
+        entry_offset_ = raw_offsets_[i];
+        apply_entry(trace_.events[prologue + i]);  // a copy: its slot may be written next
+      }
     }
+    m.double_frees += double_frees_;
+    m.dropped_unknown_frees += dropped_unknown_frees_;
     trace_.events.resize(written_);
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back({release_run_start_, false});
     insert_empty_caches();
@@ -668,16 +698,69 @@ class Importer final : public pickle::ListSink {
   }
 
   void apply_entry(Event e) {
+    if (resolve(e, false) == Resolved::Event) push(e);
+  }
+
+  // What an entry becomes: its allocation id found or given (Event), or no event (Dropped). `ahead`: resolved
+  // as the entry is read, before the state at the first entry is known, on the guess that nothing was live
+  // then (a recording from the program's start): Unsure where the entry belies that guess (a free of an
+  // address the history never allocated may be a block from before it) or would be an error that reading
+  // skipped actions may explain. build() takes the guess only where the state at the first entry bears it out.
+  enum class Resolved { Event, Dropped, Unsure };
+  Resolved resolve(Event& e, bool ahead) {
     switch (e.kind) {
       case EventKind::Alloc:
-        return on_alloc(e);
+        if (live_.find(e.addr)) {
+          if (ahead) return Resolved::Unsure;
+          fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
+        }
+        on_alloc(e);
+        return Resolved::Event;
       case EventKind::FreeRequested:
-        return on_free_requested(e);
       case EventKind::Free:
-        return on_free_completed(e);
+        if (ahead && !live_.find(e.addr) && !freed_.find(e.addr)) return Resolved::Unsure;
+        return e.kind == EventKind::Free ? on_free_completed(e) : on_free_requested(e);
       default:
-        return push(e);
+        return Resolved::Event;
     }
+  }
+
+  // The entry just read, resolved ahead while the guess holds (see resolve()).
+  void resolve_ahead() {
+    if (ahead_ != Ahead::Holding) return;
+    Event& e = raw_.back();
+    if (trace_.meta.has_times && e.time_us < ahead_last_time_) {  // a stale entry (drop_stale_entries)
+      ahead_ = Ahead::Abandoned;
+      return;
+    }
+    ahead_last_time_ = e.time_us;
+    switch (resolve(e, true)) {
+      case Resolved::Event:
+        break;
+      case Resolved::Dropped:
+        ahead_dropped_.push_back(raw_.size() - 1);
+        break;
+      case Resolved::Unsure:
+        ahead_ = Ahead::Abandoned;
+        return;
+    }
+    ++ahead_resolved_;
+  }
+  // Whether every entry was resolved ahead and the history as build() reads it is the one resolved: no stale
+  // entry dropped, no skipped action inferred, nothing live at the first entry (prologue 0, checked there).
+  bool resolved_ahead(const SkipReading& skips, size_t history_size) const {
+    return ahead_ == Ahead::Holding && ahead_resolved_ == history_size && skips.skipped.empty() &&
+           !skips.history_unusable && trace_.meta.dropped_stale_entries == 0;
+  }
+  // The resolution ahead undone: build() resolves the history from the state at the first entry.
+  void forget_resolution() {
+    live_ = AddrMap{};
+    freed_ = AddrMap{};
+    slots_ = IdSlots{};
+    free_requested_.clear();
+    unknown_requested_.clear();
+    double_frees_ = dropped_unknown_frees_ = 0;
+    ahead_dropped_ = {};
   }
 
   void read_entry(Value entry) {
@@ -778,6 +861,7 @@ class Importer final : public pickle::ListSink {
     }
     raw_.push_back(e);
     raw_offsets_.push_back(entry_offset_);
+    resolve_ahead();
   }
 
   // Segment releases that the allocator's malloc path makes (garbage collection, the
@@ -856,31 +940,26 @@ class Importer final : public pickle::ListSink {
   }
 
   void on_alloc(Event& e) {
-    e.kind = EventKind::Alloc;
-    if (live_.find(e.addr))
-      fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
     e.id = slots_.acquire();
     live_.insert(e.addr, e.id);
     freed_.erase(e.addr);
     if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
     free_requested_[e.id] = 0;
-    push(e);
   }
 
-  void on_free_requested(Event& e) {
+  Resolved on_free_requested(Event& e) {
     const AllocId* id = live_.find(e.addr);
     if (!id) {
       unknown_requested_.insert(e.addr);  // a block no segment of the snapshot holds
-      return;
+      return Resolved::Dropped;
     }
-    if (free_requested_[*id]) return;  // requested twice: the first request counts
+    if (free_requested_[*id]) return Resolved::Dropped;  // requested twice: the first request counts
     free_requested_[*id] = 1;
-    e.kind = EventKind::FreeRequested;
     e.id = *id;
-    push(e);
+    return Resolved::Event;
   }
 
-  void on_free_completed(Event& e) {
+  Resolved on_free_completed(Event& e) {
     const AllocId* id = live_.find(e.addr);
     if (!id) {
       // A block that lies in no segment the snapshot shows (so not in the state at the first
@@ -889,17 +968,16 @@ class Importer final : public pickle::ListSink {
       // A block this history allocated and freed already, freed again with no allocation between: a
       // double free (no allocator records one; the history is damaged), not a block before the history.
       if (freed_.find(e.addr))
-        ++trace_.meta.double_frees;
+        ++double_frees_;
       else
-        ++trace_.meta.dropped_unknown_frees;
-      return;
+        ++dropped_unknown_frees_;
+      return Resolved::Dropped;
     }
-    e.kind = EventKind::Free;
     e.id = *id;
     freed_.insert(e.addr, 0);
     live_.erase(e.addr);
     slots_.release(e.id);
-    push(e);
+    return Resolved::Event;
   }
 
   // Nested settings (roundup_power2_divisions is a dict of intervals) flatten to dotted
@@ -1106,6 +1184,7 @@ namespace {
 
 thread_local bool g_last_import_streamed = false;
 thread_local uint64_t g_last_import_flat_entries = 0;
+thread_local bool g_last_import_resolved_ahead = false;
 
 // The input is released (release_input) before the events are built, when the reading allows.
 // `feed`: the input is still being written (InflatingBytes), both parses wait for it.
@@ -1118,6 +1197,7 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   std::unique_ptr<Importer> importer;
   bool history = false;
   g_last_import_flat_entries = 0;
+  g_last_import_resolved_ahead = false;
   try {
     importer = std::make_unique<Importer>(name, options, disk_bytes, true);
     importer->allow_other_device(any_device);
@@ -1145,6 +1225,7 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   }
   if (release_input) release_input();
   Trace t = importer->finish(history);
+  g_last_import_resolved_ahead = importer->used_resolution_ahead();
   return t;
 }
 
@@ -1197,6 +1278,7 @@ std::optional<Trace> import_while_inflating(std::unique_ptr<FileBytes>& file, co
 
 bool last_snapshot_import_streamed() { return g_last_import_streamed; }
 uint64_t last_snapshot_import_flat_entries() { return g_last_import_streamed ? g_last_import_flat_entries : 0; }
+bool last_snapshot_import_resolved_ahead() { return g_last_import_resolved_ahead; }
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
   return reading_the_device_with_data(

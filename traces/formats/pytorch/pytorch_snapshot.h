@@ -39,6 +39,9 @@ Trace read_pytorch_snapshot(const std::string& path, const ReadOptions& options)
 bool last_snapshot_import_streamed();
 // How many of its entries the parser's fast path read (pickle_reader.h, "Flat entries").
 uint64_t last_snapshot_import_flat_entries();
+// Whether its history's allocation ids were given as the entries were read, on another thread (the history
+// began with nothing live, as a recording from the program's start), rather than once the whole was read.
+bool last_snapshot_import_resolved_ahead();
 // The complete (never streaming) reading of a pickle, which decides results and messages: what
 // the streaming one is checked against.
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options);
