@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace fraglab {
@@ -26,6 +27,21 @@ class AddrMap {
   const uint32_t* find(uint64_t addr) const {
     const Slot& s = slots_[find_slot(addr)];
     return s.used ? &s.id : nullptr;
+  }
+  // The same, to change in place (valid until the next insert).
+  uint32_t* find(uint64_t addr) {
+    Slot& s = slots_[find_slot(addr)];
+    return s.used ? &s.id : nullptr;
+  }
+  // addr's id, `id` inserted where addr is absent, in one probe: {its id (valid until the next insert),
+  // whether inserted}.
+  std::pair<uint32_t*, bool> try_insert(uint64_t addr, uint32_t id) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    size_t i = find_slot(addr);
+    if (slots_[i].used) return {&slots_[i].id, false};
+    slots_[i] = {addr, id, true};
+    ++size_;
+    return {&slots_[i].id, true};
   }
   // Removes addr; false when absent.
   bool erase(uint64_t addr) {

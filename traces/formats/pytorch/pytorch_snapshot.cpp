@@ -252,8 +252,10 @@ class Importer final : public pickle::ListSink {
   const ReadOptions& options_;
   Trace trace_;
   IdSlots slots_;
-  AddrMap live_;                                // block address -> id, while allocated
-  AddrMap freed_;                               // addresses freed since their last allocation (ids unused)
+  // Block address -> its id while allocated, kFreedBlock once freed (until allocated again): one probe an
+  // entry, where a map of live blocks beside a set of freed addresses (for double frees) took two or three.
+  AddrMap blocks_;
+  static constexpr AllocId kFreedBlock = UINT32_MAX;
   std::vector<uint8_t> free_requested_;         // by id: free_requested seen, completion pending
   std::unordered_set<Addr> unknown_requested_;  // free_requested of blocks in no segment the snapshot shows
   uint64_t double_frees_ = 0;                   // TraceMeta's, once the history is resolved
@@ -580,7 +582,7 @@ class Importer final : public pickle::ListSink {
         e.time_us = t0;
         e.stack = b.stack;
         e.id = slots_.acquire();
-        live_.insert(e.addr, e.id);
+        blocks_.insert(e.addr, e.id);
         if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
         free_requested_[e.id] = b.state == RecordedBlock::State::ActivePendingFree;
         trace_.events[written_++] = e;
@@ -709,17 +711,21 @@ class Importer final : public pickle::ListSink {
   enum class Resolved { Event, Dropped, Unsure };
   Resolved resolve(Event& e, bool ahead) {
     switch (e.kind) {
-      case EventKind::Alloc:
-        if (live_.find(e.addr)) {
+      case EventKind::Alloc: {
+        auto [id, added] = blocks_.try_insert(e.addr, kFreedBlock);
+        if (!added && *id != kFreedBlock) {
           if (ahead) return Resolved::Unsure;
           fail(fmt::format("alloc at address 0x{:x}, which is already allocated and not yet freed", e.addr));
         }
-        on_alloc(e);
+        on_alloc(e, *id);
         return Resolved::Event;
+      }
       case EventKind::FreeRequested:
-      case EventKind::Free:
-        if (ahead && !live_.find(e.addr) && !freed_.find(e.addr)) return Resolved::Unsure;
-        return e.kind == EventKind::Free ? on_free_completed(e) : on_free_requested(e);
+      case EventKind::Free: {
+        AllocId* id = blocks_.find(e.addr);
+        if (ahead && !id) return Resolved::Unsure;
+        return e.kind == EventKind::Free ? on_free_completed(e, id) : on_free_requested(e, id);
+      }
       default:
         return Resolved::Event;
     }
@@ -754,8 +760,7 @@ class Importer final : public pickle::ListSink {
   }
   // The resolution ahead undone: build() resolves the history from the state at the first entry.
   void forget_resolution() {
-    live_ = AddrMap{};
-    freed_ = AddrMap{};
+    blocks_ = AddrMap{};
     slots_ = IdSlots{};
     free_requested_.clear();
     unknown_requested_.clear();
@@ -939,17 +944,16 @@ class Importer final : public pickle::ListSink {
     trace_.events = std::move(out);
   }
 
-  void on_alloc(Event& e) {
+  // `block`: the address's entry in blocks_.
+  void on_alloc(Event& e, AllocId& block) {
     e.id = slots_.acquire();
-    live_.insert(e.addr, e.id);
-    freed_.erase(e.addr);
+    block = e.id;
     if (e.id >= free_requested_.size()) free_requested_.resize(e.id + 1u);
     free_requested_[e.id] = 0;
   }
 
-  Resolved on_free_requested(Event& e) {
-    const AllocId* id = live_.find(e.addr);
-    if (!id) {
+  Resolved on_free_requested(Event& e, const AllocId* id) {
+    if (!id || *id == kFreedBlock) {
       unknown_requested_.insert(e.addr);  // a block no segment of the snapshot holds
       return Resolved::Dropped;
     }
@@ -959,23 +963,21 @@ class Importer final : public pickle::ListSink {
     return Resolved::Event;
   }
 
-  Resolved on_free_completed(Event& e) {
-    const AllocId* id = live_.find(e.addr);
-    if (!id) {
+  Resolved on_free_completed(Event& e, AllocId* id) {
+    if (!id || *id == kFreedBlock) {
       // A block that lies in no segment the snapshot shows (so not in the state at the first
       // entry): counted once, whether or not its free_requested was recorded too.
       unknown_requested_.erase(e.addr);
       // A block this history allocated and freed already, freed again with no allocation between: a
       // double free (no allocator records one; the history is damaged), not a block before the history.
-      if (freed_.find(e.addr))
+      if (id)
         ++double_frees_;
       else
         ++dropped_unknown_frees_;
       return Resolved::Dropped;
     }
     e.id = *id;
-    freed_.insert(e.addr, 0);
-    live_.erase(e.addr);
+    *id = kFreedBlock;
     slots_.release(e.id);
     return Resolved::Event;
   }
