@@ -4,6 +4,7 @@
 // map sees an insert and an erase for every allocation of a multi-million-event trace).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>

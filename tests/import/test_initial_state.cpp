@@ -152,3 +152,34 @@ TEST_CASE("initial state: a history from process start has an empty state", "[sn
   std::vector<Event> history = {entry(EventKind::SegmentAlloc, s, 20 * MiB), entry(EventKind::Alloc, s, 20 * MiB)};
   CHECK(reconstruct_initial_state(history, {seg}).empty());
 }
+
+TEST_CASE("initial state: the allocated addresses given (a history that frees nothing first) read the same",
+          "[snapshot_cases]") {
+  // The importer passes the addresses it allocated when no entry freed an address first: the forward scan
+  // is skipped, and a block of the final segments the history never mentions is still found.
+  Addr s = 0x800000000;
+  RecordedSegment seg = segment(s, 2 * MiB);
+  seg.small_pool = true;
+  RecordedBlock ghost;
+  ghost.address = s + 512;
+  ghost.size = 1024;
+  ghost.requested_size = 1000;
+  ghost.state = RecordedBlock::State::ActiveAllocated;
+  RecordedBlock mentioned = ghost;
+  mentioned.address = s + 4096;
+  seg.blocks = {ghost, mentioned};
+  std::vector<Event> history = {entry(EventKind::Alloc, s + 8192, 1000), entry(EventKind::Free, s + 8192, 1000),
+                                entry(EventKind::Alloc, s + 4096, 1000)};
+  AddrMap allocated;
+  for (const Event& e : history)
+    if (e.kind == EventKind::Alloc) allocated.insert(e.addr, 0);
+  InitialState scanned = reconstruct_initial_state(history, {seg});
+  InitialState given = reconstruct_initial_state(history, {seg}, 20 * MiB, &allocated);
+  CHECK(given == scanned);
+  REQUIRE(given.live_blocks == 1);
+  CHECK(given.segments[0].blocks[0].address == s + 512);
+  // With the mentioned block's address missing from the set, it reads as live at the start too.
+  AddrMap partial;
+  partial.insert(s + 8192, 0);
+  CHECK(reconstruct_initial_state(history, {seg}, 20 * MiB, &partial).live_blocks == 2);
+}

@@ -120,12 +120,13 @@ struct StartBlock {
 };
 
 // Blocks allocated before the first entry: addresses whose first entry frees them, and blocks the
-// final segments hold allocated that the history never mentions.
+// final segments hold allocated that the history never mentions. `allocated`: see reconstruct_initial_state.
 std::map<Addr, StartBlock> live_at_start(const std::vector<Event>& history,
-                                         const std::vector<RecordedSegment>& final_segments) {
+                                         const std::vector<RecordedSegment>& final_segments, const AddrMap* allocated) {
   std::map<Addr, StartBlock> start;
   AddrMap seen, live;  // used as sets (one flat table each, no node per address)
   for (const Event& e : history) {
+    if (allocated) break;  // no entry frees an address first: the allocated addresses are known
     bool free_entry = e.kind == EventKind::Free || e.kind == EventKind::FreeRequested;
     if (e.kind == EventKind::Alloc) {
       live.insert(e.addr, 0);
@@ -142,9 +143,10 @@ std::map<Addr, StartBlock> live_at_start(const std::vector<Event>& history,
       b.stream = e.stream;
     }
   }
+  const AddrMap& mentioned = allocated ? *allocated : seen;
   for (const RecordedSegment& s : final_segments)
     for (const RecordedBlock& blk : s.blocks)
-      if (blk.state != RecordedBlock::State::Inactive && !seen.find(blk.address))
+      if (blk.state != RecordedBlock::State::Inactive && !mentioned.find(blk.address))
         start[blk.address] = StartBlock{blk, s.stream, false};
   return start;
 }
@@ -201,10 +203,11 @@ void find_block_ends(const std::vector<Event>& history, std::map<Addr, StartBloc
 }  // namespace
 
 InitialState reconstruct_initial_state(const std::vector<Event>& history,
-                                       const std::vector<RecordedSegment>& final_segments, uint64_t large_page) {
+                                       const std::vector<RecordedSegment>& final_segments, uint64_t large_page,
+                                       const AddrMap* allocated) {
   InitialState out;
   SegmentMap segments = segments_at_start(history, final_segments, large_page);
-  std::map<Addr, StartBlock> start = live_at_start(history, final_segments);
+  std::map<Addr, StartBlock> start = live_at_start(history, final_segments, allocated);
 
   // Each live block ends at the latest where the next one (or its segment) begins.
   std::map<Addr, Addr> boundary;

@@ -22,6 +22,7 @@
 
 #include <vector>
 
+#include "traces/addr_map.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -31,8 +32,11 @@ namespace fraglab {
 // or range, Oom. Event ids are ignored. `final_segments`: the snapshot's segments for this device.
 // `large_page`: an expandable large pool's page (large_segment_size_mb; 20 MiB by default), by which a
 // range the history unmapped is told to be the small pool's (not a whole number of large pages).
+// `allocated`: where the caller knows that no entry frees an address the history has not allocated before it
+// (the importer, having read a recording from the program's start), the addresses the history allocates; the
+// scan for blocks whose first entry frees them is then skipped (there are none).
 InitialState reconstruct_initial_state(const std::vector<Event>& history,
                                        const std::vector<RecordedSegment>& final_segments,
-                                       uint64_t large_page = 20ull << 20);
+                                       uint64_t large_page = 20ull << 20, const AddrMap* allocated = nullptr);
 
 }  // namespace fraglab

@@ -552,7 +552,9 @@ class Importer final : public pickle::ListSink {
     if (contexts_.dropped()) m.unreplayed.emplace_back("compile_context past 65,535 distinct", contexts_.dropped());
     std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
     note_large_segment_size(m, raw_);
-    m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m));
+    // Every entry resolved ahead: no entry frees an address before the history allocates it (resolve()).
+    const bool ahead = resolved_ahead(skips, raw_.size());
+    m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m), ahead ? &blocks_ : nullptr);
     if (skips.requests_skipped)  // a first free_completed is no earlier request's completion
       for (RecordedSegment& seg : m.initial.segments)
         for (RecordedBlock& b : seg.blocks)
@@ -567,7 +569,7 @@ class Importer final : public pickle::ListSink {
     size_t history_size = raw_.size();
     // The ids given as the entries were read stand where nothing was live at the first entry; else the history
     // is resolved from the state there.
-    used_resolution_ahead_ = prologue == 0 && resolved_ahead(skips, history_size);
+    used_resolution_ahead_ = ahead && prologue == 0;
     if (!used_resolution_ahead_) forget_resolution();
     trace_.events = std::move(raw_);
     trace_.events.insert(trace_.events.begin(), prologue, Event{});
