@@ -21,11 +21,12 @@
 
 namespace fraglab {
 
-template <class Item, class Process>
+template <class Item, class ProcessBatch>
 class InOrderWorker {
  public:
+  using Process = ProcessBatch;
   // `process(const Item*, size_t)` runs on the worker, one batch at a time, in order.
-  explicit InOrderWorker(Process process, size_t batch = 2048) : process_(std::move(process)), batch_(batch) {
+  explicit InOrderWorker(ProcessBatch process, size_t batch = 2048) : process_(std::move(process)), batch_(batch) {
     filling_.reserve(batch_);
   }
   ~InOrderWorker() { stop(); }
@@ -138,7 +139,7 @@ class InOrderWorker {
     }
   }
 
-  Process process_;
+  ProcessBatch process_;
   const size_t batch_;
   std::vector<Item> filling_;  // the pusher's
   std::thread thread_;

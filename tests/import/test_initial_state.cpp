@@ -87,19 +87,28 @@ TEST_CASE("initial state: a block first freed was live; its end is where the nex
   CHECK(b.state == RecordedBlock::State::ActivePendingFree);
 }
 
+namespace {
+// A small-pool segment at `s` holding two allocated blocks of 1024 bytes (1000 requested), at s + 512 and
+// s + 4096.
+RecordedSegment segment_with_two_blocks(Addr s) {
+  RecordedSegment seg = segment(s, 2 * MiB);
+  seg.small_pool = true;
+  RecordedBlock b;
+  b.size = 1024;
+  b.requested_size = 1000;
+  b.state = RecordedBlock::State::ActiveAllocated;
+  for (Addr at : {s + 512, s + 4096}) {
+    b.address = at;
+    seg.blocks.push_back(b);
+  }
+  return seg;
+}
+}  // namespace
+
 TEST_CASE("initial state: blocks live at the end that the history never mentions were live all along",
           "[snapshot_cases]") {
   Addr s = 0x500000000;
-  RecordedSegment seg = segment(s, 2 * MiB);
-  seg.small_pool = true;
-  RecordedBlock ghost;
-  ghost.address = s + 512;
-  ghost.size = 1024;
-  ghost.requested_size = 1000;
-  ghost.state = RecordedBlock::State::ActiveAllocated;
-  RecordedBlock later = ghost;
-  later.address = s + 4096;
-  seg.blocks = {ghost, later};
+  RecordedSegment seg = segment_with_two_blocks(s);
   std::vector<Event> history = {entry(EventKind::Alloc, s + 4096, 1000)};
   InitialState st = reconstruct_initial_state(history, {seg});
   REQUIRE(st.segments.size() == 1);
@@ -158,16 +167,7 @@ TEST_CASE("initial state: the allocated addresses given (a history that frees no
   // The importer passes the addresses it allocated when no entry freed an address first: the forward scan
   // is skipped, and a block of the final segments the history never mentions is still found.
   Addr s = 0x800000000;
-  RecordedSegment seg = segment(s, 2 * MiB);
-  seg.small_pool = true;
-  RecordedBlock ghost;
-  ghost.address = s + 512;
-  ghost.size = 1024;
-  ghost.requested_size = 1000;
-  ghost.state = RecordedBlock::State::ActiveAllocated;
-  RecordedBlock mentioned = ghost;
-  mentioned.address = s + 4096;
-  seg.blocks = {ghost, mentioned};
+  RecordedSegment seg = segment_with_two_blocks(s);  // the block at s + 4096 is allocated in the history
   std::vector<Event> history = {entry(EventKind::Alloc, s + 8192, 1000), entry(EventKind::Free, s + 8192, 1000),
                                 entry(EventKind::Alloc, s + 4096, 1000)};
   AddrMap allocated;

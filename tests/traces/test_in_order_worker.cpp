@@ -13,43 +13,43 @@ using namespace fraglab;
 
 namespace {
 using Worker = InOrderWorker<int, std::function<void(const int*, size_t)>>;
-}
+
+// What a worker processed, in order, and on which thread it ran last.
+struct Seen {
+  std::vector<int> items;
+  std::thread::id ran_on;
+  Worker::Process recorder() {
+    return [this](const int* batch, size_t n) {
+      ran_on = std::this_thread::get_id();
+      items.insert(items.end(), batch, batch + n);
+    };
+  }
+};
+}  // namespace
 
 TEST_CASE("in-order worker: every item processed once in order on the worker", "[snapshot][threads]") {
-  std::vector<int> seen;
-  std::thread::id ran_on;
-  Worker w(
-      [&](const int* items, size_t n) {
-        ran_on = std::this_thread::get_id();
-        seen.insert(seen.end(), items, items + n);
-      },
-      64);
+  Seen seen;
+  Worker w(seen.recorder(), 64);
   for (int i = 0; i < 10000; ++i) w.push(i);
   w.drain();
-  REQUIRE(seen.size() == 10000);
-  for (int i = 0; i < 10000; ++i) REQUIRE(seen[static_cast<size_t>(i)] == i);
-  CHECK(ran_on != std::this_thread::get_id());
+  REQUIRE(seen.items.size() == 10000);
+  for (int i = 0; i < 10000; ++i) REQUIRE(seen.items[static_cast<size_t>(i)] == i);
+  CHECK(seen.ran_on != std::this_thread::get_id());
   // It goes on after a drain.
   for (int i = 10000; i < 10100; ++i) w.push(i);
   w.drain();
-  CHECK(seen.size() == 10100);
-  CHECK(seen.back() == 10099);
+  CHECK(seen.items.size() == 10100);
+  CHECK(seen.items.back() == 10099);
 }
 
 TEST_CASE("in-order worker: a batch that never fills is processed by drain on the caller's thread",
           "[snapshot][threads]") {
-  std::vector<int> seen;
-  std::thread::id ran_on;
-  Worker w(
-      [&](const int* items, size_t n) {
-        ran_on = std::this_thread::get_id();
-        seen.insert(seen.end(), items, items + n);
-      },
-      64);
+  Seen seen;
+  Worker w(seen.recorder(), 64);
   for (int i = 0; i < 10; ++i) w.push(i);
   w.drain();
-  CHECK(seen.size() == 10);
-  CHECK(ran_on == std::this_thread::get_id());
+  CHECK(seen.items.size() == 10);
+  CHECK(seen.ran_on == std::this_thread::get_id());
 }
 
 TEST_CASE("in-order worker: the worker's first error is thrown by drain and later batches are dropped",
