@@ -62,6 +62,7 @@ class InOrderWorker {
     if (thread_.joinable()) thread_.join();
     filling_.clear();
     error_ = nullptr;
+    stopping_ = false;  // the thread is gone: a later push starts another
   }
 
  private:

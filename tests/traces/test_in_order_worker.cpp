@@ -75,3 +75,16 @@ TEST_CASE("in-order worker: stop drops what is pending and forgets the error", "
   w.stop();
   CHECK_NOTHROW(w.stop());
 }
+
+TEST_CASE("in-order worker: a worker stopped takes new items afterwards", "[snapshot][threads]") {
+  Seen seen;
+  Worker w(seen.recorder(), 8);
+  for (int i = 0; i < 100; ++i) w.push(i);
+  w.stop();
+  seen.items.clear();
+  for (int i = 0; i < 100; ++i) w.push(i);
+  w.drain();
+  REQUIRE(seen.items.size() == 100);
+  CHECK(seen.items.front() == 0);
+  CHECK(seen.items.back() == 99);
+}

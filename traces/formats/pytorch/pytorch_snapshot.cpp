@@ -537,7 +537,8 @@ class Importer final : public pickle::ListSink {
   Trace build(bool history) {
     TraceMeta& m = trace_.meta;
     m.history_absent = !history;
-    drop_stale_entries();
+    // Entries resolved ahead were checked in time order as they came (resolve_ahead): none is stale.
+    if (ahead_ != Ahead::Holding || ahead_resolved_ != raw_.size()) drop_stale_entries();
     const SkipReading skips = read_skipped_actions(raw_, raw_offsets_, m.segments);
     m.skipped_actions = skips.skipped;
     if (skips.history_unusable) {  // no allocations: the final state alone
