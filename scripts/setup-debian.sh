@@ -13,7 +13,7 @@ packages=(
   python3-wheel-whl python3-pip-whl pybind11-dev python3-jsonschema
   # `man fraglab` is made by help2man from --help at build time.
   help2man
-  libcli11-dev nlohmann-json3-dev libfmt-dev libzstd-dev zlib1g-dev libdeflate-dev libeigen3-dev catch2
+  libcli11-dev nlohmann-json3-dev libfmt-dev libzstd-dev zlib1g-dev libdeflate-dev libisal-dev libeigen3-dev catch2
   libbenchmark-dev
   libglfw3-dev libimgui-dev libstb-dev libgl-dev
   xvfb xauth libgl1-mesa-dri

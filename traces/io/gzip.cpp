@@ -1,5 +1,6 @@
 #include "traces/io/gzip.h"
 
+#include <isa-l/igzip_lib.h>
 #include <libdeflate.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -210,51 +211,54 @@ uint32_t load_le32(const char* p) {
 
 }  // namespace
 
-// Raw deflate after the header, with the trailer's CRC computed by libdeflate as the bytes come out
-// (zlib's own gzip mode spends a fifth of its time in its slower CRC).
+// Raw deflate after the header, inflated by ISA-L (Intel's igzip), which also computes the trailer's CRC and
+// reads the trailer as the bytes come out. zlib's streaming inflate took 110 ms of CPU for a 172 MB snapshot
+// pickle where igzip takes 40 ms (both into memory already faulted in): on two cores the inflater shares the
+// machine with the parse, so that time was the import's. libdeflate is as fast but works in one call only.
 void InflatingBytes::run() {
-  z_stream zs{};
   auto give_up = [&] {
-    inflateEnd(&zs);
     ready_.store(kFailed, std::memory_order_release);
     ready_.notify_all();
   };
   const size_t header = gzip_header_size(compressed_);
-  if (header == 0 || inflateInit2(&zs, -MAX_WBITS) != Z_OK) return give_up();
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed_.data() + header));
-  size_t in_left = compressed_.size() - header;
+  if (header == 0) return give_up();
+  inflate_state st;
+  isal_inflate_init(&st);
+  st.crc_flag = ISAL_GZIP_NO_HDR_VER;  // the header is read above; the trailer's CRC and size are checked
+  st.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(compressed_.data() + header));
+  size_t in_left = compressed_.size() - header;  // not yet given to igzip
   size_t produced = 0;
-  uint32_t crc = 0;
   // Published a MiB at a time: often enough for the reader never to wait long, rarely enough
   // that the wake-ups cost nothing.
   constexpr size_t kStep = size_t{1} << 20;
   for (;;) {
     if (stop_.load(std::memory_order_relaxed)) return give_up();
-    auto in_chunk = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
-    zs.avail_in = in_chunk;
-    zs.next_out = static_cast<Bytef*>(map_) + produced;
-    auto out_chunk = static_cast<uInt>(std::min(size_ - produced, kStep));
-    zs.avail_out = out_chunk;
-    int rc = inflate(&zs, Z_NO_FLUSH);
-    in_left -= in_chunk - zs.avail_in;
-    size_t made = out_chunk - zs.avail_out;
-    crc = libdeflate_crc32(crc, static_cast<const char*>(map_) + produced, made);
+    if (st.avail_in == 0) {  // avail_in is 32 bits: a file past 4 GiB is given in parts
+      st.avail_in = static_cast<uint32_t>(std::min<size_t>(in_left, 1u << 30));
+      in_left -= st.avail_in;
+    }
+    const uint32_t in_before = st.avail_in;
+    st.next_out = static_cast<uint8_t*>(map_) + produced;
+    const auto out_chunk = static_cast<uint32_t>(std::min(size_ - produced, kStep));
+    st.avail_out = out_chunk;
+    const int rc = isal_inflate(&st);
+    const size_t made = out_chunk - st.avail_out;
     produced += made;
-    if (rc == Z_STREAM_END) {
+    if (rc != ISAL_DECOMP_OK) return give_up();  // damaged, or a trailer that does not match
+    if (st.block_state == ISAL_BLOCK_FINISH) {
       // One member, exactly the stated size and checksum, nothing after it: else the one-shot path decides.
       const char* trailer = compressed_.data() + compressed_.size() - 8;
-      if (in_left != 8 || produced != size_ || load_le32(trailer) != crc) return give_up();
-      inflateEnd(&zs);
+      if (st.avail_in != 0 || in_left != 0 || produced != size_ || load_le32(trailer) != st.crc) return give_up();
       ready_.store(produced, std::memory_order_release);
       ready_.notify_all();
       done_ = true;
       return;
     }
-    // No progress (Z_BUF_ERROR): the input ended early, or there is more output than the trailer states.
-    if (rc != Z_OK) return give_up();
+    // No progress: the input ended early, or there is more output than the trailer states.
+    if (made == 0 && st.avail_in == in_before) return give_up();
     ready_.store(produced, std::memory_order_release);
     ready_.notify_all();
-    drop_input(compressed_.size() - in_left);
+    drop_input(compressed_.size() - in_left - st.avail_in);
   }
 }
 

@@ -52,8 +52,8 @@ struct InflateAbandoned {};
 
 // A single-member gzip file inflating on a thread of its own into a buffer of the size its trailer
 // states, while the caller reads what is ready: the snapshot reader parses the pickle as it comes
-// out, so inflating costs the other core's time instead of adding to the parse (zlib's streaming
-// inflate; libdeflate, faster alone, works in one call only).
+// out, so inflating costs the other core's time instead of adding to the parse (ISA-L's igzip, a
+// streaming inflate as fast as libdeflate's one call).
 class InflatingBytes {
  public:
   // Nothing unless the file is one gzip member whose trailer gives a size within the expansion
