@@ -75,10 +75,11 @@ void map_range(SegmentMap& ranges, RecordedSegment added) {
 
 // Segments and mapped ranges at the first entry: the final ones, with the history undone backwards.
 SegmentMap segments_at_start(const std::vector<Event>& history, const std::vector<RecordedSegment>& final_segments,
-                             uint64_t large_page) {
+                             uint64_t large_page, const HistoryIndex* index) {
   SegmentMap segments, ranges;
   for (const RecordedSegment& s : final_segments) (s.is_expandable ? ranges : segments)[s.address] = bare(s);
-  for (auto e = history.rbegin(); e != history.rend(); ++e) {
+  for_each_other_entry_backwards(history, index, [&](size_t i) {
+    const Event* e = &history[i];
     switch (e->kind) {
       case EventKind::SegmentAlloc:
         segments.erase(e->addr);
@@ -108,7 +109,7 @@ SegmentMap segments_at_start(const std::vector<Event>& history, const std::vecto
       default:
         break;
     }
-  }
+  });
   segments.merge(ranges);
   return segments;
 }
@@ -204,9 +205,9 @@ void find_block_ends(const std::vector<Event>& history, std::map<Addr, StartBloc
 
 InitialState reconstruct_initial_state(const std::vector<Event>& history,
                                        const std::vector<RecordedSegment>& final_segments, uint64_t large_page,
-                                       const AddrMap* allocated) {
+                                       const AddrMap* allocated, const HistoryIndex* index) {
   InitialState out;
-  SegmentMap segments = segments_at_start(history, final_segments, large_page);
+  SegmentMap segments = segments_at_start(history, final_segments, large_page, index);
   std::map<Addr, StartBlock> start = live_at_start(history, final_segments, allocated);
 
   // Each live block ends at the latest where the next one (or its segment) begins.

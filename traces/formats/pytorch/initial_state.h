@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "traces/addr_map.h"
+#include "traces/formats/pytorch/history_index.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -34,9 +35,11 @@ namespace fraglab {
 // range the history unmapped is told to be the small pool's (not a whole number of large pages).
 // `allocated`: where the caller knows that no entry frees an address the history has not allocated before it
 // (the importer, having read a recording from the program's start), the addresses the history allocates; the
-// scan for blocks whose first entry frees them is then skipped (there are none).
+// scan for blocks whose first entry frees them is then skipped (there are none). `index`: the history's as read
+// (traces/formats/pytorch/history_index.h), or null (the history is scanned).
 InitialState reconstruct_initial_state(const std::vector<Event>& history,
                                        const std::vector<RecordedSegment>& final_segments,
-                                       uint64_t large_page = 20ull << 20, const AddrMap* allocated = nullptr);
+                                       uint64_t large_page = 20ull << 20, const AddrMap* allocated = nullptr,
+                                       const HistoryIndex* index = nullptr);
 
 }  // namespace fraglab

@@ -45,6 +45,7 @@
 #include "traces/background_task.h"
 #include "traces/context_interner.h"
 #include "traces/formats/format_sniff.h"
+#include "traces/formats/pytorch/history_index.h"
 #include "traces/formats/pytorch/initial_state.h"
 #include "traces/formats/pytorch/json_snapshot.h"
 #include "traces/formats/pytorch/pickle_reader.h"
@@ -169,10 +170,16 @@ class Importer final : public pickle::ListSink {
     std::vector<StackId> stacks(local_keys_.size() + 1, 0);
     for (size_t i = 0; i < local_keys_.size(); ++i)
       stacks[i + 1] = stacks_.stack_of_key(*local_keys_[i], [this](const std::string& what) { fail(what); });
-    for (Event& e : raw_) {
-      e.stream = streams[e.stream];
-      e.stack = stacks[e.stack];
-    }
+    // The ids are usually the trace's already (the segments name the streams in the order the entries first do;
+    // no stacks): then the history is not rewritten.
+    bool same = true;
+    for (size_t i = 0; i < streams.size(); ++i) same = same && streams[i] == i;
+    for (size_t i = 0; i < stacks.size(); ++i) same = same && stacks[i] == i;
+    if (!same)
+      for (Event& e : raw_) {
+        e.stream = streams[e.stream];
+        e.stack = stacks[e.stack];
+      }
     local_key_ids_ = {};
     last_key_id_ = 0;
     local_keys_ = {};
@@ -274,6 +281,8 @@ class Importer final : public pickle::ListSink {
   std::vector<int> segment_devices_;             // devices the segments list, for error messages
   bool allow_other_device_ = false;              // kAnyDevice: see allow_other_device()
   std::vector<Event> raw_;                       // the history at address level (ids not yet assigned)
+  HistoryIndex index_;                           // raw_'s kinds and device calls as read (history_index.h) ...
+  bool index_valid_ = true;                      // ... until an entry is dropped, changed or added
   size_t written_ = 0;                           // build(): events written so far (over the history)
   std::vector<uint64_t> raw_offsets_;            // each raw entry's offset in the input, for errors
   struct EmptyCacheAt {
@@ -539,7 +548,8 @@ class Importer final : public pickle::ListSink {
     m.history_absent = !history;
     // Entries resolved ahead were checked in time order as they came (resolve_ahead): none is stale.
     if (ahead_ != Ahead::Holding || ahead_resolved_ != raw_.size()) drop_stale_entries();
-    const SkipReading skips = read_skipped_actions(raw_, raw_offsets_, m.segments);
+    const SkipReading skips = read_skipped_actions(raw_, raw_offsets_, m.segments, index());
+    if (!skips.skipped.empty() || skips.history_unusable) index_valid_ = false;  // entries changed or added
     m.skipped_actions = skips.skipped;
     if (skips.history_unusable) {  // no allocations: the final state alone
       raw_.clear();
@@ -552,16 +562,17 @@ class Importer final : public pickle::ListSink {
     if (user_metadata_entries_) m.unreplayed.emplace_back("user_metadata", user_metadata_entries_);
     if (contexts_.dropped()) m.unreplayed.emplace_back("compile_context past 65,535 distinct", contexts_.dropped());
     std::sort(m.unreplayed.begin(), m.unreplayed.end());  // by key, as the formats that store it write it
-    note_large_segment_size(m, raw_);
+    note_large_segment_size(m, raw_, index());
     // Every entry resolved ahead: no entry frees an address before the history allocates it (resolve()).
     const bool ahead = resolved_ahead(skips, raw_.size());
-    m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m), ahead ? &blocks_ : nullptr);
+    m.initial = reconstruct_initial_state(raw_, m.segments, recorded_large_segment_size(m), ahead ? &blocks_ : nullptr,
+                                          index());
     if (skips.requests_skipped)  // a first free_completed is no earlier request's completion
       for (RecordedSegment& seg : m.initial.segments)
         for (RecordedBlock& b : seg.blocks)
           if (b.state == RecordedBlock::State::ActivePendingFree) b.state = RecordedBlock::State::ActiveAllocated;
     reserved_ = m.initial.reserved();
-    std::tie(peak_reserved_, least_oom_room_) = reserved_bounds(raw_, reserved_);
+    std::tie(peak_reserved_, least_oom_room_) = reserved_bounds(raw_, reserved_, index());
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
     // The events are written over the history, in place: the prologue into room made in front of
     // it, then each entry at or before its own slot (an entry makes at most one event).
@@ -590,7 +601,9 @@ class Importer final : public pickle::ListSink {
         free_requested_[e.id] = b.state == RecordedBlock::State::ActivePendingFree;
         trace_.events[written_++] = e;
       }
-    if (used_resolution_ahead_) {
+    if (used_resolution_ahead_ && ahead_dropped_.empty() && index()) {
+      apply_in_place(history_size);
+    } else if (used_resolution_ahead_) {
       size_t next = 0;
       for (size_t i = 0; i < history_size; ++i) {
         if (next < ahead_dropped_.size() && ahead_dropped_[next] == i) {
@@ -615,6 +628,7 @@ class Importer final : public pickle::ListSink {
     m.dropped_unknown_frees += unknown_requested_.size();
     raw_ = {};
     raw_offsets_ = {};
+    index_ = {};
     return std::move(trace_);
   }
 
@@ -638,6 +652,7 @@ class Importer final : public pickle::ListSink {
       raw_offsets_[kept++] = raw_offsets_[i];
     }
     trace_.meta.dropped_stale_entries += raw_.size() - kept;
+    index_valid_ = false;
     raw_.resize(kept);
     raw_offsets_.resize(kept);
   }
@@ -761,6 +776,8 @@ class Importer final : public pickle::ListSink {
     return ahead_ == Ahead::Holding && ahead_resolved_ == history_size && skips.skipped.empty() &&
            !skips.history_unusable && trace_.meta.dropped_stale_entries == 0;
   }
+  // raw_'s index while it describes raw_ as it stands; else null (the passes scan the history).
+  const HistoryIndex* index() const { return index_valid_ ? &index_ : nullptr; }
   // The resolution ahead undone: build() resolves the history from the state at the first entry.
   void forget_resolution() {
     blocks_ = AddrMap{};
@@ -867,6 +884,7 @@ class Importer final : public pickle::ListSink {
       default:
         return;
     }
+    index_.note(e.kind, raw_.size());
     raw_.push_back(e);
     raw_offsets_.push_back(entry_offset_);
     resolve_ahead();
@@ -886,9 +904,26 @@ class Importer final : public pickle::ListSink {
   // reading holds: the EmptyCache is marked (kEmptyCacheOrCollector) for a replay of the allocator to
   // keep or drop (pool_inference.h). A run followed by an oom is malloc's.
   void push(const Event& e) {
+    note_run(e, written_);
+    trace_.events[written_++] = e;
+  }
+  // The history resolved ahead, every entry an event standing where it was read: written as it is, only the
+  // device calls (and the entry that ends a run of releases) looked at, as push() would.
+  void apply_in_place(size_t history_size) {
+    const std::vector<Event>& events = trace_.events;
+    for (size_t i : index_.others()) {
+      note_run(events[i], i);
+      if (release_run_start_ != SIZE_MAX && i + 1 < history_size && HistoryIndex::is_block_entry(events[i + 1].kind))
+        note_run(events[i + 1], i + 1);
+    }
+    written_ = history_size;
+  }
+  // The runs of segment releases (where EmptyCache events go) and the reserved bytes, as the event at `at` is
+  // written.
+  void note_run(const Event& e, size_t at) {
     bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
     if (release) {
-      if (release_run_start_ == SIZE_MAX) release_run_start_ = written_, reserved_before_run_ = reserved_;
+      if (release_run_start_ == SIZE_MAX) release_run_start_ = at, reserved_before_run_ = reserved_;
     } else if (release_run_start_ != SIZE_MAX) {
       bool malloc_path = e.kind == EventKind::Oom;
       bool collector = false;
@@ -899,7 +934,6 @@ class Importer final : public pickle::ListSink {
     }
     if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved_ += e.size;
     if (release) reserved_ -= std::min(reserved_, e.size);
-    trace_.events[written_++] = e;
   }
 
   // Garbage collection releases segments on malloc's path below the limit; settings that do not say
@@ -915,36 +949,42 @@ class Importer final : public pickle::ListSink {
   // its limit then, which falls as the driver's own memory grows, below the peak reserved bytes: a run of
   // releases before a new segment that passes it may be malloc's recovery, not the program's empty_cache().
   // (Under a memory fraction the GPU had room: far above the peak.)
-  static std::pair<uint64_t, uint64_t> reserved_bounds(const std::vector<Event>& history, uint64_t initial) {
+  static std::pair<uint64_t, uint64_t> reserved_bounds(const std::vector<Event>& history, uint64_t initial,
+                                                       const HistoryIndex* index) {
     uint64_t reserved = initial, peak = initial, least_oom_room = UINT64_MAX;
-    for (const Event& e : history) {
+    for_each_other_entry(history, index, [&](size_t i) {
+      const Event& e = history[i];
       if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
         peak = std::max(peak, reserved += e.size);
       else if (e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap)
         reserved -= std::min(reserved, e.size);
       else if (e.kind == EventKind::Oom && e.addr != 0)  // addr: the free memory, 0 where not recorded
         least_oom_room = std::min(least_oom_room, reserved + e.addr);
-    }
+    });
     return {peak, least_oom_room};
   }
 
+  // In place, from the back (the history's buffer has room: no second copy of millions of events): each event
+  // moves up by the EmptyCache events that go before it. They go before events in order of position, one each.
   void insert_empty_caches() {
-    if (empty_cache_before_.empty()) return;
-    std::vector<Event> out;
-    out.reserve(trace_.events.size() + empty_cache_before_.size());
-    size_t next = 0;
-    for (size_t i = 0; i < trace_.events.size(); ++i) {
-      if (next < empty_cache_before_.size() && empty_cache_before_[next].index == i) {
-        Event ec;
-        ec.kind = EventKind::EmptyCache;
-        ec.id = empty_cache_before_[next].collector ? kEmptyCacheOrCollector : 0;
-        ec.time_us = trace_.events[i].time_us;
-        out.push_back(ec);
-        ++next;
-      }
-      out.push_back(trace_.events[i]);
+    std::vector<Event>& events = trace_.events;
+    const size_t n = events.size();
+    size_t placed = 0;
+    while (placed < empty_cache_before_.size() && empty_cache_before_[placed].index < n &&
+           (placed == 0 || empty_cache_before_[placed].index > empty_cache_before_[placed - 1].index))
+      ++placed;
+    if (placed == 0) return;
+    events.resize(n + placed);
+    for (size_t i = n, before = placed; i-- > 0 && before > 0;) {
+      events[i + before] = events[i];
+      if (empty_cache_before_[before - 1].index != i) continue;
+      --before;
+      Event ec;
+      ec.kind = EventKind::EmptyCache;
+      ec.id = empty_cache_before_[before].collector ? kEmptyCacheOrCollector : 0;
+      ec.time_us = events[i].time_us;
+      events[i + before] = ec;
     }
-    trace_.events = std::move(out);
   }
 
   // `block`: the address's entry in blocks_.

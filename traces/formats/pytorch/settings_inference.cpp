@@ -42,21 +42,24 @@ uint64_t recorded_large_segment_size(const TraceMeta& m) {
   return 20ull << 20;
 }
 
-void note_large_segment_size(TraceMeta& m, const std::vector<Event>& history) {
+void note_large_segment_size(TraceMeta& m, const std::vector<Event>& history, const HistoryIndex* index) {
   constexpr uint64_t kMiB = 1ull << 20;
   if (m.allocator_settings.empty()) return;  // no settings recorded: before PyTorch had the setting
   std::map<uint64_t, uint64_t> votes;        // segment size -> requests it served
-  const Event* segment = nullptr;            // the device call just before
-  for (const Event& e : history) {
-    if (e.kind == EventKind::SegmentAlloc) {
-      segment = &e;
-      continue;
-    }
+  // Each segment_alloc and the next request, unless another device call comes first (frees and OOMs between
+  // them aside).
+  for_each_other_entry(history, index, [&](size_t i) {
+    const Event& segment = history[i];
+    if (segment.kind != EventKind::SegmentAlloc) return;
+    size_t next = i + 1;
+    while (next < history.size() && !is_device_event(history[next].kind) && history[next].kind != EventKind::Alloc)
+      ++next;
+    if (next == history.size()) return;
+    const Event& e = history[next];
     // A request above 1 MiB (the large pool) and at most 8 MiB (below 10 MiB however it is rounded).
-    if (e.kind == EventKind::Alloc && segment && segment->addr == e.addr && e.size > kMiB && e.size <= 8 * kMiB)
-      ++votes[segment->size];
-    if (is_device_event(e.kind) || e.kind == EventKind::Alloc) segment = nullptr;
-  }
+    if (e.kind == EventKind::Alloc && segment.addr == e.addr && e.size > kMiB && e.size <= 8 * kMiB)
+      ++votes[segment.size];
+  });
   if (votes.size() != 1) return;  // none, or sizes that disagree (a MemPool's own allocator, say)
   const uint64_t size = votes.begin()->first;
   if (size > 10 * kMiB && size % kMiB == 0 && size != recorded_large_segment_size(m))

@@ -19,6 +19,7 @@
 #include <iterator>
 #include <optional>
 
+#include "traces/formats/pytorch/history_index.h"
 #include "traces/formats/pytorch/snapshot_model.h"
 #include "traces/trace.h"
 
@@ -69,6 +70,7 @@ inline constexpr const char* kNotedLargeSegmentSize = "large_segment_size";
 // made for a request of 1 to 8 MiB (`history` at address level: the segment_alloc entry, then the alloc at
 // its address) is exactly that size: where such calls agree on a size the text does not give, it is
 // noted as allocator_settings["large_segment_size"].
-void note_large_segment_size(TraceMeta& meta, const std::vector<Event>& history);
+// `index`: the history's as read (traces/formats/pytorch/history_index.h), or null (the history is scanned).
+void note_large_segment_size(TraceMeta& meta, const std::vector<Event>& history, const HistoryIndex* index = nullptr);
 
 }  // namespace fraglab

@@ -72,15 +72,20 @@ bool allocates_in_released(const std::vector<Event>& history) {
 
 // A segment or range made over one the history made and never released, or made and absent at the end: the
 // release was skipped.
-bool makes_over_unreleased(const std::vector<Event>& history, const std::vector<RecordedSegment>& final_segments) {
+bool makes_over_unreleased(const std::vector<Event>& history, const std::vector<RecordedSegment>& final_segments,
+                           const HistoryIndex* index) {
   Ranges made, at_end;
   for (const RecordedSegment& s : final_segments) at_end.add(s.address, s.total_size);
-  for (const Event& e : history) {
+  bool over = false;
+  for_each_other_entry(history, index, [&](size_t i) {
+    const Event& e = history[i];
+    if (over) return;
     if (is_release(e.kind)) made.erase_within(e.addr, e.size);
-    if (!is_make(e.kind)) continue;
-    if (made.overlaps(e.addr, e.size)) return true;
+    if (!is_make(e.kind)) return;
+    if (made.overlaps(e.addr, e.size)) over = true;
     made.add(e.addr, e.size);
-  }
+  });
+  if (over) return true;
   for (const auto& [base, size] : made.all())
     if (!at_end.contains(base)) return true;
   return false;
@@ -262,10 +267,13 @@ size_t streams_of_allocs(const std::vector<Event>& history) {
 }  // namespace
 
 SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64_t>& offsets,
-                                 const std::vector<RecordedSegment>& final_segments) {
+                                 const std::vector<RecordedSegment>& final_segments, const HistoryIndex* index) {
   SkipReading r;
   Counts c{};
-  for (const Event& e : history) ++c[static_cast<size_t>(e.kind)];
+  if (index)
+    std::copy(index->counts().begin(), index->counts().end(), c.begin());
+  else
+    for (const Event& e : history) ++c[static_cast<size_t>(e.kind)];
   const uint64_t allocs = count(c, EventKind::Alloc), requests = count(c, EventKind::FreeRequested),
                  completions = count(c, EventKind::Free);
   if (allocs == 0 && requests + completions > 0 &&
@@ -336,7 +344,7 @@ SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64
                            "differ"});
     }
   }
-  if (!segments_freed && !unmaps && (segments_made || maps) && makes_over_unreleased(history, final_segments)) {
+  if (!segments_freed && !unmaps && (segments_made || maps) && makes_over_unreleased(history, final_segments, index)) {
     const bool expandable = maps && !segments_made;
     const size_t released =
         infer_releases(history, offsets, final_segments, expandable ? EventKind::SegmentMap : EventKind::SegmentAlloc,

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "traces/formats/pytorch/history_index.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -39,8 +40,10 @@ struct SkipReading {
 
 // `history`: the device's entries at address level (Alloc with the block address and requested size,
 // FreeRequested, Free for free_completed, Segment* with the segment or range); `offsets` beside it, kept
-// aligned (an inferred entry takes its neighbour's). Rewritten where a skipped kind is inferred.
+// aligned (an inferred entry takes its neighbour's). Rewritten where a skipped kind is inferred. `index`: the
+// history's as read (traces/formats/pytorch/history_index.h), or null (the history is scanned).
 SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64_t>& offsets,
-                                 const std::vector<RecordedSegment>& final_segments);
+                                 const std::vector<RecordedSegment>& final_segments,
+                                 const HistoryIndex* index = nullptr);
 
 }  // namespace fraglab
