@@ -115,6 +115,7 @@ OpenedTrace open_with_stats(const std::string& path, int trace_device) {
   if (is_snapshot(path)) {
     ReadOptions deferred{trace_device};
     deferred.defer_pool_check = true;
+    deferred.check_history_ahead = true;  // the statistics' history check finds the verdict (traces/history_check.h)
     o.whole = std::make_unique<Trace>(read_pytorch_snapshot(path, with_pytorch_model(deferred)));
     if (pool_check_pending(*o.whole)) {
       const Trace* whole = o.whole.get();

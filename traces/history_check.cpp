@@ -191,18 +191,33 @@ bool checked_kind(EventKind k) {
   }
 }
 
+// The events' part, hashed as they come (HistoryCheckAhead hashes them before the trace's meta is known).
+class EventsPrint {
+ public:
+  void add(const Event& e) {
+    if (!checked_kind(e.kind)) return;
+    f_.add(e.addr, e.size ^ (uint64_t{e.id} << 8 | static_cast<uint64_t>(e.kind)) * 0xFF51AFD7ED558CCDull);
+    ++checked_;
+  }
+  // The whole fingerprint, with the meta's part.
+  Fingerprint with(const TraceMeta& meta) const {
+    Fingerprint f;
+    for (const RecordedSegment& s : meta.initial.segments) f.add(s.address, s.total_size);
+    f.add(meta.initial.segments.size(), meta.double_frees);
+    f.add(f_.a, f_.b);
+    f.add(checked_, 0);
+    return f;
+  }
+
+ private:
+  Fingerprint f_;
+  uint64_t checked_ = 0;
+};
+
 Fingerprint fingerprint(const Trace& trace) {
-  Fingerprint f;
-  for (const RecordedSegment& s : trace.meta.initial.segments) f.add(s.address, s.total_size);
-  f.add(trace.meta.initial.segments.size(), trace.meta.double_frees);
-  uint64_t checked = 0;
-  for (const Event& e : trace.events)
-    if (checked_kind(e.kind)) {
-      f.add(e.addr, e.size ^ (uint64_t{e.id} << 8 | static_cast<uint64_t>(e.kind)) * 0xFF51AFD7ED558CCDull);
-      ++checked;
-    }
-  f.add(checked, 0);
-  return f;
+  EventsPrint print;
+  for (const Event& e : trace.events) print.add(e);
+  return print.with(trace.meta);
 }
 
 // The last histories found clean. The pools' model check replays `fidelity` on hundreds of variants of one
@@ -236,6 +251,31 @@ CleanHistories& clean_histories() {
 }
 
 }  // namespace
+
+class HistoryCheckAhead::Impl {
+ public:
+  void add(const Event& e) {
+    checker_.add(&e, 1, next_++);
+    print_.add(e);
+  }
+  bool remember(const TraceMeta& meta) {
+    // The check began with nothing before the history: its verdict is the trace's only where the trace has
+    // nothing there either (the checker reads the initial segments and the double frees of the meta).
+    if (checker_.result().count != 0 || !meta.initial.segments.empty() || meta.double_frees != 0) return false;
+    clean_histories().add(print_.with(meta));
+    return true;
+  }
+
+ private:
+  HistoryChecker checker_{TraceMeta{}};
+  EventsPrint print_;
+  uint64_t next_ = 0;
+};
+
+HistoryCheckAhead::HistoryCheckAhead() : impl_(std::make_unique<Impl>()) {}
+HistoryCheckAhead::~HistoryCheckAhead() = default;
+void HistoryCheckAhead::add(const Event& e) { impl_->add(e); }
+bool HistoryCheckAhead::remember(const TraceMeta& meta) { return impl_->remember(meta); }
 
 HistoryProblems check_history(const Trace& trace) {
   const Fingerprint f = fingerprint(trace);

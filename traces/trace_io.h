@@ -59,6 +59,10 @@ struct ReadOptions {
   // inferred pools (traces/formats/pytorch/pool_inference.h, rule 7) and leave it to the caller (pool_check_pending,
   // pools_confirmed): a viewer shows the trace first and runs that replay on a worker.
   bool defer_pool_check = false;
+  // Snapshots: check the history (traces/history_check.h) as the entries are read, on the reading's second core,
+  // for a caller that checks it after (HistoryCheckAhead): `info` then finds the verdict instead of walking the
+  // events again.
+  bool check_history_ahead = false;
   // Snapshots: the model of the recording allocator that judges the importer's guesses (pools, settings
   // windows, collector runs: traces/formats/pytorch/snapshot_model.h). None reads by the rules alone; the import
   // layer's load_trace (import/trace_import.h) passes PyTorch's, as every command does.

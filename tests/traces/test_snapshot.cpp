@@ -364,6 +364,68 @@ TEST_CASE("history check: a clean verdict is remembered, a changed history check
   CHECK(check_history(t).count == 0);
 }
 
+// The importer checks the history as it resolves the entries (ReadOptions::check_history_ahead, what `info` asks
+// for): check_history() of the trace then finds the clean verdict, which a full walk confirms, and the verdict
+// holds for that history only.
+TEST_CASE("history check: a history checked as it is read gives its verdict, for that history only", "[snapshot]") {
+  size_t ahead = 0, files = 0;
+  for (const std::string& dir : {kCorpus, std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/"})
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string f = entry.path().string();
+      if (!f.ends_with(".pickle.gz")) continue;
+      INFO(f);
+      ReadOptions options;
+      options.check_history_ahead = true;
+      const Trace t = read_pytorch_snapshot(f, with_pytorch_model(options));
+      ++files;
+      if (!last_snapshot_import_checked_ahead()) continue;
+      ++ahead;
+      CHECK(last_snapshot_import_resolved_ahead());
+      CHECK(t.meta.initial.segments.empty());
+      HistoryChecker walk(t.meta);
+      walk.add(t.events.data(), t.events.size(), 0);
+      CHECK(walk.result().count == 0);
+      CHECK(check_history(t).count == 0);
+    }
+  CHECK(files >= 50);
+  CHECK(ahead >= 5);
+  // Without the option, nothing is checked ahead.
+  read_pytorch_snapshot(kCorpus + "gpt2_train.default.pickle.gz", with_pytorch_model());
+  CHECK_FALSE(last_snapshot_import_checked_ahead());
+
+  // By hand: a clean history kept, a changed one checked again; problems and state before the history keep nothing.
+  Trace t = load_trace(kCorpus + "side_stream_prefetch.default.pickle.gz");
+  REQUIRE(t.meta.initial.segments.empty());
+  REQUIRE(t.meta.double_frees == 0);
+  HistoryCheckAhead clean;
+  for (const Event& e : t.events) clean.add(e);
+  TraceMeta with_initial = t.meta;
+  with_initial.initial.segments.push_back(t.meta.segments.front());
+  CHECK_FALSE(clean.remember(with_initial));
+  TraceMeta with_double_free = t.meta;
+  with_double_free.double_frees = 1;
+  CHECK_FALSE(clean.remember(with_double_free));
+  CHECK(clean.remember(t.meta));
+  size_t alloc = 0, later = 0;  // two allocations at other addresses, the first live at the second
+  for (size_t i = 0; i < t.events.size() && !later; ++i)
+    if (t.events[i].kind == EventKind::Alloc && t.events[i].addr) {
+      if (!alloc)
+        alloc = i + 1;
+      else if (t.events[i].addr != t.events[alloc - 1].addr)
+        later = i;
+    } else if (alloc && t.events[i].kind == EventKind::Free && t.events[i].id == t.events[alloc - 1].id) {
+      alloc = 0;
+    }
+  REQUIRE(later);
+  Trace overlapping = t;
+  overlapping.events[later].addr = t.events[alloc - 1].addr;
+  CHECK(check_history(overlapping).count >= 1);
+  HistoryCheckAhead problem;
+  for (const Event& e : overlapping.events) problem.add(e);
+  CHECK_FALSE(problem.remember(overlapping.meta));
+  CHECK(check_history(overlapping).count >= 1);
+}
+
 TEST_CASE("convert and info say a double free was dropped, naming it a double free", "[snapshot][hardening]") {
   const std::string in = temp_file("double_free.pickle", snapshot_of({{"alloc", 8192, 100},
                                                                       {"free_completed", 8192, 100},

@@ -56,6 +56,7 @@
 #include "traces/formats/pytorch/snapshot_schema.h"
 #include "traces/formats/pytorch/stack_interner.h"
 #include "traces/formats/pytorch/unrecorded_settings.h"
+#include "traces/history_check.h"
 #include "traces/in_order_worker.h"
 #include "traces/io/file_bytes.h"
 #include "traces/io/format_error.h"
@@ -108,6 +109,7 @@ class Importer final : public pickle::ListSink {
         for (size_t i = 0; i < n; ++i) read_fields(items[i]);
       });
       ahead_ = Ahead::Holding;
+      if (options_.check_history_ahead) check_ahead_ = std::make_unique<HistoryCheckAhead>();
     }
   }
 
@@ -189,6 +191,7 @@ class Importer final : public pickle::ListSink {
   Trace finish(bool history) { return build(history); }
   bool streamed() const { return streaming_; }
   bool used_resolution_ahead() const { return used_resolution_ahead_; }
+  bool checked_ahead() const { return checked_ahead_; }
 
  private:
   bool collect_document() {
@@ -273,18 +276,20 @@ class Importer final : public pickle::ListSink {
   Ahead ahead_ = Ahead::Off;
   size_t ahead_resolved_ = 0;
   int64_t ahead_last_time_ = INT64_MIN;
-  std::vector<size_t> ahead_dropped_;            // indices of entries that make no event, in order
-  bool used_resolution_ahead_ = false;           // build() took it
-  uint64_t user_metadata_entries_ = 0;           // trace entries with a non-empty user_metadata
-  ContextInterner contexts_{trace_.meta};        // compile contexts (Event::compile_context)
-  std::vector<Annotation> history_annotations_;  // the history's `annotate` entries
-  std::vector<int> segment_devices_;             // devices the segments list, for error messages
-  bool allow_other_device_ = false;              // kAnyDevice: see allow_other_device()
-  std::vector<Event> raw_;                       // the history at address level (ids not yet assigned)
-  HistoryIndex index_;                           // raw_'s kinds and device calls as read (history_index.h) ...
-  bool index_valid_ = true;                      // ... until an entry is dropped, changed or added
-  size_t written_ = 0;                           // build(): events written so far (over the history)
-  std::vector<uint64_t> raw_offsets_;            // each raw entry's offset in the input, for errors
+  std::vector<size_t> ahead_dropped_;               // indices of entries that make no event, in order
+  bool used_resolution_ahead_ = false;              // build() took it
+  std::unique_ptr<HistoryCheckAhead> check_ahead_;  // the entries resolved ahead, checked as they come
+  bool checked_ahead_ = false;                      // build() kept its clean verdict
+  uint64_t user_metadata_entries_ = 0;              // trace entries with a non-empty user_metadata
+  ContextInterner contexts_{trace_.meta};           // compile contexts (Event::compile_context)
+  std::vector<Annotation> history_annotations_;     // the history's `annotate` entries
+  std::vector<int> segment_devices_;                // devices the segments list, for error messages
+  bool allow_other_device_ = false;                 // kAnyDevice: see allow_other_device()
+  std::vector<Event> raw_;                          // the history at address level (ids not yet assigned)
+  HistoryIndex index_;                              // raw_'s kinds and device calls as read (history_index.h) ...
+  bool index_valid_ = true;                         // ... until an entry is dropped, changed or added
+  size_t written_ = 0;                              // build(): events written so far (over the history)
+  std::vector<uint64_t> raw_offsets_;               // each raw entry's offset in the input, for errors
   struct EmptyCacheAt {
     uint64_t index;  // the event it goes before
     bool collector;  // garbage collection could have made the run instead (kEmptyCacheOrCollector)
@@ -629,6 +634,8 @@ class Importer final : public pickle::ListSink {
     raw_ = {};
     raw_offsets_ = {};
     index_ = {};
+    // The history checked as it was read is the trace's where every entry kept the id given ahead.
+    checked_ahead_ = check_ahead_ && used_resolution_ahead_ && check_ahead_->remember(trace_.meta);
     return std::move(trace_);
   }
 
@@ -760,6 +767,7 @@ class Importer final : public pickle::ListSink {
     ahead_last_time_ = e.time_us;
     switch (resolve(e, true)) {
       case Resolved::Event:
+        if (check_ahead_) check_ahead_->add(e);
         break;
       case Resolved::Dropped:
         ahead_dropped_.push_back(raw_.size() - 1);
@@ -1230,6 +1238,7 @@ namespace {
 thread_local bool g_last_import_streamed = false;
 thread_local uint64_t g_last_import_flat_entries = 0;
 thread_local bool g_last_import_resolved_ahead = false;
+thread_local bool g_last_import_checked_ahead = false;
 
 // The input is released (release_input) before the events are built, when the reading allows.
 // `feed`: the input is still being written (InflatingBytes), both parses wait for it.
@@ -1243,6 +1252,7 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   bool history = false;
   g_last_import_flat_entries = 0;
   g_last_import_resolved_ahead = false;
+  g_last_import_checked_ahead = false;
   try {
     importer = std::make_unique<Importer>(name, options, disk_bytes, true);
     importer->allow_other_device(any_device);
@@ -1271,6 +1281,7 @@ Trace import_snapshot(std::string_view bytes, const std::string& name, const Rea
   if (release_input) release_input();
   Trace t = importer->finish(history);
   g_last_import_resolved_ahead = importer->used_resolution_ahead();
+  g_last_import_checked_ahead = importer->checked_ahead();
   return t;
 }
 
@@ -1324,6 +1335,7 @@ std::optional<Trace> import_while_inflating(std::unique_ptr<FileBytes>& file, co
 bool last_snapshot_import_streamed() { return g_last_import_streamed; }
 uint64_t last_snapshot_import_flat_entries() { return g_last_import_streamed ? g_last_import_flat_entries : 0; }
 bool last_snapshot_import_resolved_ahead() { return g_last_import_resolved_ahead; }
+bool last_snapshot_import_checked_ahead() { return g_last_import_checked_ahead; }
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
   return reading_the_device_with_data(

@@ -42,6 +42,9 @@ uint64_t last_snapshot_import_flat_entries();
 // Whether its history's allocation ids were given as the entries were read, on another thread (the history
 // began with nothing live, as a recording from the program's start), rather than once the whole was read.
 bool last_snapshot_import_resolved_ahead();
+// Whether its history was checked as the entries were read (ReadOptions::check_history_ahead) and the clean
+// verdict kept for check_history() (traces/history_check.h).
+bool last_snapshot_import_checked_ahead();
 // The complete (never streaming) reading of a pickle, which decides results and messages: what
 // the streaming one is checked against.
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options);
