@@ -60,10 +60,21 @@ TEST_CASE("history index: the passes that visit only the device calls read as th
           "[snapshot]") {
   const std::vector<std::string> files = recordings();
   REQUIRE(files.size() >= 50);
-  size_t histories = 0, skipped = 0, noted = 0, with_segments = 0;
+  size_t histories = 0, skipped = 0, noted = 0, with_segments = 0, switched = 0;
   for (const std::string& f : files) {
     INFO(f);
     const Trace t = read_pytorch_snapshot(f, ReadOptions{});
+    // The expandable setting's switches: a trace whose device calls are all of the recorded setting's kind is
+    // not scanned; the rest read as they do. A window left by an earlier reading goes either way.
+    {
+      const HistoryIndex index = index_of(t.events);
+      Trace scanned = t, indexed = t;
+      scanned.meta.expandable_flipped = indexed.meta.expandable_flipped = {{3, 9}};
+      infer_expandable_switches(scanned, SnapshotModel{});
+      infer_expandable_switches(indexed, SnapshotModel{}, &index);
+      CHECK(scanned.meta.expandable_flipped == indexed.meta.expandable_flipped);
+      switched += !scanned.meta.expandable_flipped.empty();
+    }
     for (const std::vector<Event>& history : histories_of(t)) {
       ++histories;
       const HistoryIndex index = index_of(history);
@@ -97,6 +108,7 @@ TEST_CASE("history index: the passes that visit only the device calls read as th
     }
   }
   // The comparisons saw every kind of reading: inferred skips, noted sizes, states with segments.
+  CHECK(switched >= 3);
   CHECK(histories >= 300);
   CHECK(skipped >= 50);
   CHECK(noted >= 1);

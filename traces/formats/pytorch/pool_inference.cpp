@@ -819,9 +819,14 @@ void infer_pools_once(Trace& trace, const SnapshotModel& model, PoolCheck when) 
   // what the check's first round reads (pools_confirmed()).
   const bool defer = when == PoolCheck::Deferrable && trace.meta.pools.size() == 1;
   if (model.find_misplacement && !defer) revise_both_ways(trace, model);
+  bool dropped_marks = false;    // rule 6b's stand-ins for the importer's EmptyCache (PoolRelease of pool 0)
   for (Event& e : trace.events)  // the marks go: an EmptyCache is an EmptyCache
-    if (e.kind == EventKind::EmptyCache) e.id = 0;
-  std::erase_if(trace.events, [](const Event& e) { return e.kind == EventKind::PoolRelease && e.pool == 0; });
+    if (e.kind == EventKind::EmptyCache)
+      e.id = 0;
+    else if (e.kind == EventKind::PoolRelease && e.pool == 0)
+      dropped_marks = true;
+  if (dropped_marks)  // else a second pass over millions of events finds nothing
+    std::erase_if(trace.events, [](const Event& e) { return e.kind == EventKind::PoolRelease && e.pool == 0; });
 }
 
 bool is_collector_mark(const Event& e) { return e.kind == EventKind::EmptyCache && e.id == kEmptyCacheOrCollector; }

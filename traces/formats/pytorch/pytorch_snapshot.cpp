@@ -689,10 +689,10 @@ class Importer final : public pickle::ListSink {
   // the device calls allow the second, and the model judges (the first stands where it cannot tell).
   void infer_under_settings() {
     const PoolCheck when = options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now;
-    infer_expandable_switches(trace_, model());
+    infer_expandable_switches(trace_, model(), index());
     if (trace_.meta.expandable_flipped.empty()) {
       infer_pools(trace_, model(), when, runs_);
-      infer_expandable_switches(trace_, model());  // MemPools' own allocators left out
+      infer_expandable_switches(trace_, model(), index());  // MemPools' own allocators left out
       if (trace_.meta.expandable_flipped.empty()) return;
     }
     // The model judges the readings here, so their pools are checked now (not deferred).
@@ -715,7 +715,7 @@ class Importer final : public pickle::ListSink {
     for (int round = 0; round < 4; ++round) {
       const auto windows = trace_.meta.expandable_flipped;
       infer_pools(trace_, model(), PoolCheck::Now, runs_);
-      infer_expandable_switches(trace_, model());
+      infer_expandable_switches(trace_, model(), index());
       if (trace_.meta.expandable_flipped == windows) return;
       const auto revised = trace_.meta.expandable_flipped;
       trace_ = unread;

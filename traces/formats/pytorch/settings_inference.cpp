@@ -210,9 +210,14 @@ std::optional<uint64_t> first_divergence_or_start(const Trace& trace, const Snap
   }
 }
 
-void infer_expandable_switches(Trace& trace, const SnapshotModel& model) {
+void infer_expandable_switches(Trace& trace, const SnapshotModel& model, const HistoryIndex* index) {
   TraceMeta& m = trace.meta;
   const bool recorded = recorded_expandable(m);
+  // Evidence of the other setting needs a device call of its kind: the only run is the recorded setting's.
+  if (index && index->count(recorded ? EventKind::SegmentAlloc : EventKind::SegmentMap) == 0) {
+    m.expandable_flipped.clear();
+    return;
+  }
   std::vector<Run> runs = runs_of(evidence(trace));
   // The snapshot's own setting held when it was taken: after the last run, if that run's differs.
   if (!runs.empty() && runs.back().on != recorded) runs.push_back({recorded, UINT64_MAX, UINT64_MAX, UINT64_MAX});

@@ -31,7 +31,10 @@ namespace fraglab {
 //
 // Where the model has a divergence finder (SnapshotModel::find_divergence), a change the device calls place only within
 // a span of requests is moved to the first request of the span the model's replay disagrees at (a few rounds).
-void infer_expandable_switches(Trace& trace, const SnapshotModel& model);
+// `index`: the importer's count of each kind of the history's entries (traces/formats/pytorch/history_index.h),
+// or null: a trace whose device calls are all of the recorded setting's kind (no segment_map under the default,
+// no cudaMalloc'd segment under expandable segments) shows nothing of the other setting, without a scan.
+void infer_expandable_switches(Trace& trace, const SnapshotModel& model, const HistoryIndex* index = nullptr);
 
 // TraceMeta::expandable_flipped as ranges [begin, end) of indexes into `events`: each Alloc event of a
 // flipped range with the device calls and other entries since the Alloc before it.
