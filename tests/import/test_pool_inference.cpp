@@ -257,6 +257,30 @@ TEST_CASE("pools: the native and JSON Lines formats keep every event's pool", "[
     }
 }
 
+// A pass with nothing to infer (the segments name one pool, no revision, no expandable segments) skips the walk
+// over the events: what it leaves is what the walk leaves, which an unused pool in the table forces.
+TEST_CASE("pool inference: a pass with nothing to infer leaves what the walk leaves", "[snapshot_cases][pools]") {
+  size_t compared = 0;
+  for (const std::string& dir :
+       {std::string(FRAGLAB_SOURCE_DIR) + "/traces/corpus", std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots"})
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string f = entry.path().string();
+      if (!f.ends_with(".pickle.gz")) continue;
+      INFO(f);
+      const Trace t = read_trace(f);
+      if (t.meta.pools.size() != 1 || recorded_expandable(t.meta) || !t.meta.expandable_flipped.empty()) continue;
+      Trace skipped = t, walked = t;
+      walked.meta.pools.push_back(PoolInfo{{-1, 0}});
+      infer_pools(skipped, SnapshotModel{});
+      infer_pools(walked, SnapshotModel{});
+      CHECK(skipped.events == walked.events);
+      walked.meta.pools.pop_back();
+      CHECK(skipped.meta == walked.meta);
+      ++compared;
+    }
+  CHECK(compared >= 15);
+}
+
 TEST_CASE("pool inference: more private pools than an event can name is an error, not a wrap",
           "[snapshot_cases][pools]") {
   Trace t;

@@ -555,9 +555,21 @@ class PoolInference {
 
 // The pool table only grows across passes (recorded ids are interned in the same order each time,
 // inferred pools after them), so an override's pool index keeps its meaning.
+// A pass with nothing to infer: the segments name one pool (the default pools'), no revision overrides a guess,
+// and no expandable segments (under which a cudaMalloc'd segment is a MemPool's own allocator's). Every
+// segment is then the default pools', every request and OOM too (their pools are 0 once the earlier pass's are
+// taken out), and no release run can be a private pool's: the walk over millions of events would copy them
+// unchanged. The pool table is left as the walk leaves it (the segments' ids interned).
+bool nothing_to_infer(Trace& trace, const Overrides& overrides) {
+  pools_by_stream(trace.meta);
+  return overrides.empty() && trace.meta.pools.size() == 1 && !recorded_expandable(trace.meta) &&
+         trace.meta.expandable_flipped.empty();
+}
+
 void infer_once(Trace& trace, const Overrides& overrides) {
   strip_inferred(trace.events);
   for (PoolInfo& p : trace.meta.pools) p.empties_on_release = false;  // rule 6b sets it again
+  if (nothing_to_infer(trace, overrides)) return;
   PoolInference(trace, overrides).run();
 }
 

@@ -43,6 +43,8 @@
 //  8. requests that try_mempool_fallback served (a MemPool(use_on_oom=True) at the limit) land in the
 //     pool's cached blocks; the model's fallback reader (SnapshotModel::find_fallbacks) reads them as default-pool
 //     requests where the model agrees, and marks the pool use_on_oom.
+// A pass with nothing to infer (the segments name one pool, no revision, no expandable segments) does not walk
+// the events: every request is then the default pools', and nothing goes in.
 // Limits (docs/pytorch-model.md): pools that no rule or model disagreement tells apart stay one pool
 // (replaying them as one changes nothing the recording shows); a MemPool whose segments are all gone
 // by the end may be named as an inferred pool (id (-1, k)) while the default pools' segments beside it
