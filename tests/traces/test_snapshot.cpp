@@ -368,6 +368,12 @@ TEST_CASE("history check: a clean verdict is remembered, a changed history check
 // for): check_history() of the trace then finds the clean verdict, which a full walk confirms, and the verdict
 // holds for that history only.
 TEST_CASE("history check: a history checked as it is read gives its verdict, for that history only", "[snapshot]") {
+  // On two cores the fields' worker checks as it resolves (a thread of its own from four cores: tested in
+  // test_in_order_worker.cpp, under ThreadSanitizer too).
+  set_snapshot_import_cores(2);
+  struct Reset {
+    ~Reset() { set_snapshot_import_cores(0); }
+  } reset;
   size_t ahead = 0, files = 0;
   for (const std::string& dir : {kCorpus, std::string(FRAGLAB_SOURCE_DIR) + "/tests/data/snapshots/"})
     for (const auto& entry : fs::directory_iterator(dir)) {

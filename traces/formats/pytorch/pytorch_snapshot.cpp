@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,13 @@ Trace reading_the_device_with_data(const ReadOptions& options, Read read) {
   }
 }
 
+// The cores the import plans its threads for: the machine's, or what a test sets.
+std::atomic<unsigned> g_import_cores_for_tests{0};
+unsigned import_cores() {
+  const unsigned set = g_import_cores_for_tests.load(std::memory_order_relaxed);
+  return set ? set : std::thread::hardware_concurrency();
+}
+
 class Importer final : public pickle::ListSink {
  public:
   // `disk_bytes`: the input's size on disk, which bounds what it may expand to (read_limits.h).
@@ -104,12 +112,22 @@ class Importer final : public pickle::ListSink {
       : name_(name), options_(options), stacks_(trace_.meta, read_limits().budget(disk_bytes)), streaming_(streaming) {
     // The fast path's entries are turned into events on another core while the parse goes on (where there is
     // one): a quarter of the parse's time.
-    if (streaming_ && std::thread::hardware_concurrency() > 1) {
+    if (streaming_ && import_cores() > 1) {
       fields_worker_ = std::make_unique<FieldsWorker>([this](const pickle::FlatItem* items, size_t n) {
         for (size_t i = 0; i < n; ++i) read_fields(items[i]);
       });
       ahead_ = Ahead::Holding;
-      if (options_.check_history_ahead) check_ahead_ = std::make_unique<HistoryCheckAhead>();
+      // The check of the history as it is resolved: where there are cores for the inflater, the parser, this
+      // worker and one more, on a thread of its own (it is a fifth of this worker's time, which then bounds the
+      // parse: 16 cores, 0.35-0.47 s); on fewer, in this worker (two cores: a fourth busy thread took 40 ms
+      // from the parser).
+      if (options_.check_history_ahead) {
+        check_ahead_ = std::make_unique<HistoryCheckAhead>();
+        if (import_cores() >= 4)
+          check_worker_ = std::make_unique<CheckWorker>([this](const Event* events, size_t n) {
+            for (size_t i = 0; i < n; ++i) check_ahead_->add(events[i]);
+          });
+      }
     }
   }
 
@@ -322,6 +340,10 @@ class Importer final : public pickle::ListSink {
   StackId last_key_id_ = 0;
   std::vector<const std::string*> local_keys_;
   std::unordered_map<uint32_t, StackId> local_stack_of_list_;  // frames lists of the complete document
+  // The events resolved ahead, checked on a third thread (check_ahead_). Before the fields' worker, which pushes
+  // to it: it stops after that one.
+  using CheckWorker = InOrderWorker<Event, std::function<void(const Event*, size_t)>>;
+  std::unique_ptr<CheckWorker> check_worker_;
   // Streaming: read_fields() of self-contained flat items on another thread, in order. Last: it stops first.
   using FieldsWorker = InOrderWorker<pickle::FlatItem, std::function<void(const pickle::FlatItem*, size_t)>>;
   std::unique_ptr<FieldsWorker> fields_worker_;
@@ -635,6 +657,7 @@ class Importer final : public pickle::ListSink {
     raw_offsets_ = {};
     index_ = {};
     // The history checked as it was read is the trace's where every entry kept the id given ahead.
+    if (check_worker_) check_worker_->drain();
     checked_ahead_ = check_ahead_ && used_resolution_ahead_ && check_ahead_->remember(trace_.meta);
     return std::move(trace_);
   }
@@ -767,7 +790,10 @@ class Importer final : public pickle::ListSink {
     ahead_last_time_ = e.time_us;
     switch (resolve(e, true)) {
       case Resolved::Event:
-        if (check_ahead_) check_ahead_->add(e);
+        if (check_worker_)
+          check_worker_->push(e);
+        else if (check_ahead_)
+          check_ahead_->add(e);
         break;
       case Resolved::Dropped:
         ahead_dropped_.push_back(raw_.size() - 1);
@@ -1336,6 +1362,7 @@ bool last_snapshot_import_streamed() { return g_last_import_streamed; }
 uint64_t last_snapshot_import_flat_entries() { return g_last_import_streamed ? g_last_import_flat_entries : 0; }
 bool last_snapshot_import_resolved_ahead() { return g_last_import_resolved_ahead; }
 bool last_snapshot_import_checked_ahead() { return g_last_import_checked_ahead; }
+void set_snapshot_import_cores(unsigned cores) { g_import_cores_for_tests.store(cores, std::memory_order_relaxed); }
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
   return reading_the_device_with_data(

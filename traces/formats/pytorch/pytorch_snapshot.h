@@ -45,6 +45,9 @@ bool last_snapshot_import_resolved_ahead();
 // Whether its history was checked as the entries were read (ReadOptions::check_history_ahead) and the clean
 // verdict kept for check_history() (traces/history_check.h).
 bool last_snapshot_import_checked_ahead();
+// Tests: the cores the import plans its threads for (the fields' worker from 2, the history check's thread from
+// 4), whatever the machine has; 0: the machine's.
+void set_snapshot_import_cores(unsigned cores);
 // The complete (never streaming) reading of a pickle, which decides results and messages: what
 // the streaming one is checked against.
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options);
