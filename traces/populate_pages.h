@@ -45,4 +45,35 @@ class PopulatePages {
   BackgroundTask populating_;  // joined when this object goes
 };
 
+// PopulateAhead: for a thread that writes a fresh mapping from its start to its end a step at a time (the
+// inflater, the file reader): the pages ahead of it faulted in by the kernel 8 MiB per call
+// (MADV_POPULATE_WRITE) rather than by a trap per 4 KiB page as each is first written. Same pages, same
+// zeroing, less overhead: 172 MB read(2) into a fresh mapping took ~110 ms, ~87 ms so; igzip's inflate of the
+// same ~115 ms, ~100 ms (AMD EPYC). Where the kernel lacks it, the writes fault as before.
+class PopulateAhead {
+ public:
+  static constexpr size_t kStep = size_t{8} << 20;
+  // `base`: the mapping's start (page-aligned, as mmap gives it); `size`: its bytes.
+  PopulateAhead(void* base, size_t size) : base_(static_cast<char*>(base)), size_(size) {}
+  // Bytes [0, upto) are about to be written.
+  void before_writing(size_t upto) {
+#ifdef MADV_POPULATE_WRITE
+    if (upto <= done_ || done_ >= size_) return;
+    static const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t next = upto > done_ + kStep ? upto : done_ + kStep;
+    next = (next < size_ ? next : size_) + page - 1;
+    next -= next % page;                                        // within the mapping: it spans whole pages
+    madvise(base_ + done_, next - done_, MADV_POPULATE_WRITE);  // best effort: else the writes fault
+    done_ = next;
+#else
+    (void)upto;
+#endif
+  }
+
+ private:
+  char* base_;
+  size_t size_;
+  size_t done_ = 0;  // a whole number of pages
+};
+
 }  // namespace fraglab

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "traces/io/format_error.h"
+#include "traces/populate_pages.h"
 
 namespace fraglab {
 
@@ -63,9 +64,12 @@ void FileBytes::read_all() {
     ready_.notify_all();
   };
   size_t got = 0;
+  PopulateAhead pages(data_, size_);
   while (got < size_) {
     if (stop_.load(std::memory_order_relaxed)) return fail(got, "reading stopped", true);
-    ssize_t n = read(fd_, data_ + got, std::min<size_t>(size_ - got, size_t{1} << 20));
+    const size_t want = std::min<size_t>(size_ - got, size_t{1} << 20);
+    pages.before_writing(got + want);
+    ssize_t n = read(fd_, data_ + got, want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return fail(got, std::string("read error: ") + std::strerror(errno), true);
     if (n == 0) break;

@@ -14,6 +14,7 @@
 #include "traces/io/atomic_file.h"
 #include "traces/io/format_error.h"
 #include "traces/io/read_limits.h"
+#include "traces/populate_pages.h"
 
 namespace fraglab {
 
@@ -231,6 +232,7 @@ void InflatingBytes::run() {
   // Published a MiB at a time: often enough for the reader never to wait long, rarely enough
   // that the wake-ups cost nothing.
   constexpr size_t kStep = size_t{1} << 20;
+  PopulateAhead pages(map_, size_);
   for (;;) {
     if (stop_.load(std::memory_order_relaxed)) return give_up();
     if (st.avail_in == 0) {  // avail_in is 32 bits: a file past 4 GiB is given in parts
@@ -241,6 +243,7 @@ void InflatingBytes::run() {
     st.next_out = static_cast<uint8_t*>(map_) + produced;
     const auto out_chunk = static_cast<uint32_t>(std::min(size_ - produced, kStep));
     st.avail_out = out_chunk;
+    pages.before_writing(produced + out_chunk);
     const int rc = isal_inflate(&st);
     const size_t made = out_chunk - st.avail_out;
     produced += made;
