@@ -33,8 +33,8 @@ std::vector<std::vector<Event>> histories_of(const Trace& t) {
     if (t.events[i].kind != EventKind::EmptyCache && t.events[i].kind != EventKind::PoolRelease)
       history.push_back(t.events[i]);
   std::vector<std::vector<Event>> out = {history};
-  for (EventKind gone : {EventKind::FreeRequested, EventKind::Free, EventKind::Alloc, EventKind::SegmentFree,
-                         EventKind::SegmentAlloc, EventKind::SegmentUnmap}) {
+  // Each kind whose absence a skipped-action reading infers from (the skip_actions recordings have the others).
+  for (EventKind gone : {EventKind::FreeRequested, EventKind::Free, EventKind::SegmentFree, EventKind::SegmentUnmap}) {
     std::vector<Event> without;
     for (const Event& e : history)
       if (e.kind != gone) without.push_back(e);
