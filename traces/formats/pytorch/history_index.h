@@ -27,10 +27,6 @@ class HistoryIndex {
     ++counts_[static_cast<size_t>(kind)];
     if (!is_block_entry(kind)) others_.push_back(at);
   }
-  void clear() {
-    counts_ = {};
-    others_.clear();
-  }
   uint64_t count(EventKind k) const { return counts_[static_cast<size_t>(k)]; }
   const std::array<uint64_t, kEventKindCount>& counts() const { return counts_; }
   // Positions of the entries that are not a block's, in order.
