@@ -114,10 +114,37 @@ bool has_inferred(const std::vector<Event>& events) {
 // Takes out what an earlier pass added, so that a pass starts from the importer's events: the inserted
 // events go, and an importer's EmptyCache that rule 6b moved after the releases of deleted MemPools goes
 // back before the run (the importer never puts one right after a release).
-void strip_inferred(std::vector<Event>& events) {
+// What an inference's passes ask of the events before it begins, in one read of them: on a 2.4M-event import
+// the three passes that asked (5 ms each) were most of the pools' time, and the answer is nearly always no.
+struct EventsSurvey {
+  bool collector_marks = false;  // an EmptyCache marked kEmptyCacheOrCollector
+  bool inferred = false;         // has_inferred()
+  bool marks = false;            // an EmptyCache, or a PoolRelease of pool 0: marks for infer_pools_once to clear
+};
+
+EventsSurvey survey(const std::vector<Event>& events) {
+  EventsSurvey s;
+  bool after_release = false;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::EmptyCache) {
+      s.marks = true;
+      s.collector_marks = s.collector_marks || e.id == kEmptyCacheOrCollector;
+      s.inferred = s.inferred || after_release || e.id == kInferredEmptyCache;
+    } else if (e.kind == EventKind::PoolRelease) {
+      s.inferred = true;
+      s.marks = s.marks || e.pool == 0;
+    }
+    s.inferred = s.inferred || e.pool != 0;
+    after_release = is_segment_release(e);
+  }
+  return s;
+}
+
+// `known`: the events' survey, where the caller has one.
+void strip_inferred(std::vector<Event>& events, const EventsSurvey* known = nullptr) {
   // A trace without private pools, as most are, has nothing to take out: one pass that only reads tells
   // (three that write every event cost 0.4 s on a 12M-entry snapshot).
-  if (!has_inferred(events)) return;
+  if (known ? !known->inferred : !has_inferred(events)) return;
   for (Event& e : events)
     if (e.kind == EventKind::PoolRelease && e.pool == 0 && e.id == kDroppedEmptyCache)
       e.kind = EventKind::EmptyCache, e.id = static_cast<AllocId>(e.addr), e.addr = 0;  // its mark kept in addr
@@ -566,11 +593,14 @@ bool nothing_to_infer(Trace& trace, const Overrides& overrides) {
          trace.meta.expandable_flipped.empty();
 }
 
-void infer_once(Trace& trace, const Overrides& overrides) {
-  strip_inferred(trace.events);
+// Whether the events changed (an earlier pass's inferences taken out, or this one's put in).
+bool infer_once(Trace& trace, const Overrides& overrides, const EventsSurvey* known = nullptr) {
+  const bool stripped = known ? known->inferred : true;
+  strip_inferred(trace.events, known);
   for (PoolInfo& p : trace.meta.pools) p.empties_on_release = false;  // rule 6b sets it again
-  if (nothing_to_infer(trace, overrides)) return;
+  if (nothing_to_infer(trace, overrides)) return stripped;
   PoolInference(trace, overrides).run();
+  return true;
 }
 
 // Rule 7's revisions: a guessed segment moves to another pool, or a private pool is read as a
@@ -817,7 +847,7 @@ void revise_both_ways(Trace& trace, const SnapshotModel& model) {
   adopt(trace, first);
 }
 
-void infer_pools_once(Trace& trace, const SnapshotModel& model, PoolCheck when) {
+void infer_pools_once(Trace& trace, const SnapshotModel& model, PoolCheck when, const EventsSurvey* known = nullptr) {
   std::set<std::array<int64_t, 2>> ids;
   for (const auto* list : {&trace.meta.initial.segments, &trace.meta.segments})
     for (const RecordedSegment& s : *list) ids.insert(s.pool_id);
@@ -826,11 +856,12 @@ void infer_pools_once(Trace& trace, const SnapshotModel& model, PoolCheck when) 
                                                               "private pools are supported",
                                                               ids.size()));
   Overrides overrides;
-  infer_once(trace, overrides);
+  bool changed = infer_once(trace, overrides, known);
   // No private pool: no inferred EmptyCache carries a pass mark, so the trace as it stands is
   // what the check's first round reads (pools_confirmed()).
   const bool defer = when == PoolCheck::Deferrable && trace.meta.pools.size() == 1;
-  if (model.find_misplacement && !defer) revise_both_ways(trace, model);
+  if (model.find_misplacement && !defer) revise_both_ways(trace, model), changed = true;
+  if (known && !changed && !known->marks) return;  // the events as surveyed: no mark to clear
   bool dropped_marks = false;    // rule 6b's stand-ins for the importer's EmptyCache (PoolRelease of pool 0)
   for (Event& e : trace.events)  // the marks go: an EmptyCache is an EmptyCache
     if (e.kind == EventKind::EmptyCache)
@@ -908,9 +939,14 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
 // collects under a limit) and the resolver picks one.
 void infer_pools(Trace& trace, const SnapshotModel& model, PoolCheck when, RunReading runs) {
   const CollectorRunResolver& resolve = model.resolve_collector_runs;
-  if (!resolve) std::erase_if(trace.events, is_collector_mark);  // no judge: malloc's reading, as before
-  if (!resolve || std::none_of(trace.events.begin(), trace.events.end(), is_collector_mark)) {
-    infer_pools_once(trace, model, when);
+  const EventsSurvey known = survey(trace.events);
+  if (!resolve && known.collector_marks) {  // no judge: malloc's reading, as before
+    std::erase_if(trace.events, is_collector_mark);
+    infer_pools_once(trace, model, when);  // the survey no longer holds
+    return;
+  }
+  if (!known.collector_marks) {
+    infer_pools_once(trace, model, when, &known);
     return;
   }
   const Trace marked = trace;

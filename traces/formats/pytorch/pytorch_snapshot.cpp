@@ -325,14 +325,16 @@ class Importer final : public pickle::ListSink {
   StrCache<Field> fields_;
   StrCache<Action> actions_;
   uint64_t entry_offset_ = 0;
-  // Streaming: entries get local stream ids (1-based; 0 = no stream) and local stack ids (1-based;
-  // 0 = none), made the trace's by resolve_deferred().
+  // Streaming: entries get local stream ids (0 = the default stream's handle 0, or no stream, as the trace's
+  // index 0 is both; others 1-based, in the order the entries name them) and local stack ids (1-based; 0 =
+  // none), made the trace's by resolve_deferred(). With the default stream at 0 the local ids are usually the
+  // trace's already: no rewrite of the history.
   bool streaming_;
   bool streamed_list_read_ = false;
   Document* streaming_doc_ = nullptr;  // to tag frames lists as interned
   std::vector<uint64_t> local_streams_;
-  std::unordered_map<uint64_t, StreamIndex> local_stream_ids_;
-  uint64_t last_handle_ = 0;
+  std::unordered_map<uint64_t, StreamIndex> local_stream_ids_{{0, 0}};
+  uint64_t last_handle_ = 0;  // the handle looked up last, and its local id
   StreamIndex last_local_stream_ = 0;
   std::unordered_map<std::string, StackId> local_key_ids_;
   std::string key_;       // the key being looked up (its buffer reused)
@@ -364,7 +366,7 @@ class Importer final : public pickle::ListSink {
 
   StreamIndex local_stream(Value v) {
     auto handle = static_cast<uint64_t>(int_field(v, "stream"));
-    if (last_local_stream_ && handle == last_handle_) return last_local_stream_;
+    if (handle == last_handle_) return last_local_stream_;
     auto [it, inserted] = local_stream_ids_.try_emplace(handle, static_cast<StreamIndex>(local_streams_.size() + 1));
     if (inserted) {
       if (local_streams_.size() >= kMaxStreamIndex) throw pickle::StreamAbandoned{};  // the complete reading decides
