@@ -30,7 +30,10 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
   std::vector<Block> adopted;
   if (!trace.meta.initial.empty())
     if (auto a = policy->adopt_initial_state(trace.meta.initial)) adopted = std::move(*a);
-  std::vector<std::optional<Block>> live;
+  // By id: the model's block and whether it is live (apart: an optional<Block> element's assignment stalled
+  // on its own engaged byte, ~5 ms of a 1.2M-allocation history).
+  std::vector<Block> live;
+  std::vector<uint8_t> is_live;
   uint64_t allocs = 0, empty_caches = 0, ooms = 0;
   uint64_t last_step = 0;  // the recorded releases since it are malloc's for the next request
   // A segment the model released while serving event i that the recording did not release before it.
@@ -61,13 +64,14 @@ std::optional<PoolMisplacement> find_pool_misplacement(const Trace& trace) {
           return PoolMisplacement{PoolMisplacement::Kind::KeptSegment, allocs, *addr, EventKind::Alloc};
         if (i >= trace.meta.initial.live_blocks && b->addr != e.addr)
           return PoolMisplacement{PoolMisplacement::Kind::Block, allocs, b->addr};
-        if (e.id >= live.size()) live.resize(e.id + 1u);
-        live[e.id] = b;
+        if (e.id >= live.size()) live.resize(e.id + 1u), is_live.resize(e.id + 1u);
+        live[e.id] = *b;
+        is_live[e.id] = 1;
         ++allocs;
         break;
       }
       case EventKind::Free:
-        if (e.id < live.size() && live[e.id]) policy->deallocate(*live[e.id]), live[e.id].reset();
+        if (e.id < live.size() && is_live[e.id]) policy->deallocate(live[e.id]), is_live[e.id] = 0;
         break;
       case EventKind::Oom: {  // tried where the recording failed it, given back if served
         const size_t calls_before = device.calls().size();

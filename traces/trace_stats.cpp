@@ -13,29 +13,76 @@ int log2_bucket(double v) {
   if (v >= 18446744073709551616.0) return 63;  // past 2^64 (hostile times): the cast below would be undefined
   return std::min(63, static_cast<int>(std::bit_width(static_cast<uint64_t>(v))) - 1);
 }
+// A double's bits made to sort as the doubles do (negative values turned around). The columns hold no NaN and
+// no -0.0 (sizes are unsigned; a lifetime is a difference, and x - x is +0.0).
+uint64_t sort_key(double v) {
+  const auto bits = std::bit_cast<uint64_t>(v);
+  return bits >> 63 ? ~bits : bits | (uint64_t{1} << 63);
+}
 size_t percentile_index(size_t n, double p) {
   return std::min(static_cast<size_t>(p * static_cast<double>(n - 1) + 0.5), n - 1);
 }
 }  // namespace
 
-Distribution summarize(std::vector<double> values) {
+// Exact percentiles in two passes over the column instead of three selections and three more passes (a 2.4M-
+// event snapshot's three columns were a third of `info` after its import): the first counts the values by
+// their top 16 key bits (and takes the minimum, maximum, sum and log2 buckets), the second gathers the values
+// of the bins the percentiles fall in, selected among themselves alone.
+Distribution summarize(const std::vector<double>& values) {
   Distribution d;
   d.count = values.size();
   if (values.empty()) return d;
-  // Three selections instead of a sort (a sort of 2.4M sizes was an eighth of `info` on a big
-  // snapshot); each later one searches only above the one before.
-  auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-  d.min = *lo;
-  d.max = *hi;
-  auto at = values.begin();
-  for (auto [p, out] : {std::pair{0.50, &d.p50}, std::pair{0.90, &d.p90}, std::pair{0.99, &d.p99}}) {
-    auto nth = values.begin() + static_cast<std::ptrdiff_t>(percentile_index(values.size(), p));
-    std::nth_element(at, nth, values.end());
-    *out = *nth;
-    at = nth;
+  constexpr int kShift = 48;
+  std::vector<uint64_t> bins(size_t{1} << (64 - kShift), 0);
+  double lo = values.front(), hi = values.front(), sum = 0;
+  for (double v : values) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+    ++d.log2_buckets[static_cast<size_t>(log2_bucket(v))];
+    ++bins[sort_key(v) >> kShift];
   }
-  d.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-  for (double v : values) ++d.log2_buckets[static_cast<size_t>(log2_bucket(v))];
+  d.min = lo;
+  d.max = hi;
+  d.mean = sum / static_cast<double>(values.size());
+  // Each percentile's bin and its rank inside the bin.
+  struct Wanted {
+    double* out;
+    size_t rank;
+    size_t bin = 0, below = 0;  // values in lower bins
+  };
+  std::array<Wanted, 3> wanted{{{&d.p50, percentile_index(values.size(), 0.50)},
+                                {&d.p90, percentile_index(values.size(), 0.90)},
+                                {&d.p99, percentile_index(values.size(), 0.99)}}};
+  size_t seen = 0, w = 0;
+  for (size_t bin = 0; bin < bins.size() && w < wanted.size(); ++bin) {
+    while (w < wanted.size() && wanted[w].rank < seen + bins[bin]) wanted[w].bin = bin, wanted[w].below = seen, ++w;
+    seen += bins[bin];
+  }
+  // The ranks ascend, so equal bins are neighbours: each bin gathered once.
+  std::array<uint64_t, 3> group_bin{};
+  std::array<size_t, 3> group_of{};
+  size_t groups = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (groups == 0 || group_bin[groups - 1] != wanted[i].bin) group_bin[groups++] = wanted[i].bin;
+    group_of[i] = groups - 1;
+  }
+  std::array<std::vector<double>, 3> gathered;
+  for (size_t g = 0; g < groups; ++g) gathered[g].reserve(bins[group_bin[g]]);
+  for (double v : values) {
+    const uint64_t bin = sort_key(v) >> kShift;
+    for (size_t g = 0; g < groups; ++g)
+      if (bin == group_bin[g]) {
+        gathered[g].push_back(v);
+        break;
+      }
+  }
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    std::vector<double>& in = gathered[group_of[i]];
+    auto nth = in.begin() + static_cast<std::ptrdiff_t>(wanted[i].rank - wanted[i].below);
+    std::nth_element(in.begin(), nth, in.end());
+    *wanted[i].out = *nth;
+  }
   return d;
 }
 
@@ -128,9 +175,9 @@ TraceStats compute_stats(EventSource& source, const std::function<void(const Eve
   s.events = index;
   s.never_freed = live_count;
   s.streams_used = static_cast<uint64_t>(std::count(stream_seen.begin(), stream_seen.end(), true));
-  s.sizes = summarize(std::move(sizes));
-  s.lifetimes_events = summarize(std::move(life_events));
-  s.lifetimes_us = summarize(std::move(life_us));
+  s.sizes = summarize(sizes);
+  s.lifetimes_events = summarize(life_events);
+  s.lifetimes_us = summarize(life_us);
   return s;
 }
 

@@ -50,6 +50,6 @@ struct TraceStats {
 // second pass over the same reading (traces/history_check.h) without reading the file twice.
 TraceStats compute_stats(EventSource& source,
                          const std::function<void(const Event*, size_t, uint64_t)>& also = nullptr);
-Distribution summarize(std::vector<double> values);
+Distribution summarize(const std::vector<double>& values);
 
 }  // namespace fraglab
