@@ -5,14 +5,61 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <future>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <memory_resource>
 #include <mutex>
+#include <new>
 #include <vector>
 
 namespace fraglab {
+
+namespace {
+
+// Memory for nodes of one size, taken back onto a free list: the live blocks' map allocates and frees a node for
+// each of millions of blocks. malloc's share of the check was a fifth, and the standard pool resource's
+// deallocate (which searches for the chunk a pointer came from) still a tenth.
+class NodeFreeList final : public std::pmr::memory_resource {
+ private:
+  struct Free {
+    Free* next;
+  };
+  void* do_allocate(size_t bytes, size_t align) override {
+    if (bytes != node_ || align > alignof(std::max_align_t)) {
+      if (node_ == 0 && bytes >= sizeof(Free) && align <= alignof(std::max_align_t))
+        node_ = bytes;  // the first request sets the size
+      else
+        return std::pmr::new_delete_resource()->allocate(bytes, align);
+    }
+    if (!free_) refill();
+    Free* f = free_;
+    free_ = f->next;
+    return f;
+  }
+  void do_deallocate(void* p, size_t bytes, size_t align) override {
+    if (bytes != node_ || align > alignof(std::max_align_t))
+      return std::pmr::new_delete_resource()->deallocate(p, bytes, align);
+    free_ = new (p) Free{free_};
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+  void refill() {
+    constexpr size_t kNodes = 1024;
+    const size_t stride =
+        (node_ + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) * alignof(std::max_align_t);
+    chunks_.push_back(std::make_unique<std::max_align_t[]>(stride * kNodes / sizeof(std::max_align_t)));
+    auto* base = reinterpret_cast<std::byte*>(chunks_.back().get());
+    for (size_t i = kNodes; i-- > 0;) free_ = new (base + i * stride) Free{free_};
+  }
+
+  size_t node_ = 0;
+  Free* free_ = nullptr;
+  std::vector<std::unique_ptr<std::max_align_t[]>> chunks_;
+};
+
+}  // namespace
 
 class HistoryChecker::Impl {
  public:
@@ -56,8 +103,7 @@ class HistoryChecker::Impl {
     AllocId id;
     uint64_t event;
   };
-  // The live blocks' nodes come from a pool of their own: a history allocates and frees millions of blocks,
-  // and malloc's share of the check was a fifth.
+  // The live blocks' nodes come from a free list of their own (NodeFreeList).
   using LiveBlocks = std::pmr::map<Addr, Live>;
   // By id: the live allocation's requested bytes, and its block where it is tracked (an erase without a search).
   struct ById {
@@ -69,7 +115,7 @@ class HistoryChecker::Impl {
   std::map<Addr, uint64_t> memory_;  // recorded memory, touching ranges merged
   uint64_t reserved_ = 0, live_bytes_ = 0;
   bool over_reserved_ = false;  // reported once per excursion, not at every event of it
-  std::pmr::unsynchronized_pool_resource nodes_;
+  NodeFreeList nodes_;
   LiveBlocks live_{&nodes_};
   std::vector<ById> by_id_;
   HistoryProblems out_;
