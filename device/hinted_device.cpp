@@ -5,21 +5,35 @@
 namespace fraglab {
 
 HintedDevice::HintedDevice(PlacingDevice& upstream, const std::vector<Event>& events, const InitialState* initial)
-    : ForwardingDevice(upstream), placing_(upstream) {
+    : ForwardingDevice(upstream), placing_(upstream), events_(events) {
   if (initial) {
     // Every mapped range, in address order: a range inside a reservation already made is passed over
     // (do_reserve_range), so each reservation takes its lowest range, whichever pool it turns out to be.
     for (const RecordedSegment& s : initial->segments) {
       if (s.is_expandable)
-        map_hints_.push_back(s.address);
+        initial_maps_.push_back(s.address);
       else
-        segment_hints_.emplace_back(s.address, s.total_size);
+        initial_segments_.emplace_back(s.address, s.total_size);
     }
   }
-  for (const Event& e : events) {
-    if (e.kind == EventKind::SegmentAlloc) segment_hints_.emplace_back(e.addr, e.size);
-    if (e.kind == EventKind::SegmentMap) map_hints_.push_back(e.addr);
+}
+
+std::optional<std::pair<Addr, uint64_t>> HintedDevice::take_segment_hint() {
+  if (next_initial_segment_ < initial_segments_.size()) return initial_segments_[next_initial_segment_++];
+  while (next_segment_event_ < events_.size()) {
+    const Event& e = events_[next_segment_event_++];
+    if (e.kind == EventKind::SegmentAlloc) return std::pair{e.addr, e.size};
   }
+  return std::nullopt;
+}
+
+std::optional<Addr> HintedDevice::take_map_hint() {
+  if (next_initial_map_ < initial_maps_.size()) return initial_maps_[next_initial_map_++];
+  while (next_map_event_ < events_.size()) {
+    const Event& e = events_[next_map_event_++];
+    if (e.kind == EventKind::SegmentMap) return e.addr;
+  }
+  return std::nullopt;
 }
 
 bool HintedDevice::in_recorded_range(Addr addr) const {
@@ -28,11 +42,10 @@ bool HintedDevice::in_recorded_range(Addr addr) const {
 }
 
 std::optional<Addr> HintedDevice::do_allocate_segment(uint64_t size, StreamIndex stream) {
-  if (!segment_hints_.empty()) {
-    // Taken whether it is used or not: a hint of another size means the replay diverged here, and
-    // the hints stay in step with the calls.
-    auto [addr, recorded_size] = segment_hints_.front();
-    segment_hints_.pop_front();
+  // Taken whether it is used or not: a hint of another size means the replay diverged here, and
+  // the hints stay in step with the calls.
+  if (const auto hint = take_segment_hint()) {
+    const auto [addr, recorded_size] = *hint;
     if (recorded_size == size && addr != 0 && placing_.allocate_segment_at(addr, size, stream)) {
       ++hints_used_;
       return addr;
@@ -43,10 +56,10 @@ std::optional<Addr> HintedDevice::do_allocate_segment(uint64_t size, StreamIndex
 
 std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
   // The next recorded map outside every recorded range known so far starts the new range.
-  while (!map_hints_.empty() && in_recorded_range(map_hints_.front())) map_hints_.pop_front();
-  if (!map_hints_.empty()) {
-    Addr addr = map_hints_.front();
-    map_hints_.pop_front();
+  std::optional<Addr> hint = take_map_hint();
+  while (hint && in_recorded_range(*hint)) hint = take_map_hint();
+  if (hint) {
+    const Addr addr = *hint;
     if (addr % granularity() == 0 && placing_.reserve_range_at(addr, size)) {
       recorded_ranges_.emplace(addr, size);
       ++hints_used_;

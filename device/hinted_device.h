@@ -12,7 +12,8 @@
 // put under it.
 #pragma once
 
-#include <deque>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "device/forwarding_device.h"
@@ -23,9 +24,11 @@ namespace fraglab {
 
 class HintedDevice final : public ForwardingDevice {
  public:
-  // `events`: the trace; its SegmentAlloc and SegmentMap events are the hints. `initial`: the state at
-  // the trace's first event, whose segments come first (in address order; an expandable segment's
-  // range starts at its lowest mapped range), as a policy adopting it asks for them.
+  // `events`: the trace (kept by reference: it must outlive the device); its SegmentAlloc and SegmentMap
+  // events are the hints, found as the calls come (a replay asks for them near where it reads: no pass over
+  // millions of events first). `initial`: the state at the trace's first event, whose segments come first (in
+  // address order; an expandable segment's range starts at its lowest mapped range), as a policy adopting it
+  // asks for them.
   HintedDevice(PlacingDevice& upstream, const std::vector<Event>& events, const InitialState* initial = nullptr);
 
   uint64_t hints_used() const { return hints_used_; }
@@ -39,11 +42,17 @@ class HintedDevice final : public ForwardingDevice {
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
 
   bool in_recorded_range(Addr addr) const;
+  // The next hint of a kind, taken: the initial state's, then the events' from where the last one was found.
+  std::optional<std::pair<Addr, uint64_t>> take_segment_hint();
+  std::optional<Addr> take_map_hint();
 
-  PlacingDevice& placing_;                               // the upstream, which can place at an address
-  std::deque<std::pair<Addr, uint64_t>> segment_hints_;  // recorded segment_alloc (addr, size), in order
-  std::deque<Addr> map_hints_;                           // recorded segment_map addresses, in order
-  TieredMap<Addr, uint64_t> recorded_ranges_;            // ranges placed at a recorded address, live
+  PlacingDevice& placing_;  // the upstream, which can place at an address
+  const std::vector<Event>& events_;
+  std::vector<std::pair<Addr, uint64_t>> initial_segments_;  // the initial state's segments (addr, size)
+  std::vector<Addr> initial_maps_;                           // its expandable segments' ranges
+  size_t next_initial_segment_ = 0, next_initial_map_ = 0;
+  size_t next_segment_event_ = 0, next_map_event_ = 0;  // where the events' next hint is looked for
+  TieredMap<Addr, uint64_t> recorded_ranges_;           // ranges placed at a recorded address, live
   uint64_t hints_used_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include <deque>
 #include <memory>
 
 #include "allocators/registry.h"
