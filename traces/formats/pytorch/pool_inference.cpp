@@ -114,32 +114,6 @@ bool has_inferred(const std::vector<Event>& events) {
 // Takes out what an earlier pass added, so that a pass starts from the importer's events: the inserted
 // events go, and an importer's EmptyCache that rule 6b moved after the releases of deleted MemPools goes
 // back before the run (the importer never puts one right after a release).
-// What an inference's passes ask of the events before it begins, in one read of them: on a 2.4M-event import
-// the three passes that asked (5 ms each) were most of the pools' time, and the answer is nearly always no.
-struct EventsSurvey {
-  bool collector_marks = false;  // an EmptyCache marked kEmptyCacheOrCollector
-  bool inferred = false;         // has_inferred()
-  bool marks = false;            // an EmptyCache, or a PoolRelease of pool 0: marks for infer_pools_once to clear
-};
-
-EventsSurvey survey(const std::vector<Event>& events) {
-  EventsSurvey s;
-  bool after_release = false;
-  for (const Event& e : events) {
-    if (e.kind == EventKind::EmptyCache) {
-      s.marks = true;
-      s.collector_marks = s.collector_marks || e.id == kEmptyCacheOrCollector;
-      s.inferred = s.inferred || after_release || e.id == kInferredEmptyCache;
-    } else if (e.kind == EventKind::PoolRelease) {
-      s.inferred = true;
-      s.marks = s.marks || e.pool == 0;
-    }
-    s.inferred = s.inferred || e.pool != 0;
-    after_release = is_segment_release(e);
-  }
-  return s;
-}
-
 // `known`: the events' survey, where the caller has one.
 void strip_inferred(std::vector<Event>& events, const EventsSurvey* known = nullptr) {
   // A trace without private pools, as most are, has nothing to take out: one pass that only reads tells
@@ -735,6 +709,35 @@ std::optional<Fix> revision(Trace& trace, const Overrides& overrides, const Trie
 
 }  // namespace
 
+EventsSurvey survey_events(const std::vector<Event>& events) {
+  EventsSurvey s;
+  bool after_release = false;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::EmptyCache) {
+      s.marks = true;
+      s.collector_marks = s.collector_marks || e.id == kEmptyCacheOrCollector;
+      s.inferred = s.inferred || after_release || e.id == kInferredEmptyCache;
+    } else if (e.kind == EventKind::PoolRelease) {
+      s.inferred = true;
+      s.marks = s.marks || e.pool == 0;
+    }
+    s.inferred = s.inferred || e.pool != 0;
+    after_release = is_segment_release(e);
+  }
+  return s;
+}
+
+EventsSurvey survey_empty_caches(const std::vector<Event>& events, const std::vector<size_t>& empty_caches) {
+  EventsSurvey s;
+  for (size_t at : empty_caches) {
+    const Event& e = events.at(at);
+    s.marks = true;
+    s.collector_marks = s.collector_marks || e.id == kEmptyCacheOrCollector;
+    s.inferred = s.inferred || e.id == kInferredEmptyCache || (at > 0 && is_segment_release(events[at - 1]));
+  }
+  return s;
+}
+
 namespace {
 
 // Rule 7's rounds from the rules' reading, revising guesses in the given order; true when the model agrees
@@ -937,9 +940,9 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
 // Where the importer could not tell torch.cuda.empty_cache() from malloc's garbage collector, the pools
 // are inferred for both readings (the model's checks differ: one empties the cache there, the other
 // collects under a limit) and the resolver picks one.
-void infer_pools(Trace& trace, const SnapshotModel& model, PoolCheck when, RunReading runs) {
+void infer_pools(Trace& trace, const SnapshotModel& model, PoolCheck when, RunReading runs, const EventsSurvey* told) {
   const CollectorRunResolver& resolve = model.resolve_collector_runs;
-  const EventsSurvey known = survey(trace.events);
+  const EventsSurvey known = told ? *told : survey_events(trace.events);
   if (!resolve && known.collector_marks) {  // no judge: malloc's reading, as before
     std::erase_if(trace.events, is_collector_mark);
     infer_pools_once(trace, model, when);  // the survey no longer holds

@@ -99,6 +99,7 @@ Trace reading_the_device_with_data(const ReadOptions& options, Read read) {
 
 // The cores the import plans its threads for: the machine's, or what a test sets.
 std::atomic<unsigned> g_import_cores_for_tests{0};
+std::atomic<bool> g_import_self_check{false};
 unsigned import_cores() {
   const unsigned set = g_import_cores_for_tests.load(std::memory_order_relaxed);
   return set ? set : std::thread::hardware_concurrency();
@@ -313,6 +314,7 @@ class Importer final : public pickle::ListSink {
     bool collector;  // garbage collection could have made the run instead (kEmptyCacheOrCollector)
   };
   std::vector<EmptyCacheAt> empty_cache_before_;  // where EmptyCache events go
+  std::optional<EventsSurvey> written_survey_;    // the built events' survey, for the first pool inference
   size_t release_run_start_ = SIZE_MAX;           // first event of the current run of segment releases
   uint64_t reserved_ = 0;                         // the recording's reserved bytes as the history goes
   uint64_t reserved_before_run_ = 0;              // ... when the current run of releases began
@@ -651,7 +653,11 @@ class Importer final : public pickle::ListSink {
     m.dropped_unknown_frees += dropped_unknown_frees_;
     trace_.events.resize(written_);
     if (release_run_start_ != SIZE_MAX) empty_cache_before_.push_back({release_run_start_, false});
-    insert_empty_caches();
+    // What the pools' inference would survey, known from what was written (no pass over the events): the
+    // importer names no pool and writes no PoolRelease, and its only EmptyCaches are those it inserts.
+    written_survey_ = survey_empty_caches(trace_.events, insert_empty_caches());
+    if (g_import_self_check.load(std::memory_order_relaxed) && !(*written_survey_ == survey_events(trace_.events)))
+      throw std::logic_error(name_ + ": the written events' survey differs from a pass over them");
     infer_pools_and_settings();
     // Requested but never completed frees of blocks no segment holds: dropped too.
     m.dropped_unknown_frees += unknown_requested_.size();
@@ -714,9 +720,11 @@ class Importer final : public pickle::ListSink {
   // the device calls allow the second, and the model judges (the first stands where it cannot tell).
   void infer_under_settings() {
     const PoolCheck when = options_.defer_pool_check ? PoolCheck::Deferrable : PoolCheck::Now;
+    // The events as written: the first reading's alone (later ones read candidates or events an inference changed).
+    const std::optional<EventsSurvey> written = std::exchange(written_survey_, std::nullopt);
     infer_expandable_switches(trace_, model(), index());
     if (trace_.meta.expandable_flipped.empty()) {
-      infer_pools(trace_, model(), when, runs_);
+      infer_pools(trace_, model(), when, runs_, written ? &*written : nullptr);
       infer_expandable_switches(trace_, model(), index());  // MemPools' own allocators left out
       if (trace_.meta.expandable_flipped.empty()) return;
     }
@@ -1002,14 +1010,17 @@ class Importer final : public pickle::ListSink {
 
   // In place, from the back (the history's buffer has room: no second copy of millions of events): each event
   // moves up by the EmptyCache events that go before it. They go before events in order of position, one each.
-  void insert_empty_caches() {
+  // Returns where they stand.
+  std::vector<size_t> insert_empty_caches() {
     std::vector<Event>& events = trace_.events;
     const size_t n = events.size();
     size_t placed = 0;
     while (placed < empty_cache_before_.size() && empty_cache_before_[placed].index < n &&
            (placed == 0 || empty_cache_before_[placed].index > empty_cache_before_[placed - 1].index))
       ++placed;
-    if (placed == 0) return;
+    std::vector<size_t> at(placed);
+    for (size_t k = 0; k < placed; ++k) at[k] = empty_cache_before_[k].index + k;  // k inserted before it
+    if (placed == 0) return at;
     events.resize(n + placed);
     for (size_t i = n, before = placed; i-- > 0 && before > 0;) {
       events[i + before] = events[i];
@@ -1021,6 +1032,7 @@ class Importer final : public pickle::ListSink {
       ec.time_us = events[i].time_us;
       events[i + before] = ec;
     }
+    return at;
   }
 
   // `block`: the address's entry in blocks_.
@@ -1365,6 +1377,7 @@ uint64_t last_snapshot_import_flat_entries() { return g_last_import_streamed ? g
 bool last_snapshot_import_resolved_ahead() { return g_last_import_resolved_ahead; }
 bool last_snapshot_import_checked_ahead() { return g_last_import_checked_ahead; }
 void set_snapshot_import_cores(unsigned cores) { g_import_cores_for_tests.store(cores, std::memory_order_relaxed); }
+void set_snapshot_import_self_check(bool on) { g_import_self_check.store(on, std::memory_order_relaxed); }
 
 Trace parse_pytorch_snapshot(std::string_view bytes, const std::string& name, const ReadOptions& options) {
   return reading_the_device_with_data(

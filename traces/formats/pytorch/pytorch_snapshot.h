@@ -48,6 +48,9 @@ bool last_snapshot_import_checked_ahead();
 // Tests: the cores the import plans its threads for (the fields' worker from 2, the history check's thread from
 // 4), whatever the machine has; 0: the machine's.
 void set_snapshot_import_cores(unsigned cores);
+// Tests: the importer checks what it knows without a pass (the built events' survey for the pools' inference)
+// against the pass, and throws std::logic_error where they differ.
+void set_snapshot_import_self_check(bool on);
 // The complete (never streaming) reading of a pickle, which decides results and messages: what
 // the streaming one is checked against.
 Trace parse_pytorch_snapshot_complete(std::string_view bytes, const std::string& name, const ReadOptions& options);
