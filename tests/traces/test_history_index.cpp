@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "traces/formats/pytorch/entry_offsets.h"
 #include "traces/formats/pytorch/history_index.h"
 #include "traces/formats/pytorch/initial_state.h"
 #include "traces/formats/pytorch/pytorch_snapshot.h"
@@ -88,7 +89,7 @@ TEST_CASE("history index: the passes that visit only the device calls read as th
       const HistoryIndex index = index_of(history);
       // Skipped actions: the same reading, and the history rewritten the same way.
       std::vector<Event> scanned = history, indexed = history;
-      std::vector<uint64_t> scanned_offsets(history.size(), 7), indexed_offsets(history.size(), 7);
+      EntryOffsets scanned_offsets(history.size(), 7), indexed_offsets(history.size(), 7);
       const SkipReading a = read_skipped_actions(scanned, scanned_offsets, t.meta.segments);
       const SkipReading b = read_skipped_actions(indexed, indexed_offsets, t.meta.segments, &index);
       CHECK(a.skipped == b.skipped);
@@ -157,4 +158,27 @@ TEST_CASE("history index: a segment's request is the next one, past frees and OO
     note_large_segment_size(m, history, given);
     CHECK(m.allocator_settings[kNotedLargeSegmentSize] == std::to_string(32 * MiB));
   }
+}
+
+TEST_CASE("entry offsets: 4 bytes each while they fit, every offset kept once one does not", "[snapshot]") {
+  EntryOffsets offsets;
+  offsets.reserve(4);
+  offsets.push_back(17);
+  offsets.push_back(uint64_t{3} << 30);
+  CHECK(offsets[1] == uint64_t{3} << 30);
+  offsets.push_back(uint64_t{5} << 32);  // past 4 GiB: the ones before are kept
+  offsets.set(0, (uint64_t{1} << 40) + 9);
+  REQUIRE(offsets.size() == 3);
+  CHECK(offsets[0] == (uint64_t{1} << 40) + 9);
+  CHECK(offsets[1] == uint64_t{3} << 30);
+  CHECK(offsets.back() == uint64_t{5} << 32);
+  offsets.resize(5, 1);
+  CHECK(offsets[4] == 1);
+  EntryOffsets narrow(2, 7), also(2, 7);
+  CHECK(narrow == also);
+  also.set(1, uint64_t{1} << 33);
+  also.set(1, 7);
+  CHECK(narrow == also);  // the same offsets, whatever the width
+  also.clear();
+  CHECK(also.empty());
 }

@@ -308,7 +308,7 @@ class Importer final : public pickle::ListSink {
   HistoryIndex index_;                              // raw_'s kinds and device calls as read (history_index.h) ...
   bool index_valid_ = true;                         // ... until an entry is dropped, changed or added
   size_t written_ = 0;                              // build(): events written so far (over the history)
-  std::vector<uint64_t> raw_offsets_;               // each raw entry's offset in the input, for errors
+  EntryOffsets raw_offsets_;                        // each raw entry's offset in the input, for errors
   struct EmptyCacheAt {
     uint64_t index;  // the event it goes before
     bool collector;  // garbage collection could have made the run instead (kEmptyCacheOrCollector)
@@ -687,7 +687,7 @@ class Importer final : public pickle::ListSink {
       if (raw_[i].time_us < latest) continue;
       latest = raw_[i].time_us;
       raw_[kept] = raw_[i];
-      raw_offsets_[kept++] = raw_offsets_[i];
+      raw_offsets_.set(kept++, raw_offsets_[i]);
     }
     trace_.meta.dropped_stale_entries += raw_.size() - kept;
     index_valid_ = false;

@@ -103,7 +103,7 @@ Event inferred(EventKind kind, Addr addr, uint64_t size, const Event& beside) {
 
 // segment_alloc skipped (segments made by cudaMalloc; their sizes are known from their segment_free entries and
 // the final segments): each made just before the first allocation in it, unless a block in it was live first.
-size_t infer_segment_allocs(std::vector<Event>& history, std::vector<uint64_t>& offsets,
+size_t infer_segment_allocs(std::vector<Event>& history, EntryOffsets& offsets,
                             const std::vector<RecordedSegment>& final_segments) {
   std::map<Addr, std::deque<uint64_t>> sizes;  // base -> the sizes of its successive segments
   for (const Event& e : history)
@@ -122,7 +122,7 @@ size_t infer_segment_allocs(std::vector<Event>& history, std::vector<uint64_t>& 
   };
   Ranges live;
   std::vector<Event> out;
-  std::vector<uint64_t> out_offsets;
+  EntryOffsets out_offsets;
   out.reserve(history.size());
   out_offsets.reserve(history.size());
   size_t made = 0;
@@ -155,12 +155,12 @@ size_t infer_segment_allocs(std::vector<Event>& history, std::vector<uint64_t>& 
 
 // segment_free / segment_unmap skipped: a range made over one still made is released just before; ranges made
 // in the history and absent at the end are released at the end.
-size_t infer_releases(std::vector<Event>& history, std::vector<uint64_t>& offsets,
+size_t infer_releases(std::vector<Event>& history, EntryOffsets& offsets,
                       const std::vector<RecordedSegment>& final_segments, EventKind make, EventKind release) {
   Ranges made, at_end;
   for (const RecordedSegment& s : final_segments) at_end.add(s.address, s.total_size);
   std::vector<Event> out;
-  std::vector<uint64_t> out_offsets;
+  EntryOffsets out_offsets;
   out.reserve(history.size());
   out_offsets.reserve(history.size());
   size_t released = 0;
@@ -190,10 +190,10 @@ size_t infer_releases(std::vector<Event>& history, std::vector<uint64_t>& offset
 }
 
 // free_requested and free_completed both skipped: a block is freed just before its address is allocated again.
-size_t infer_frees(std::vector<Event>& history, std::vector<uint64_t>& offsets) {
+size_t infer_frees(std::vector<Event>& history, EntryOffsets& offsets) {
   std::unordered_set<Addr> live;
   std::vector<Event> out;
-  std::vector<uint64_t> out_offsets;
+  EntryOffsets out_offsets;
   size_t freed = 0;
   for (size_t i = 0; i < history.size(); ++i) {
     const Event& e = history[i];
@@ -266,7 +266,7 @@ size_t streams_of_allocs(const std::vector<Event>& history) {
 
 }  // namespace
 
-SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64_t>& offsets,
+SkipReading read_skipped_actions(std::vector<Event>& history, EntryOffsets& offsets,
                                  const std::vector<RecordedSegment>& final_segments, const HistoryIndex* index) {
   SkipReading r;
   Counts c{};

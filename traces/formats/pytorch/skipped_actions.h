@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "traces/formats/pytorch/entry_offsets.h"
 #include "traces/formats/pytorch/history_index.h"
 #include "traces/trace.h"
 
@@ -42,7 +43,7 @@ struct SkipReading {
 // FreeRequested, Free for free_completed, Segment* with the segment or range); `offsets` beside it, kept
 // aligned (an inferred entry takes its neighbour's). Rewritten where a skipped kind is inferred. `index`: the
 // history's as read (traces/formats/pytorch/history_index.h), or null (the history is scanned).
-SkipReading read_skipped_actions(std::vector<Event>& history, std::vector<uint64_t>& offsets,
+SkipReading read_skipped_actions(std::vector<Event>& history, EntryOffsets& offsets,
                                  const std::vector<RecordedSegment>& final_segments,
                                  const HistoryIndex* index = nullptr);
 
