@@ -41,6 +41,7 @@
 //    so the items reach the sink in order and as the generic reading gives them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -175,7 +176,11 @@ class Document {
   }
   double as_float(Value v, const char* what) const;          // int or float
   std::string_view as_str(Value v, const char* what) const;  // str or bytes
-  bool as_bool(Value v, const char* what) const;             // bool or int
+  // A str's bytes asked for ahead of as_str() (a reader on another core than the parser's, whose input it is).
+  void prefetch_str(Value v) const {
+    if (v.kind() == Kind::Str) __builtin_prefetch(input_.data() + std::min<uint64_t>(span_of(v).offset, input_.size()));
+  }
+  bool as_bool(Value v, const char* what) const;  // bool or int
   // Text for any scalar, Python-like (ints in decimal, True/False/None, floats shortest).
   std::string to_text(Value v) const;
   // Whether reading `v` (its kind, as_int, as_str, an Interned id) needs only the value and the input
