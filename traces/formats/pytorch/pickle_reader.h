@@ -177,8 +177,10 @@ class Document {
   double as_float(Value v, const char* what) const;          // int or float
   std::string_view as_str(Value v, const char* what) const;  // str or bytes
   // A str's bytes asked for ahead of as_str() (a reader on another core than the parser's, whose input it is).
+  // Inline spans only: the side table may be growing on the parser's thread (self_contained() values have none).
   void prefetch_str(Value v) const {
-    if (v.kind() == Kind::Str) __builtin_prefetch(input_.data() + std::min<uint64_t>(span_of(v).offset, input_.size()));
+    if (v.kind() == Kind::Str && self_contained(v))
+      __builtin_prefetch(input_.data() + std::min<uint64_t>(span_of(v).offset, input_.size()));
   }
   bool as_bool(Value v, const char* what) const;  // bool or int
   // Text for any scalar, Python-like (ints in decimal, True/False/None, floats shortest).
