@@ -98,14 +98,18 @@ std::vector<bool> initial_segments_released(const std::vector<RecordedSegment>& 
   return released;
 }
 
-// Whether an earlier pass left anything in the events: a pool set, an inserted event, an EmptyCache moved
-// after a run of releases.
+// Whether an earlier pass left `e` (`after_release`: the event before it releases a segment): a pool set, an
+// inserted event, an EmptyCache moved after a run of releases.
+bool left_by_a_pass(const Event& e, bool after_release) {
+  return e.pool != 0 || e.kind == EventKind::PoolRelease ||
+         (e.kind == EventKind::EmptyCache && (after_release || e.id == kInferredEmptyCache));
+}
+
+// Whether an earlier pass left anything in the events.
 bool has_inferred(const std::vector<Event>& events) {
   bool after_release = false;
   for (const Event& e : events) {
-    if (e.pool != 0 || e.kind == EventKind::PoolRelease ||
-        (e.kind == EventKind::EmptyCache && (after_release || e.id == kInferredEmptyCache)))
-      return true;
+    if (left_by_a_pass(e, after_release)) return true;
     after_release = is_segment_release(e);
   }
   return false;
@@ -716,12 +720,10 @@ EventsSurvey survey_events(const std::vector<Event>& events) {
     if (e.kind == EventKind::EmptyCache) {
       s.marks = true;
       s.collector_marks = s.collector_marks || e.id == kEmptyCacheOrCollector;
-      s.inferred = s.inferred || after_release || e.id == kInferredEmptyCache;
     } else if (e.kind == EventKind::PoolRelease) {
-      s.inferred = true;
       s.marks = s.marks || e.pool == 0;
     }
-    s.inferred = s.inferred || e.pool != 0;
+    s.inferred = s.inferred || left_by_a_pass(e, after_release);
     after_release = is_segment_release(e);
   }
   return s;
@@ -733,7 +735,7 @@ EventsSurvey survey_empty_caches(const std::vector<Event>& events, const std::ve
     const Event& e = events.at(at);
     s.marks = true;
     s.collector_marks = s.collector_marks || e.id == kEmptyCacheOrCollector;
-    s.inferred = s.inferred || e.id == kInferredEmptyCache || (at > 0 && is_segment_release(events[at - 1]));
+    s.inferred = s.inferred || left_by_a_pass(e, at > 0 && is_segment_release(events[at - 1]));
   }
   return s;
 }

@@ -275,7 +275,7 @@ class Importer final : public pickle::ListSink {
   static constexpr size_t kAsked = 8;
   void ask_ahead(const pickle::FlatItem& item) const {
     if (Value addr = item.get(kAddrSlot); addr.kind() == Kind::Int)
-      blocks_.prefetch(static_cast<uint64_t>(static_cast<int64_t>(addr.payload() << 4) >> 4));
+      blocks_.prefetch(static_cast<uint64_t>(doc_->as_int(addr, "addr")));
     doc_->prefetch_str(item.get(kActionSlot));
     doc_->prefetch_str(item.get(kCompileContextSlot));
   }
