@@ -37,8 +37,22 @@ namespace {
 
 const fs::path kRegressions = fs::path(FRAGLAB_SOURCE_DIR) / "tests/data/fuzz-regressions";
 
+// This process's scratch: one folder and one stderr capture, named by pid because ctest runs
+// the cases as parallel processes; removed at exit so repeated runs leave nothing in /tmp.
+fs::path scratch_root() { return fs::temp_directory_path() / ("fraglab-hardening-" + std::to_string(::getpid())); }
+fs::path stderr_capture() {
+  return fs::temp_directory_path() / ("fraglab-hardening-err-" + std::to_string(::getpid()));
+}
+struct ScratchCleanup {
+  ~ScratchCleanup() {
+    std::error_code ignored;
+    fs::remove_all(scratch_root(), ignored);
+    fs::remove(stderr_capture(), ignored);
+  }
+} scratch_cleanup;
+
 fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("fraglab-hardening-" + std::to_string(::getpid())) / name;
+  fs::path dir = scratch_root() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -58,7 +72,7 @@ struct Cli {
   std::string err;
 };
 Cli run_cli(const std::string& args, const std::string& stdout_to = "/dev/null") {
-  fs::path err = fs::temp_directory_path() / ("fraglab-hardening-err-" + std::to_string(::getpid()));
+  fs::path err = stderr_capture();
   int status = std::system((std::string(FRAGLAB_CLI) + " " + args + " >" + stdout_to + " 2>" + err.string()).c_str());
   std::ifstream in(err);
   std::stringstream ss;
