@@ -17,9 +17,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# Each stage's header says when it began (minutes:seconds into the run): CI's limit is 30 minutes.
+stage() { printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
+stage "format"
 ./scripts/check-format.sh
 
+stage "Release build of every target, and the test suite"
 # Release (-O3, as scripts/main-job.sh builds): GCC's flow-based warnings are most numerous there, so
 # -Werror here keeps the Release build of every target free of warnings.
 cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRAGLAB_WERROR=ON -DFRAGLAB_PYTHON=ON \
@@ -28,23 +32,23 @@ cmake --build build-test -j "$jobs"
 ctest --test-dir build-test --output-on-failure -j "$jobs"
 [ "${FRAGLAB_QUICK:-0}" = 1 ] && exit 0
 
-echo "== the Python package: pip install . into a fresh venv (reusing build-test), module against the CLI"
+stage "the Python package: pip install . into a fresh venv (reusing build-test), module against the CLI"
 ./scripts/test-python.sh build-test
 
-echo "== benchmark smoke run"
+stage "benchmark smoke run"
 FRAGLAB_BENCH_SMOKE=1 build-test/bench/fraglab_bench --benchmark_min_time=0.01 >/dev/null
 python3 bench/snapshot_import.py --smoke --fraglab build-test/fraglab >/dev/null
 echo "benchmarks: smoke run passed"
 
-echo "== install, the CMake package and an out-of-tree policy plugin"
+stage "install, the CMake package and an out-of-tree policy plugin"
 prefix=$(mktemp -d)
 ./scripts/test-install.sh build-test "$prefix"
 
-echo "== the cluster path: Slurm job array + merge on a real single-node Slurm (skipped unless root)"
+stage "the cluster path: Slurm job array + merge on a real single-node Slurm (skipped unless root)"
 FRAGLAB="$prefix/bin/fraglab" ./scripts/test-slurm.sh
 rm -rf "$prefix"
 
-echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer (clang, with libFuzzer's coverage)"
+stage "test suite under AddressSanitizer + UndefinedBehaviorSanitizer (clang, with libFuzzer's coverage)"
 # One clang build serves this stage and the fuzzers (step 6): ASan + UBSan with libFuzzer's coverage
 # instrumentation, at -O1 (asserts kept; the suite runs several times faster than at -O0). No -Werror:
 # the Release build above holds the warnings.
@@ -57,7 +61,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # (The tune acceptance test replays ~70 settings of two traces: minutes in Release, far longer under
 # the sanitizers; the search code it runs is covered under the sanitizers by the other [compare] tests.)
 
-echo "== threaded tests under ThreadSanitizer"
+stage "threaded tests under ThreadSanitizer"
 # The code that runs threads: compare's and tune's worker pools, the GUI model's replay and snapshot
 # workers (gui/model/policy_run), the recorder's lock-free buffer, the snapshot importer's second core
 # (traces/in_order_worker.h: [threads], and every snapshot the CLI below reads); [compare] also runs the
@@ -80,5 +84,6 @@ rm -rf "$tsan_out"
 unset TSAN_OPTIONS
 echo "ThreadSanitizer: no data races"
 
-echo "== fuzzing each reader"
+stage "fuzzing each reader"
 FUZZ_BUILD=build-asan FRAGLAB_CLI=build-test/fraglab ./scripts/fuzz.sh
+stage "every stage passed"
