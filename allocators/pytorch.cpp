@@ -16,6 +16,7 @@
 #include <array>
 
 #include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/gpu_memory.h"
 #include "allocators/pytorch/limit_drift.h"
 #include "allocators/registry.h"
 #include "traces/formats/pytorch/settings_inference.h"
@@ -148,7 +149,8 @@ constexpr TextOption kConfOptions[] = {
 constexpr const TextOption& kExpandableSegments = kConfOptions[4];
 static_assert(std::string_view(kExpandableSegments.key) == "expandable_segments");
 // Unset, the GPU's memory is at least what the device may hand out (a capacity from an H200's
-// snapshot, say), so that expandable segments reserve enough address space.
+// snapshot, say) and what the recording's expandable segments reach (detail::gpu_total_memory_for_maps),
+// so that expandable segments reserve the address space they had.
 constexpr SizeOption kTotalMemory{"total_memory", detail::kH100TotalMemory,
                                   "the GPU's memory (totalGlobalMem); sizes expandable address ranges"};
 // What a capacity stands for. A snapshot does not say whether the job set a memory fraction, but its
@@ -207,14 +209,19 @@ PolicyInfo policy_info_pytorch() {
           .origin = "PyTorch 2.11 c10/cuda/CUDACachingAllocator.cpp, c10/core/AllocatorConfig.cpp",
           .options = options,
           .make = [](const PolicyContext& ctx) -> std::unique_ptr<Policy> {
+            const detail::PytorchAllocatorConfig config = config_for(ctx);
             uint64_t total = ctx.options.has(kTotalMemory)
                                  ? ctx.options.get(kTotalMemory)
                                  : std::max(kTotalMemory.default_value, ctx.device.capacity().value_or(0));
+            // One pass over the trace, only where expandable segments are on at some point.
+            if (!ctx.options.has(kTotalMemory) && ctx.events &&
+                (config.expandable_segments || !ctx.meta.expandable_flipped.empty()))
+              total = detail::gpu_total_memory_for_maps(*ctx.events, ctx.meta.initial, total);
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
             const bool recorded_expandable =
                 ctx.options.get(detail::kRecordedSettings) && !ctx.options.has(kExpandableSegments);
-            return std::make_unique<PytorchPolicy>(ctx.device, config_for(ctx), ctx.meta, total, limit_for(ctx),
-                                                   ctx.events, recorded_expandable);
+            return std::make_unique<PytorchPolicy>(ctx.device, config, ctx.meta, total, limit_for(ctx), ctx.events,
+                                                   recorded_expandable);
           },
           .models_pools = true,  // private pools are PyTorch's own: the model routes requests itself
           .checked_against =

@@ -170,15 +170,6 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   return out;
 }
 
-uint64_t gpu_total_memory_at_least(uint64_t bound) {
-  // H100 80GB HBM3 and H200, as torch 2.11 reports them (the corpus's stats.jsonl, docs/gpu-results).
-  static constexpr uint64_t kKnown[] = {detail::kH100TotalMemory, 150109880320ull};
-  for (uint64_t total : kKnown)
-    if (total >= bound) return total;
-  constexpr uint64_t GiB = uint64_t{1} << 30;
-  return (bound + GiB - 1) / GiB * GiB;
-}
-
 std::string InferredCapacity::describe() const {
   if (device_limit && ooms == 0)
     return fmt::format(

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "allocators/pytorch/caching_allocator.h"
+#include "allocators/pytorch/gpu_memory.h"
 #include "traces/trace.h"
 
 namespace fraglab {
@@ -55,8 +56,8 @@ struct InferredCapacity {
 
 // The GPUs whose memory fraction a recording may have set, by what torch.cuda.get_device_properties()
 // reports as total_memory (measured on the device): the smallest at least `bound` bytes, else `bound`
-// rounded up to a GiB.
-uint64_t gpu_total_memory_at_least(uint64_t bound);
+// rounded up to a GiB (allocators/pytorch/gpu_memory.h).
+using detail::gpu_total_memory_at_least;
 
 // nullopt when the trace records no OOM.
 std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = detail::kH100TotalMemory);

@@ -1,5 +1,7 @@
 #include "allocators/pytorch/caching_allocator.h"
 
+#include "allocators/pytorch/gpu_memory.h"
+
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
@@ -595,8 +597,7 @@ uint32_t PytorchCachingAllocator::find_expandable_block(StreamIndex stream, Pool
   // pool) or 20 MiB (large pool).
   ExpandableSegment es;
   es.segment_size = pool.small ? kSmallBuffer : config_.large_segment_size;
-  const uint64_t address_space = total_memory_ + total_memory_ / 8;
-  es.max_handles = (address_space + es.segment_size - 1) / es.segment_size;
+  es.max_handles = expandable_range_size(total_memory_, es.segment_size) / es.segment_size;
   es.stream = stream;
   es.live = true;
   auto base = device_.reserve_range(es.size());
@@ -815,8 +816,7 @@ std::optional<std::vector<uint32_t>> PytorchCachingAllocator::adopt(const Initia
     if (g == groups.end()) {
       ExpandableSegment es;
       es.segment_size = seg.small_pool ? kSmallBuffer : config_.large_segment_size;
-      const uint64_t address_space = total_memory_ + total_memory_ / 8;
-      es.max_handles = (address_space + es.segment_size - 1) / es.segment_size;
+      es.max_handles = expandable_range_size(total_memory_, es.segment_size) / es.segment_size;
       es.stream = seg.stream;
       es.live = true;
       auto base = device_.reserve_range(es.size());
