@@ -56,6 +56,7 @@ std::optional<Addr> HintedDevice::do_allocate_segment(uint64_t size, StreamIndex
 
 std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
   // The next recorded map outside every recorded range known so far starts the new range.
+  next_map_event_ = std::max(next_map_event_, matched_map_event_);
   std::optional<Addr> hint = take_map_hint();
   while (hint && in_recorded_range(*hint)) hint = take_map_hint();
   if (hint) {
@@ -67,6 +68,20 @@ std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
     }
   }
   return placing_.reserve_range(size);
+}
+
+bool HintedDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
+  if (!placing_.map_pages(addr, size, stream)) return false;
+  // Each scan starts where the last match ended, and a miss stops them: one pass over the events at most.
+  if (maps_in_step_ && next_initial_map_ >= initial_maps_.size()) {
+    size_t i = matched_map_event_;
+    while (i < events_.size() && !(events_[i].kind == EventKind::SegmentMap && events_[i].addr == addr)) ++i;
+    if (i < events_.size())
+      matched_map_event_ = i + 1;
+    else
+      maps_in_step_ = false;
+  }
+  return true;
 }
 
 void HintedDevice::do_release_range(Addr addr, uint64_t size) {

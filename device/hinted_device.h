@@ -37,6 +37,7 @@ class HintedDevice final : public ForwardingDevice {
   // The calls it places (device/forwarding_device.h forwards the others).
   std::optional<Addr> do_allocate_segment(uint64_t size, StreamIndex stream) override;
   std::optional<Addr> do_reserve_range(uint64_t size) override;
+  bool do_map_pages(Addr addr, uint64_t size, StreamIndex stream) override;
   void do_release_range(Addr addr, uint64_t size) override;
   // Recorded ranges (PyTorch never aliases) refuse it; elsewhere it is the upstream's business.
   bool do_alias_pages(Addr dst, Addr src, uint64_t size) override;
@@ -52,7 +53,12 @@ class HintedDevice final : public ForwardingDevice {
   std::vector<Addr> initial_maps_;                           // its expandable segments' ranges
   size_t next_initial_segment_ = 0, next_initial_map_ = 0;
   size_t next_segment_event_ = 0, next_map_event_ = 0;  // where the events' next hint is looked for
-  TieredMap<Addr, uint64_t> recorded_ranges_;           // ranges placed at a recorded address, live
+  // Just past the recorded map that the policy's latest map matched (in step with the recording): a new
+  // range's hint is looked for from there, not from the map hint taken last, which may lie long before (a
+  // range released, every page unmapped, and reserved again at the same base much later).
+  size_t matched_map_event_ = 0;
+  bool maps_in_step_ = true;  // false once a map found no recorded one ahead: the policy left the recording
+  TieredMap<Addr, uint64_t> recorded_ranges_;  // ranges placed at a recorded address, live
   uint64_t hints_used_ = 0;
 };
 

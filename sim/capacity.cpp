@@ -137,6 +137,7 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
       default:
         break;
     }
+    out.gpu_low = std::max(out.gpu_low, reserved);
     previous = e.kind;
   }
   // A larger GPU than assumed (an H200's OOM leaves more free than an H100 has): its fractions.
@@ -153,24 +154,41 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   // with the collector configured (it never runs without a fraction), the GPU's own limit, which
   // capacity_for replays before taking it.
   const bool gpu_reading = out.ooms == 0 && out.gc_runs > 0 && out.low <= out.gpu_high;
+  // Without an OOM or the collector, malloc's release-and-retry runs are still a limit's doing where no
+  // fraction explains them: the GPU's own, at least the most ever reserved and below what each retry then
+  // obtained (a job that filled an H200 under expandable segments, retrying 8 times without an OOM).
+  auto retries_reading = [&]() -> std::optional<InferredCapacity> {
+    if (out.ooms > 0 || gc > 0 || out.gpu_low > out.gpu_high) return std::nullopt;
+    out.retries_only = true;
+    out.low = out.gpu_low;
+    out.high = out.gpu_high;
+    out.bytes = out.gpu_low;
+    return out;
+  };
   // Contradicting bounds: a release run was not malloc's recovery after all (an empty_cache() right
   // before an allocation, a private pool released), or the limit changed along the run (the program set
   // a fraction again: raised after its OOMs, say). With OOMs to show a limit and no collector (whose
   // releases depend on its exact value), the largest the recording needed is taken, and the pytorch model
   // follows the limit its device calls show along the trace (allocators/pytorch/limit_drift.h).
   if (out.high < out.low && !gpu_reading) {
-    if (out.ooms == 0 || gc > 0) return std::nullopt;
+    if (out.ooms == 0 || gc > 0) return retries_reading();
     out.changed = true;
     out.bytes = out.low;
     return out;
   }
   if (out.high >= out.low) out.fraction = simplest_fraction(out.low, out.high, total_memory);
-  if (out.ooms == 0 && !out.fraction && !gpu_reading) return std::nullopt;
+  if (out.ooms == 0 && !out.fraction && !gpu_reading) return retries_reading();
   out.bytes = out.fraction ? fraction_limit(*out.fraction, total_memory) : (out.high >= out.low ? out.high : out.low);
   return out;
 }
 
 std::string InferredCapacity::describe() const {
+  if (device_limit && ooms == 0 && retries_only)
+    return fmt::format(
+        "capacity {} bytes inferred from the allocator's retries: the GPU's own limit, no memory fraction "
+        "(no OOM recorded: the most ever reserved, below what each retry then obtained, bounds it to [{}, {}]; "
+        "the model replayed the recording at the least and reproduced every device call; --capacity overrides)",
+        bytes, low, gpu_high);
   if (device_limit && ooms == 0)
     return fmt::format(
         "capacity {} bytes inferred from the allocator's retries: the GPU's own limit, no memory fraction "
@@ -349,6 +367,26 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
   if (given) return given;
   auto inferred = infer_capacity(trace);
   if (!inferred) return std::nullopt;
+  if (inferred->retries_only) {
+    // Release runs followed by new segments, no OOM, no collector: an empty_cache() right before those
+    // allocations would read the same, so the GPU's limit is taken only where it reproduces the recording
+    // (choose_by_replay: no fraction lies in the GPU's bounds of a recording this full; remembered).
+    const auto choice = choose_by_replay(trace, *inferred, inferred->total_memory, true);
+    if (!choice || !choice->exact || !choice->gpu) {
+      if (note)
+        *note = fmt::format(
+            "no capacity inferred: segments released before new ones look like the allocator's retries at the "
+            "GPU's own limit (the recording bounds it to [{}, {}]), but the model at that limit does not "
+            "reproduce the recording (an empty_cache() before those allocations would explain it; --capacity "
+            "sets one)",
+            inferred->low, inferred->gpu_high);
+      return std::nullopt;
+    }
+    inferred->device_limit = true;
+    if (gpu_limit) *gpu_limit = true;
+    if (note) *note = inferred->describe();
+    return inferred->bytes;
+  }
   std::string verified;
   if (inferred->gc_runs > 0 && !inferred->device_limit) {
     const uint64_t total = inferred->total_memory;

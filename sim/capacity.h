@@ -40,6 +40,12 @@ struct InferredCapacity {
   // The upper bound if no collector ran (the GPU's own limit): below the reserved bytes before each
   // release-and-retry run plus what its retry then obtained.
   uint64_t gpu_high = UINT64_MAX;
+  // The lower bound if the limit is the GPU's own: the most the recording ever reserved (with no fraction
+  // nothing checks a request's whole segment before an expandable segment maps its pages).
+  uint64_t gpu_low = 0;
+  // No OOM and no collector, only malloc's release-and-retry runs: a limit that capacity_for replays before
+  // taking it (the GPU's own at gpu_low).
+  bool retries_only = false;
   std::optional<double> fraction;  // F, when the limit is set_per_process_memory_fraction(F) of total_memory
   bool device_limit = false;       // the GPU itself ran out (reserved + device_free), or only its limit
                                    // reproduces the retries (capacity_for)

@@ -21,6 +21,7 @@ using namespace fraglab;
 
 namespace {
 constexpr uint64_t MiB = 1ull << 20;
+constexpr uint64_t GiB = 1ull << 30;
 }  // namespace
 
 TEST_CASE("TieredMap keeps std::map's order through random inserts and erases", "[device]") {
@@ -296,4 +297,27 @@ TEST_CASE("HintedDevice places the recording's addresses through any PlacingDevi
   hinted.release_range(range, 64 * MiB);
   hinted.free_segment(seg, 20 * MiB);
   CHECK(sim.allocate_segment_at(seg, 20 * MiB, 0));  // given back to the upstream
+}
+
+// A range released (every page unmapped) and reserved again at the same base much later, as a Lightning
+// run's validate() did after fit's teardown emptied the cache: the new range's hint is the first recorded
+// map after the maps the replay has matched, not the next one after the last hint taken (the range's
+// second map, long before, which put the model's blocks a page higher).
+TEST_CASE("HintedDevice hints a range reserved again from where the replay's maps have reached", "[device]") {
+  SimDevice sim(hinted_upstream_config({}));
+  const Addr base = 0x7eed82000000;
+  std::vector<Event> events = {
+      {EventKind::SegmentMap, 0, 0, 140 * MiB, base, 0, 0, 0},
+      {EventKind::SegmentMap, 0, 0, 20 * MiB, base + 140 * MiB, 0, 0, 0},
+      {EventKind::SegmentUnmap, 0, 0, 160 * MiB, base, 0, 0, 0},
+      {EventKind::SegmentMap, 0, 0, 140 * MiB, base, 0, 0, 0},  // the range reserved again
+  };
+  HintedDevice hinted(sim, events);
+  REQUIRE(hinted.reserve_range(GiB) == base);
+  REQUIRE(hinted.map_pages(base, 140 * MiB, 0));
+  REQUIRE(hinted.map_pages(base + 140 * MiB, 20 * MiB, 0));
+  hinted.unmap_pages(base, 160 * MiB);
+  hinted.release_range(base, GiB);
+  CHECK(hinted.reserve_range(GiB) == base);
+  CHECK(hinted.hints_used() == 2);
 }

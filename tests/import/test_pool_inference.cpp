@@ -352,4 +352,19 @@ TEST_CASE("pool inference: a deleted MemPool's small segment goes with it, the d
   // No empty_cache() of the program follows the deletion: the run is the pool's alone.
   CHECK(t.events[first_unmap + 1].kind == EventKind::SegmentUnmap);
   CHECK(t.events[first_unmap + 2].kind != EventKind::EmptyCache);
+  // Under expandable segments the pools are the program's: the MemPool's 32 requests (26 in the loop, 6
+  // after it), the default pools' 76, no third pool (one of 8 default requests was read until a range
+  // reserved again took its address hint from the recording's first maps).
+  for (const char* file :
+       {"mempool_mixed_burst.expandable.pickle.gz",
+        "mempool_mixed_burst.expandable_segments-True_max_split_size_mb-128.pickle.gz",
+        "mempool_mixed_burst.expandable_segments-True_max_split_size_mb-64_roundup_power2_divisions-4.pickle.gz"}) {
+    INFO(file);
+    const Trace read = load_trace(kCases + "/" + file);
+    CHECK(read.meta.pools.size() == 2);
+    std::map<PoolIndex, size_t> requests;
+    for (const Event& e : read.events)
+      if (e.kind == EventKind::Alloc) ++requests[e.pool];
+    CHECK(requests == std::map<PoolIndex, size_t>{{0, 76}, {1, 32}});
+  }
 }
