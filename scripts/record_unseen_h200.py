@@ -72,6 +72,42 @@ def kv_cat_server(requests=24):
             del cache, h, tok, x
 
 
+def kv_cat_server_wide(requests=14):
+    # A wider decoder (4096 wide, 12 layers, bf16) serving requests of varying batch and prompt length, each
+    # layer's keys and values grown one token at a time with torch.cat: a cache tensor passes 128 MiB, so under
+    # max_split_size_mb:128 each step's larger tensor needs a segment of its own while the previous step's
+    # oversize blocks stay cached until the limit releases them (cudaFree after cudaFree: the driver's
+    # placement of the next segments decides which blocks tie by size).
+    torch.manual_seed(0)
+    layers, heads, dim = 12, 32, 128
+    proj = [torch.nn.Linear(heads * dim, 3 * heads * dim, device=dev, dtype=torch.bfloat16) for _ in range(layers)]
+    rng = random.Random(77)
+    with torch.no_grad():
+        for r in range(requests):
+            bs, prompt, new = rng.choice([4, 8, 16]), rng.choice([500, 1500, 3000]), rng.choice([24, 48, 96])
+            h = torch.randn(bs, prompt, heads * dim, device=dev, dtype=torch.bfloat16)
+            cache = []
+            for l in range(layers):
+                q, k, v = proj[l](h).chunk(3, dim=-1)
+                cache.append((k.contiguous(), v.contiguous()))
+                h = torch.nn.functional.scaled_dot_product_attention(
+                    q.view(bs, -1, heads, dim).transpose(1, 2), k.view(bs, -1, heads, dim).transpose(1, 2),
+                    v.view(bs, -1, heads, dim).transpose(1, 2), is_causal=True).transpose(1, 2).reshape(bs, -1, heads * dim)
+            tok = h[:, -1:, :]
+            for t in range(new):
+                x = tok
+                for l in range(layers):
+                    q, k, v = proj[l](x).chunk(3, dim=-1)
+                    pk, pv = cache[l]
+                    cache[l] = (torch.cat([pk, k], dim=1), torch.cat([pv, v], dim=1))
+                    K, V = cache[l]
+                    x = torch.nn.functional.scaled_dot_product_attention(
+                        q.view(bs, 1, heads, dim).transpose(1, 2), K.view(bs, -1, heads, dim).transpose(1, 2),
+                        V.view(bs, -1, heads, dim).transpose(1, 2)).transpose(1, 2).reshape(bs, 1, heads * dim)
+                tok = x
+            del cache, h, tok, x
+
+
 def compiled_mlp(steps=6):
     # torch.compile'd MLP training: entries carry compile_context (recorded with compile_context=True).
     torch.manual_seed(0)

@@ -1066,3 +1066,14 @@ TEST_CASE("snapshot cases: expandable segments' maps never show a larger GPU tha
   }
   CHECK(checked >= at_least(40));
 }
+
+// KV caches grown with torch.cat under max_split_size_mb:128 (issue 39: "plain replay of a real KV-cache
+// server ... peaks 6.0% below the real run"), recorded on an H200 (scripts/record_kv_h200.sh): a cache tensor
+// passes 128 MiB, so each step's needs a segment of its own and the oversize blocks before it stay cached
+// (105 GB reserved with no limit) until a limit's retries release them, cudaFree after cudaFree. Exact, and
+// plain replay (the driver's placement modelled, the limit inferred) reaches each recorded peak.
+TEST_CASE("snapshot cases: KV caches grown with torch.cat past max_split_size_mb (H200)", "[snapshot_cases]") {
+  check_cases({"kv_cat_server_wide.max_split_size_mb-128_h200.pickle.gz",
+               "kv_cat_server_wide.max_split_size_mb-128_cap0.1_h200.pickle.gz",
+               "kv_cat_server_wide.default_cap0.1_h200.pickle.gz"});
+}
