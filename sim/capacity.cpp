@@ -288,9 +288,11 @@ bool gpu_limit_reproduces(const Trace& trace, const InferredCapacity& inferred) 
 }
 
 // `always`: verify even a single candidate (when only the collector's releases say there is a limit),
-// and when no fraction reproduces the recording, try the GPU's own limit.
+// and when no fraction reproduces the recording, try the GPU's own limit. `gpu_first`: the GPU's own limit
+// before any fraction (retries with neither an OOM nor the collector: a job at the GPU's memory is far more
+// common than one that set a fraction, and where both reproduce the recording nothing tells them apart).
 std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacity& inferred, uint64_t total,
-                                       bool always) {
+                                       bool always, bool gpu_first = false) {
   std::vector<double> candidates =
       inferred.high >= inferred.low ? fractions_within(inferred.low, inferred.high, total) : std::vector<double>{};
   if (!always && candidates.size() < 2) return std::nullopt;
@@ -305,6 +307,10 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
   }
   Choice best{candidates.empty() ? 0.0 : candidates.front(), false, 0, candidates.size()};
   uint64_t best_reach = 0, spent = 0;
+  if (gpu_first && gpu_limit_reproduces(trace, inferred)) {
+    best.exact = best.gpu = true;
+    candidates.clear();
+  }
   for (double f : candidates) {
     if (spent > kReplayBudget) break;
     FidelityOptions options;
@@ -320,7 +326,7 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
     }
     if (r.event_index > best_reach) best_reach = r.event_index, best.fraction = f;
   }
-  if (!best.exact && always && gpu_limit_reproduces(trace, inferred)) best.exact = best.gpu = true;
+  if (!best.exact && always && !gpu_first && gpu_limit_reproduces(trace, inferred)) best.exact = best.gpu = true;
   if (best.exact) {  // a verdict that holds whatever the pools: remembered (a few recordings at most)
     std::lock_guard lock(mutex);
     if (remembered.size() == 8) remembered.erase(remembered.begin());
@@ -369,10 +375,16 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
   if (!inferred) return std::nullopt;
   if (inferred->retries_only) {
     // Release runs followed by new segments, no OOM, no collector: an empty_cache() right before those
-    // allocations would read the same, so the GPU's limit is taken only where it reproduces the recording
-    // (choose_by_replay: no fraction lies in the GPU's bounds of a recording this full; remembered).
-    const auto choice = choose_by_replay(trace, *inferred, inferred->total_memory, true);
-    if (!choice || !choice->exact || !choice->gpu) {
+    // allocations would read the same, so a limit is taken only where it reproduces the recording
+    // (choose_by_replay, remembered: the GPU's own at the least first, then a fraction in the bounds).
+    const auto choice = choose_by_replay(trace, *inferred, inferred->total_memory, true, true);
+    if (choice && choice->exact && !choice->gpu) {
+      inferred->fraction = choice->fraction;
+      inferred->bytes = fraction_limit(choice->fraction, inferred->total_memory);
+      if (note) *note = inferred->describe();
+      return inferred->bytes;
+    }
+    if (!choice || !choice->exact) {
       if (note)
         *note = fmt::format(
             "no capacity inferred: segments released before new ones look like the allocator's retries at the "
