@@ -10,10 +10,11 @@
 # and optimizer moved to the CPU at the end of fit, and a trainer.validate() after it that moves them back.
 #
 # usage: python3 record_lightning_h200.py OUTDIR TAG   (PYTORCH_CUDA_ALLOC_CONF / FRACTION from the environment)
-import gzip, json, os, pickle, random, sys, tempfile, time
+import os, random, sys, tempfile, time
 import torch
 
 import lightning as L
+from record_unseen_h200 import dump_recording
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 
@@ -87,24 +88,7 @@ def main():
             trainer.validate(model, loader(4, 3), verbose=False)
         except torch.cuda.OutOfMemoryError:
             err = "oom"
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    stats = torch.cuda.memory_stats()
-    path = os.path.join(out, f"lightning_lm.{tag}.pickle.gz")
-    with gzip.open(path, "wb") as f:
-        pickle.dump(snap, f)
-    keys = ["reserved_bytes.all.peak", "allocated_bytes.all.peak", "reserved_bytes.all.current",
-            "allocated_bytes.all.current", "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",
-            "active_bytes.all.peak", "requested_bytes.all.peak"]
-    line = {"workload": "lightning_lm", "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "default"),
-            "memory_fraction": fraction or None, "total_memory": torch.cuda.get_device_properties(0).total_memory,
-            "torch": torch.__version__, "lightning": L.__version__, "gpu": torch.cuda.get_device_name(0),
-            "trace_entries": sum(len(t) for t in snap["device_traces"]), "error": err,
-            "wall_s": round(time.time() - t0, 2), "stats": {k: stats.get(k) for k in keys},
-            "file": os.path.basename(path)}
-    with open(os.path.join(out, "stats.jsonl"), "a") as f:
-        f.write(json.dumps(line) + "\n")
-    print(json.dumps(line)[:400])
+    dump_recording(out, "lightning_lm", tag, fraction, err, t0, lightning=L.__version__)
 
 
 main()

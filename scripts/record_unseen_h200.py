@@ -39,16 +39,15 @@ def lm_bf16_varlen(steps=40):
                 del v
 
 
-def kv_cat_server(requests=24):
+def serve_with_cat_caches(requests, layers, heads, dim, seed, batches, prompts, new_tokens):
     # A decoder serving requests of varying batch and prompt length, its KV caches grown one token at a
     # time with torch.cat (as HF's legacy tuple caches do), bf16, no_grad.
     torch.manual_seed(0)
-    layers, heads, dim = 12, 16, 64
     proj = [torch.nn.Linear(heads * dim, 3 * heads * dim, device=dev, dtype=torch.bfloat16) for _ in range(layers)]
-    rng = random.Random(21)
+    rng = random.Random(seed)
     with torch.no_grad():
         for r in range(requests):
-            bs, prompt, new = rng.choice([1, 4, 8, 16]), rng.choice([64, 300, 1000, 2000]), rng.choice([16, 64, 128])
+            bs, prompt, new = rng.choice(batches), rng.choice(prompts), rng.choice(new_tokens)
             h = torch.randn(bs, prompt, heads * dim, device=dev, dtype=torch.bfloat16)
             cache = []
             for l in range(layers):
@@ -70,42 +69,19 @@ def kv_cat_server(requests=24):
                         V.view(bs, -1, heads, dim).transpose(1, 2)).transpose(1, 2).reshape(bs, 1, heads * dim)
                 tok = x
             del cache, h, tok, x
+
+
+def kv_cat_server(requests=24):
+    # 12 layers, 1024 wide.
+    serve_with_cat_caches(requests, 12, 16, 64, 21, [1, 4, 8, 16], [64, 300, 1000, 2000], [16, 64, 128])
 
 
 def kv_cat_server_wide(requests=14):
-    # A wider decoder (4096 wide, 12 layers, bf16) serving requests of varying batch and prompt length, each
-    # layer's keys and values grown one token at a time with torch.cat: a cache tensor passes 128 MiB, so under
-    # max_split_size_mb:128 each step's larger tensor needs a segment of its own while the previous step's
-    # oversize blocks stay cached until the limit releases them (cudaFree after cudaFree: the driver's
-    # placement of the next segments decides which blocks tie by size).
-    torch.manual_seed(0)
-    layers, heads, dim = 12, 32, 128
-    proj = [torch.nn.Linear(heads * dim, 3 * heads * dim, device=dev, dtype=torch.bfloat16) for _ in range(layers)]
-    rng = random.Random(77)
-    with torch.no_grad():
-        for r in range(requests):
-            bs, prompt, new = rng.choice([4, 8, 16]), rng.choice([500, 1500, 3000]), rng.choice([24, 48, 96])
-            h = torch.randn(bs, prompt, heads * dim, device=dev, dtype=torch.bfloat16)
-            cache = []
-            for l in range(layers):
-                q, k, v = proj[l](h).chunk(3, dim=-1)
-                cache.append((k.contiguous(), v.contiguous()))
-                h = torch.nn.functional.scaled_dot_product_attention(
-                    q.view(bs, -1, heads, dim).transpose(1, 2), k.view(bs, -1, heads, dim).transpose(1, 2),
-                    v.view(bs, -1, heads, dim).transpose(1, 2), is_causal=True).transpose(1, 2).reshape(bs, -1, heads * dim)
-            tok = h[:, -1:, :]
-            for t in range(new):
-                x = tok
-                for l in range(layers):
-                    q, k, v = proj[l](x).chunk(3, dim=-1)
-                    pk, pv = cache[l]
-                    cache[l] = (torch.cat([pk, k], dim=1), torch.cat([pv, v], dim=1))
-                    K, V = cache[l]
-                    x = torch.nn.functional.scaled_dot_product_attention(
-                        q.view(bs, 1, heads, dim).transpose(1, 2), K.view(bs, -1, heads, dim).transpose(1, 2),
-                        V.view(bs, -1, heads, dim).transpose(1, 2)).transpose(1, 2).reshape(bs, 1, heads * dim)
-                tok = x
-            del cache, h, tok, x
+    # 12 layers, 4096 wide: a cache tensor passes 128 MiB, so under max_split_size_mb:128 each step's larger
+    # tensor needs a segment of its own while the previous step's oversize blocks stay cached until the limit
+    # releases them (cudaFree after cudaFree: the driver's placement of the next segments decides which blocks
+    # tie by size).
+    serve_with_cat_caches(requests, 12, 32, 128, 77, [4, 8, 16], [500, 1500, 3000], [24, 48, 96])
 
 
 def compiled_mlp(steps=6):
@@ -190,6 +166,28 @@ def resnet_varsize(steps=24):
         del x, y, loss
 
 
+def dump_recording(out, workload, tag, fraction, err, t0, **extra):
+    # The snapshot as _dump_snapshot writes it (gzip'd) and a stats.jsonl line: PyTorch's counters, the GPU.
+    torch.cuda.synchronize()
+    snap = torch.cuda.memory._snapshot()
+    stats = torch.cuda.memory_stats()
+    path = os.path.join(out, f"{workload}.{tag}.pickle.gz")
+    with gzip.open(path, "wb") as f:
+        pickle.dump(snap, f)
+    keys = ["reserved_bytes.all.peak", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+            "allocated_bytes.all.current", "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",
+            "active_bytes.all.peak", "requested_bytes.all.peak"]
+    line = {"workload": workload, "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "default"),
+            "memory_fraction": fraction or None, "total_memory": torch.cuda.get_device_properties(0).total_memory,
+            "torch": torch.__version__, **extra, "gpu": torch.cuda.get_device_name(0),
+            "trace_entries": sum(len(t) for t in snap["device_traces"]), "error": err,
+            "wall_s": round(time.time() - t0, 2), "stats": {k: stats.get(k) for k in keys},
+            "file": os.path.basename(path)}
+    with open(os.path.join(out, "stats.jsonl"), "a") as f:
+        f.write(json.dumps(line) + "\n")
+    print(json.dumps(line)[:400])
+
+
 def main():
     name, out, tag = sys.argv[1], sys.argv[2], sys.argv[3]
     fraction = float(os.environ.get("FRACTION", "0") or 0)
@@ -211,23 +209,8 @@ def main():
         globals()[name]()
     except torch.cuda.OutOfMemoryError as e:
         err = "oom"
-    torch.cuda.synchronize()
-    snap = torch.cuda.memory._snapshot()
-    stats = torch.cuda.memory_stats()
-    path = os.path.join(out, f"{name}.{tag}.pickle.gz")
-    with gzip.open(path, "wb") as f:
-        pickle.dump(snap, f)
-    keys = ["reserved_bytes.all.peak", "allocated_bytes.all.peak", "reserved_bytes.all.current",
-            "allocated_bytes.all.current", "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",
-            "active_bytes.all.peak", "requested_bytes.all.peak"]
-    line = {"workload": name, "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "default"), "memory_fraction": fraction or None,
-            "total_memory": torch.cuda.get_device_properties(0).total_memory, "torch": torch.__version__,
-            "gpu": torch.cuda.get_device_name(0), "trace_entries": sum(len(t) for t in snap["device_traces"]),
-            "error": err, "wall_s": round(time.time() - t0, 2), "stats": {k: stats.get(k) for k in keys},
-            "file": os.path.basename(path)}
-    with open(os.path.join(out, "stats.jsonl"), "a") as f:
-        f.write(json.dumps(line) + "\n")
-    print(json.dumps(line)[:300])
+    dump_recording(out, name, tag, fraction, err, t0)
 
 
-main()
+if __name__ == "__main__":
+    main()
