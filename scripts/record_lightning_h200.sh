@@ -2,7 +2,12 @@
 # Records real PyTorch Lightning runs on the device (issue 39): `run` with `bash scripts/record_lightning_h200.sh`,
 # carrying .devlight/ (Lightning 2.6, lightning_utilities and torchmetrics from their public sources: the
 # device has PyTorch and transformers but no package index). The recordings come back tarred and split
-# under $OUT (the device tool returns files of at most 16 MiB).
+# under $OUT (the device tool returns files of at most 16 MiB). .devlight/ (git-ignored) was made from the
+# public repositories' snapshots (Lightning-AI/pytorch-lightning 7f0c3436cd, version 2.6.2;
+# Lightning-AI/utilities c89c402; Lightning-AI/torchmetrics dab033394), pure Python:
+#   git -C pytorch-lightning archive HEAD src/lightning src/version.info | tar -x -C .devlight
+#   git -C utilities archive HEAD src/lightning_utilities | tar -x -C .devlight
+#   git -C torchmetrics archive HEAD src/torchmetrics | tar -x -C .devlight
 set -u
 export PYTHONPATH=$PWD/.devlight/src${PYTHONPATH:+:$PYTHONPATH}
 W=$OUT/rec; mkdir -p $W
