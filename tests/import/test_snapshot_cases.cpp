@@ -1077,3 +1077,48 @@ TEST_CASE("snapshot cases: KV caches grown with torch.cat past max_split_size_mb
                "kv_cat_server_wide.max_split_size_mb-128_cap0.1_h200.pickle.gz",
                "kv_cat_server_wide.default_cap0.1_h200.pickle.gz"});
 }
+
+// Where a recording has stacks, each run of segment releases says who made it: the program's
+// torch.cuda.empty_cache() (a frame named empty_cache) or malloc (the frames of the op that allocated:
+// its retry, the collector, an OOM's recovery). The importer reads the runs from the device calls and the
+// model alone, never from the frames; on every bundled recording with frames its reading is what the frames
+// say: an EmptyCache before exactly the runs whose first release names empty_cache (a MemPool's deletion
+// also calls it: a PoolRelease there counts as the program's).
+TEST_CASE("snapshot cases: the program's empty_cache() and malloc's releases are read as the stacks say",
+          "[snapshot_cases]") {
+  size_t recordings = 0, program_runs = 0, malloc_runs = 0;
+  for (const std::filesystem::path& path : every_recording({kCases}, ".pickle")) {
+    const Trace t = load_trace(path.string());
+    if (t.meta.stacks.size() < 2) continue;
+    INFO(path.filename().string());
+    bool counted = false;
+    for (size_t i = 0; i < t.events.size(); ++i) {
+      const Event& e = t.events[i];
+      const bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
+      if (!release || (i > 0 && (t.events[i - 1].kind == EventKind::SegmentFree ||
+                                 t.events[i - 1].kind == EventKind::SegmentUnmap)))
+        continue;                                                    // only a run's first release
+      if (e.stack == 0 || t.meta.stacks[e.stack].empty()) continue;  // no frames recorded for it
+      const auto& frames = t.meta.stacks[e.stack];
+      const bool by_program =
+          std::any_of(frames.begin(), frames.end(), [](const StackFrame& f) { return f.name == "empty_cache"; });
+      // What the importer put before the run (PoolReleases of a MemPool's deletion, then its EmptyCache).
+      size_t j = i;
+      bool read_as_program = false;
+      while (j > 0 && (t.events[j - 1].kind == EventKind::EmptyCache || t.events[j - 1].kind == EventKind::PoolRelease))
+        read_as_program = true, --j;
+      INFO("run at event " << i);
+      CHECK(read_as_program == by_program);
+      (by_program ? program_runs : malloc_runs)++;
+      counted = true;
+    }
+    recordings += counted;
+  }
+  // 13 recordings, 20 runs of the program's, 230 of malloc's; under the sanitizers a third of the recordings,
+  // and most of malloc's runs are one KV-cache server's.
+  CHECK(recordings >= at_least(10));
+  if (kRecordingStride == 1) {
+    CHECK(program_runs >= 15);
+    CHECK(malloc_runs >= 200);
+  }
+}
