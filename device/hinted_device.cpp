@@ -73,7 +73,9 @@ std::optional<Addr> HintedDevice::do_reserve_range(uint64_t size) {
 bool HintedDevice::do_map_pages(Addr addr, uint64_t size, StreamIndex stream) {
   if (!placing_.map_pages(addr, size, stream)) return false;
   // Each scan starts where the last match ended, and a miss stops them: one pass over the events at most.
-  if (maps_in_step_ && next_initial_map_ >= initial_maps_.size()) {
+  // The initial state's ranges, mapped as a policy adopts it, are not the events' maps.
+  const bool initial = std::find(initial_maps_.begin(), initial_maps_.end(), addr) != initial_maps_.end();
+  if (maps_in_step_ && !initial) {
     size_t i = matched_map_event_;
     while (i < events_.size() && !(events_[i].kind == EventKind::SegmentMap && events_[i].addr == addr)) ++i;
     if (i < events_.size())
