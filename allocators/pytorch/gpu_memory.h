@@ -3,8 +3,8 @@
 // max_handles_ pages for 1 1/8 of it) and memory fractions are fractions of it, yet a snapshot does not
 // record it: where a program's expandable segments reach further than the assumed GPU's range, the model
 // ran out of address space where PyTorch did not and began a new segment (a real Lightning run on an
-// H200 under expandable_segments:True,max_split_size_mb:128 used 139 GiB of one segment's range with
-// 34 GB reserved; an H100's range is 89 GiB).
+// H200 under expandable_segments:True,max_split_size_mb:128 mapped pages 139 GiB into one segment's
+// range, 149 GB reserved at most; an H100's range is 89 GiB).
 #pragma once
 
 #include <cstdint>
