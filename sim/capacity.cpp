@@ -373,48 +373,30 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
   if (given) return given;
   auto inferred = infer_capacity(trace);
   if (!inferred) return std::nullopt;
-  if (inferred->retries_only) {
-    // Release runs followed by new segments, no OOM, no collector: an empty_cache() right before those
-    // allocations would read the same, so a limit is taken only where it reproduces the recording
-    // (choose_by_replay, remembered: the GPU's own at the least first, then a fraction in the bounds).
-    const auto choice = choose_by_replay(trace, *inferred, inferred->total_memory, true, true);
-    if (choice && choice->exact && !choice->gpu) {
-      inferred->fraction = choice->fraction;
-      inferred->bytes = fraction_limit(choice->fraction, inferred->total_memory);
-      if (note) *note = inferred->describe();
-      return inferred->bytes;
-    }
-    if (!choice || !choice->exact) {
-      if (note)
-        *note = fmt::format(
-            "no capacity inferred: segments released before new ones look like the allocator's retries at the "
-            "GPU's own limit (the recording bounds it to [{}, {}]), but the model at that limit does not "
-            "reproduce the recording (an empty_cache() before those allocations would explain it; --capacity "
-            "sets one)",
-            inferred->low, inferred->gpu_high);
-      return std::nullopt;
-    }
-    inferred->device_limit = true;
-    if (gpu_limit) *gpu_limit = true;
-    if (note) *note = inferred->describe();
-    return inferred->bytes;
-  }
   std::string verified;
-  if (inferred->gc_runs > 0 && !inferred->device_limit) {
+  if ((inferred->gc_runs > 0 || inferred->retries_only) && !inferred->device_limit) {
     const uint64_t total = inferred->total_memory;
     // Without an OOM, the releases are the only sign of a limit, and a torch.cuda.empty_cache() right
     // before an allocation that needed a new segment looks the same: a limit is taken only where one
-    // reproduces the recording.
+    // reproduces the recording. Retries with neither an OOM nor the collector try the GPU's own limit
+    // first (choose_by_replay's gpu_first).
     const bool only_releases = inferred->ooms == 0;
-    auto choice = choose_by_replay(trace, *inferred, total, only_releases);
+    auto choice = choose_by_replay(trace, *inferred, total, only_releases, inferred->retries_only);
     if (only_releases && (!choice || !choice->exact)) {
       if (note)
-        *note = fmt::format(
-            "no capacity inferred: segments released before new ones look like garbage collection under a "
-            "memory fraction, but none of the {} fractions in the bounds [{}, {}] the model replayed "
-            "reproduces the recording, nor does the GPU's own limit (an empty_cache() before those "
-            "allocations would explain it; --capacity sets one)",
-            choice ? choice->tried : 0, inferred->low, inferred->high);
+        *note = inferred->retries_only
+                    ? fmt::format(
+                          "no capacity inferred: segments released before new ones look like the allocator's "
+                          "retries at the GPU's own limit (the recording bounds it to [{}, {}]), but the model at "
+                          "that limit does not reproduce the recording (an empty_cache() before those allocations "
+                          "would explain it; --capacity sets one)",
+                          inferred->low, inferred->gpu_high)
+                    : fmt::format(
+                          "no capacity inferred: segments released before new ones look like garbage collection "
+                          "under a memory fraction, but none of the {} fractions in the bounds [{}, {}] the model "
+                          "replayed reproduces the recording, nor does the GPU's own limit (an empty_cache() "
+                          "before those allocations would explain it; --capacity sets one)",
+                          choice ? choice->tried : 0, inferred->low, inferred->high);
       return std::nullopt;
     }
     if (choice && choice->gpu) {
@@ -425,12 +407,13 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
     } else if (choice) {
       inferred->fraction = choice->fraction;
       inferred->bytes = fraction_limit(choice->fraction, total);
-      verified = fmt::format(
-          "; garbage collection's releases leave {} fractions in the bounds, the model replayed {}: "
-          "{}",
-          choice->candidates, choice->tried,
-          choice->exact ? "this one reproduces the recorded device calls"
-                        : "none reproduces them all, this one agrees longest");
+      if (inferred->gc_runs > 0)
+        verified = fmt::format(
+            "; garbage collection's releases leave {} fractions in the bounds, the model replayed {}: "
+            "{}",
+            choice->candidates, choice->tried,
+            choice->exact ? "this one reproduces the recorded device calls"
+                          : "none reproduces them all, this one agrees longest");
     }
   }
   if (note) *note = inferred->describe() + verified + drift_note(trace, *inferred);
