@@ -64,6 +64,8 @@ double garbage_collection_threshold(const TraceMeta& meta) {
 }  // namespace
 
 std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory) {
+  if (total_memory == 0)
+    total_memory = trace.meta.gpu_total_memory ? trace.meta.gpu_total_memory : detail::kH100TotalMemory;
   InferredCapacity out;
   uint64_t reserved = trace.meta.initial.reserved();
   out.low = reserved;
@@ -80,6 +82,7 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   // Settings that do not parse are the policy's to report, naming the trace; default rounding here.
   const detail::PytorchAllocatorConfig config = recorded_config(trace.meta).value_or(detail::PytorchAllocatorConfig{});
   EventKind previous = EventKind::Alloc;
+  bool previous_empties = false;  // the previous event empties a cache: the program's, or a MemPool's destructor's
   bool limit_seen = false;
   uint64_t seen_total = 0;  // the GPU has at least this: an OOM's free device memory plus the bytes reserved
   uint64_t reserved_before_releases = 0;
@@ -89,13 +92,19 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   for (size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
     const bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
-    if (release && !in_releases) reserved_before_releases = reserved, emptied = previous == EventKind::EmptyCache;
-    if (!release && in_releases && !emptied && (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)) {
+    if (release && !in_releases) reserved_before_releases = reserved, emptied = previous_empties;
+    // A run read as malloc's followed by a request with no new pages: under expandable segments the retry
+    // found its block mapped already (find_expandable_block), so the fraction refused the first try.
+    const bool unmapped_retry = e.kind == EventKind::Alloc && previous == EventKind::SegmentUnmap;
+    if (!release && in_releases && !emptied &&
+        (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap || unmapped_retry)) {
       if (uint64_t segment = next_request_segment(events, i, config)) {
         uint64_t below = reserved_before_releases + segment - 1;
         // Had the GPU refused, it refused what the retry then obtained (the same cudaMalloc, or the
         // pages of the same map).
-        out.gpu_high = std::min(out.gpu_high, reserved_before_releases + e.size - 1);
+        // Under the GPU's own limit the first try would have found that block as the retry did: only a
+        // fraction refuses before mapping, so such a run rules the GPU's limit out.
+        out.gpu_high = unmapped_retry ? 0 : std::min(out.gpu_high, reserved_before_releases + e.size - 1);
         if (gc > 0) {
           below = std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
           ++out.gc_runs;
@@ -139,6 +148,9 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
     }
     out.gpu_low = std::max(out.gpu_low, reserved);
     previous = e.kind;
+    previous_empties =
+        e.kind == EventKind::EmptyCache || (e.kind == EventKind::PoolRelease && e.pool < trace.meta.pools.size() &&
+                                            trace.meta.pools[e.pool].empties_on_release);
   }
   // A larger GPU than assumed (an H200's OOM leaves more free than an H100 has): its fractions.
   if (seen_total > total_memory) total_memory = gpu_total_memory_at_least(seen_total);

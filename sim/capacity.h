@@ -65,8 +65,9 @@ struct InferredCapacity {
 // rounded up to a GiB (allocators/pytorch/gpu_memory.h).
 using detail::gpu_total_memory_at_least;
 
-// nullopt when the trace records no OOM.
-std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = detail::kH100TotalMemory);
+// nullopt when the trace records no OOM. `total_memory` 0: the GPU the import told (TraceMeta::gpu_total_memory),
+// else an H100's.
+std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t total_memory = 0);
 
 // Where the OOMs show the GPU's own limit: that limit followed along the trace as read (detail::limit_drift,
 // offsets from `inferred.bytes`); empty elsewhere, or where the recorded settings do not parse.

@@ -4,6 +4,7 @@
 
 #include "allocators/pytorch/caching_allocator.h"
 #include "allocators/pytorch/config.h"
+#include "allocators/pytorch/gpu_memory.h"
 #include "allocators/registry.h"
 #include "device/call_log_device.h"
 #include "device/hinted_device.h"
@@ -245,9 +246,28 @@ std::optional<uint64_t> find_divergence(const Trace& trace) {
   return r.event_index;
 }
 
+// The known GPUs larger than the one the pytorch policy assumes for the trace (the least whose expandable
+// ranges hold its maps, allocators/pytorch/gpu_memory.h), where the trace has expandable segments.
+std::vector<uint64_t> other_gpu_totals(const Trace& trace) {
+  const auto& initial = trace.meta.initial.segments;
+  const bool expandable =
+      std::any_of(initial.begin(), initial.end(), [](const RecordedSegment& s) { return s.is_expandable; }) ||
+      std::any_of(trace.events.begin(), trace.events.end(),
+                  [](const Event& e) { return e.kind == EventKind::SegmentMap; });
+  if (!expandable) return {};
+  const uint64_t assumed =
+      trace.meta.gpu_total_memory
+          ? trace.meta.gpu_total_memory
+          : detail::gpu_total_memory_for_maps(trace.events, trace.meta.initial, detail::kH100TotalMemory);
+  std::vector<uint64_t> larger;
+  for (uint64_t total : detail::kKnownGpuTotals)
+    if (total > assumed) larger.push_back(total);
+  return larger;
+}
+
 const SnapshotModel& pytorch_snapshot_model() {
-  static const SnapshotModel kModel{find_pool_misplacement, collector_reading_is_right, find_fallbacks,
-                                    find_divergence};
+  static const SnapshotModel kModel{find_pool_misplacement, collector_reading_is_right, find_fallbacks, find_divergence,
+                                    other_gpu_totals};
   return kModel;
 }
 

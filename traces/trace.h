@@ -241,6 +241,11 @@ struct TraceMeta {
   // inferred at import when only that reading reproduces the allocator's retries (sim/capacity.h). The
   // pytorch policy's limit=auto reads it, as it reads OOM entries.
   bool gpu_limit = false;
+  // The GPU's memory (cudaDeviceProp::totalGlobalMem), where the import told it by replay: a snapshot does
+  // not record it, yet each expandable segment's address range is sized by it, and which free block PyTorch
+  // takes can depend on how much unmapped range follows a block (get_free_block's expandable_size). 0: not
+  // told; the pytorch policy then takes the least known GPU that holds the recording's maps.
+  uint64_t gpu_total_memory = 0;
   // Where the history ran under the other expandable_segments setting than allocator_settings' (a program
   // that called torch.cuda.memory._set_allocator_settings mid-run): ranges [first, end) of Alloc events,
   // by their ordinal among the trace's Alloc events (inserted PoolRelease or EmptyCache events move no

@@ -121,6 +121,7 @@ struct JsonlParser {
     if (auto t = h.find("has_times"); t != h.end() && t->is_boolean()) m.has_times = t->get<bool>();
     if (auto t = h.find("history_absent"); t != h.end() && t->is_boolean()) m.history_absent = t->get<bool>();
     if (auto t = h.find("gpu_limit"); t != h.end() && t->is_boolean()) m.gpu_limit = t->get<bool>();
+    m.gpu_total_memory = get_u64(h, "gpu_total_memory", 0);
     if (auto t = h.find("settings_inferred"); t != h.end() && t->is_boolean()) m.settings_inferred = t->get<bool>();
     if (auto t = h.find("annotations"); t != h.end()) m.annotations = annotations_from_json(*t);
     if (auto t = h.find("skipped_actions"); t != h.end()) m.skipped_actions = skipped_actions_from_json(*t);
@@ -232,6 +233,7 @@ class JsonlWriter final : public TraceWriter {
     if (!meta.has_times) h["has_times"] = false;
     if (meta.history_absent) h["history_absent"] = true;
     if (meta.gpu_limit) h["gpu_limit"] = true;
+    if (meta.gpu_total_memory) h["gpu_total_memory"] = meta.gpu_total_memory;
     if (meta.settings_inferred) h["settings_inferred"] = true;
     if (!meta.expandable_flipped.empty()) h["expandable_flipped"] = ranges_to_json(meta.expandable_flipped);
     if (!meta.annotations.empty()) h["annotations"] = annotations_to_json(meta.annotations);

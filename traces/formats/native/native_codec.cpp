@@ -287,6 +287,7 @@ json meta_to_json(const TraceMeta& m) {
               {"segments", segments_to_json(m.segments)},
               {"pools", pools_to_json(m.pools)}};
   if (m.gpu_limit) out["gpu_limit"] = true;  // only when set: files without it read as before
+  if (m.gpu_total_memory) out["gpu_total_memory"] = m.gpu_total_memory;
   if (!m.compile_contexts.empty()) out["compile_contexts"] = m.compile_contexts;
   if (m.settings_inferred) out["settings_inferred"] = true;
   if (m.dropped_stale_entries) out["dropped_stale_entries"] = m.dropped_stale_entries;
@@ -337,6 +338,7 @@ TraceMeta meta_from_json(const json& j) {
   if (auto it = j.find("has_times"); it != j.end()) m.has_times = it->get<bool>();
   if (auto it = j.find("history_absent"); it != j.end()) m.history_absent = it->get<bool>();
   if (auto it = j.find("gpu_limit"); it != j.end()) m.gpu_limit = it->get<bool>();
+  if (auto it = j.find("gpu_total_memory"); it != j.end()) m.gpu_total_memory = meta_u64(*it, "gpu_total_memory");
   if (auto it = j.find("settings_inferred"); it != j.end()) m.settings_inferred = it->get<bool>();
   if (auto it = j.find("dropped_stale_entries"); it != j.end())
     m.dropped_stale_entries = meta_u64(*it, "dropped_stale_entries");

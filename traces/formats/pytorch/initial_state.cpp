@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "traces/addr_map.h"
 
@@ -73,10 +76,53 @@ void map_range(SegmentMap& ranges, RecordedSegment added) {
   ranges[added.address] = added;
 }
 
+// The pool kind the history's requests show for ranges an expandable segment unmapped: a whole number of
+// large pages may be either pool's (10 small pages are one large one), but a request of more than 1 MiB
+// (kSmallSize; round_size keeps each side of it) lands only in a large pool's segment and a smaller one only
+// in a small pool's. Any request in the range's addresses, mapped before or after, is evidence: the addresses
+// are one ExpandableSegment's reservation. By the range's start; empty where no range needs it.
+constexpr uint64_t kSmallRequest = 1ull << 20;  // kSmallSize
+
+std::map<Addr, std::pair<Addr, bool>> pool_kind_by_requests(const std::vector<Event>& history, uint64_t large_page,
+                                                            const HistoryIndex* index) {
+  std::vector<std::pair<Addr, Addr>> uncertain;  // [start, end) of each unmap that is a whole number of large pages
+  for_each_other_entry(history, index, [&](size_t i) {
+    const Event& e = history[i];
+    if (e.kind == EventKind::SegmentUnmap && e.size % large_page == 0) uncertain.emplace_back(e.addr, e.addr + e.size);
+  });
+  if (uncertain.empty()) return {};
+  std::sort(uncertain.begin(), uncertain.end());
+  std::vector<std::pair<Addr, Addr>> merged;  // disjoint
+  for (const auto& r : uncertain)
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  std::map<Addr, std::pair<Addr, bool>> kinds;  // start -> (end, small)
+  for (const Event& e : history) {
+    if (e.kind != EventKind::Alloc) continue;
+    auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(e.addr, ~Addr{0}));
+    if (it == merged.begin() || e.addr >= std::prev(it)->second) continue;
+    kinds.emplace(std::prev(it)->first, std::make_pair(std::prev(it)->second, e.size <= kSmallRequest));
+    if (kinds.size() == merged.size()) break;
+  }
+  return kinds;
+}
+
+// The kind the requests show for the range at `a`, if any.
+std::optional<bool> small_by_requests(const std::map<Addr, std::pair<Addr, bool>>& kinds, Addr a) {
+  auto it = kinds.upper_bound(a);
+  if (it == kinds.begin()) return std::nullopt;
+  --it;
+  if (a >= it->second.first) return std::nullopt;
+  return it->second.second;
+}
+
 // Segments and mapped ranges at the first entry: the final ones, with the history undone backwards.
 SegmentMap segments_at_start(const std::vector<Event>& history, const std::vector<RecordedSegment>& final_segments,
                              uint64_t large_page, const HistoryIndex* index) {
   SegmentMap segments, ranges;
+  const std::map<Addr, std::pair<Addr, bool>> kinds = pool_kind_by_requests(history, large_page, index);
   for (const RecordedSegment& s : final_segments) (s.is_expandable ? ranges : segments)[s.address] = bare(s);
   for_each_other_entry_backwards(history, index, [&](size_t i) {
     const Event* e = &history[i];
@@ -96,10 +142,15 @@ SegmentMap segments_at_start(const std::vector<Event>& history, const std::vecto
         // not a whole number of large pages is the small pool's for certain, so a large neighbour is
         // another ExpandableSegment (another pool, or the same pool's other kind) and lends nothing.
         // The pool taken is a guess either way: the model's check revises it
-        // (traces/formats/pytorch/pool_inference.cpp).
+        // (traces/formats/pytorch/pool_inference.cpp). Where the history's requests in the range show its
+        // kind, a neighbour of the other kind is another segment (a side stream's large segment reserved
+        // right after its small one) and lends nothing.
+        const std::optional<bool> shown = r.small_pool ? std::nullopt : small_by_requests(kinds, e->addr);
+        if (shown) r.small_pool = *shown;
         auto near = ranges.lower_bound(e->addr);
         if (near != ranges.begin()) --near;
-        if (near != ranges.end() && near->second.stream == r.stream && (!r.small_pool || near->second.small_pool)) {
+        if (near != ranges.end() && near->second.stream == r.stream &&
+            (shown ? near->second.small_pool == r.small_pool : !r.small_pool || near->second.small_pool)) {
           r.small_pool = near->second.small_pool;
           r.pool_id = near->second.pool_id;
         }

@@ -742,6 +742,29 @@ EventsSurvey survey_empty_caches(const std::vector<Event>& events, const std::ve
 
 namespace {
 
+// A block the model put elsewhere under expandable segments may show another GPU than the one assumed rather
+// than another pool (a larger GPU's ranges leave more unmapped space after a segment's last block, which
+// get_free_block weighs): each GPU the model offers is tried, and kept where the model then agrees, or first
+// misplaces a block later. `misplaced` becomes what the model then shows.
+void try_other_gpus(Trace& trace, const SnapshotModel& model, std::optional<PoolMisplacement>& misplaced) {
+  if (!model.other_gpu_totals || misplaced->kind != PoolMisplacement::Kind::Block) return;
+  for (uint64_t total : model.other_gpu_totals(trace)) {
+    const uint64_t assumed = trace.meta.gpu_total_memory;
+    trace.meta.gpu_total_memory = total;
+    std::optional<PoolMisplacement> shown;
+    try {
+      shown = model.find_misplacement(trace);
+    } catch (const std::exception&) {
+      shown = misplaced;  // not replayable so: as before
+    }
+    if (!shown || (shown->kind == PoolMisplacement::Kind::Block && shown->ordinal > misplaced->ordinal)) {
+      misplaced = shown;
+      return;
+    }
+    trace.meta.gpu_total_memory = assumed;
+  }
+}
+
 // Rule 7's rounds from the rules' reading, revising guesses in the given order; true when the model agrees
 // at the end (or cannot replay the history, where the rules' answer stands).
 bool revise(Trace& trace, const SnapshotModel& model, Overrides& overrides, Order order) {
@@ -754,6 +777,7 @@ bool revise(Trace& trace, const SnapshotModel& model, Overrides& overrides, Orde
     } catch (const std::exception&) {
       return true;  // the model could not replay this history (inconsistent input): the rules' answer stands
     }
+    if (misplaced && round == 0) try_other_gpus(trace, model, misplaced);
     if (!misplaced) return true;
     if (round == kMaxRevisions) return false;
     std::optional<Fix> fix;

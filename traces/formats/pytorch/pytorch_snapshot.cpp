@@ -333,6 +333,8 @@ class Importer final : public pickle::ListSink {
   uint64_t reserved_before_run_ = 0;              // ... when the current run of releases began
   uint64_t peak_reserved_ = 0;                    // ... at most
   uint64_t least_oom_room_ = UINT64_MAX;          // the least reserved + free device memory at an OOM
+  uint64_t large_page_ = 0;                       // an expandable segment's large page (large_segment_size)
+  bool run_unmaps_ = false;                       // the current run of releases unmaps expandable pages
   RunReading runs_ = RunReading::OneByOne;        // AsTaken while the settings search tries a candidate
   StreamInterner streams_{trace_.meta};
   StackInterner stacks_;
@@ -617,6 +619,7 @@ class Importer final : public pickle::ListSink {
           if (b.state == RecordedBlock::State::ActivePendingFree) b.state = RecordedBlock::State::ActiveAllocated;
     reserved_ = m.initial.reserved();
     std::tie(peak_reserved_, least_oom_room_) = reserved_bounds(raw_, reserved_, index());
+    large_page_ = recorded_large_segment_size(m);
     int64_t t0 = raw_.empty() ? 0 : raw_.front().time_us;
     // The events are written over the history, in place: the prologue into room made in front of
     // it, then each entry at or before its own slot (an entry makes at most one event).
@@ -980,17 +983,37 @@ class Importer final : public pickle::ListSink {
   void note_run(const Event& e, size_t at) {
     bool release = e.kind == EventKind::SegmentFree || e.kind == EventKind::SegmentUnmap;
     if (release) {
-      if (release_run_start_ == SIZE_MAX) release_run_start_ = at, reserved_before_run_ = reserved_;
+      if (release_run_start_ == SIZE_MAX)
+        release_run_start_ = at, reserved_before_run_ = reserved_, run_unmaps_ = false;
+      run_unmaps_ = run_unmaps_ || e.kind == EventKind::SegmentUnmap;
     } else if (release_run_start_ != SIZE_MAX) {
       bool malloc_path = e.kind == EventKind::Oom;
       bool collector = false;
+      // malloc checks a memory fraction against the request's segment size (get_allocation_size), but an
+      // expandable segment maps whole pages for it, up to a large page more: there the peak may pass the
+      // limit by that much, and a retry at the limit come with the new pages a page short of the peak.
+      const uint64_t overshoot = e.kind == EventKind::SegmentMap ? large_page_ : 0;
       if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap)
-        collector = reserved_before_run_ + e.size > std::min(peak_reserved_, least_oom_room_) || gc_possible();
+        collector =
+            reserved_before_run_ + e.size + overshoot > std::min(peak_reserved_, least_oom_room_) || gc_possible();
+      // Under expandable segments with max_split_size, malloc's retry may map nothing: get_free_block refused
+      // the oversize free block that best fits a smaller request, the fraction refused the request's segment,
+      // and after release_cached_blocks find_expandable_block hands out the free block before the lowest
+      // unmapped range, still mapped. A run of unmaps followed by a request then reads either way.
+      else if (e.kind == EventKind::Alloc && run_unmaps_ && split_size_limited())
+        collector = true;
       if (!malloc_path) empty_cache_before_.push_back({release_run_start_, collector});
       release_run_start_ = SIZE_MAX;
     }
     if (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap) reserved_ += e.size;
     if (release) reserved_ -= std::min(reserved_, e.size);
+  }
+
+  // max_split_size_mb set, or settings that do not say (older snapshots).
+  bool split_size_limited() const {
+    const auto& settings = trace_.meta.allocator_settings;
+    auto it = settings.find("max_split_size");
+    return it == settings.end() || it->second != "-1";
   }
 
   // Garbage collection releases segments on malloc's path below the limit; settings that do not say

@@ -63,12 +63,19 @@ using FallbackReader = std::function<std::optional<FallbackReading>(const Trace&
 // limit), first disagrees with the recording: the event index, or nothing where it agrees throughout.
 using DivergenceFinder = std::function<std::optional<uint64_t>(const Trace&)>;
 
-// The model's four answers; an empty member skips what it judges (the rules' reading stands there).
+// The GPUs a recording may have been made on beside the one the model assumes for it, smallest first
+// (TraceMeta::gpu_total_memory): a snapshot does not record the GPU's memory, yet under expandable segments it
+// decides which free block PyTorch takes (how much unmapped range follows a block). Empty where it cannot
+// matter (no expandable segment) or no larger GPU is known.
+using GpuTotalsToTry = std::function<std::vector<uint64_t>(const Trace&)>;
+
+// The model's answers; an empty member skips what it judges (the rules' reading stands there).
 struct SnapshotModel {
   PoolChecker find_misplacement;                // pool_inference.h, rule 7
   CollectorRunResolver resolve_collector_runs;  // pool_inference.h, kEmptyCacheOrCollector
   FallbackReader find_fallbacks;                // pool_inference.h, rule 8
   DivergenceFinder find_divergence;             // settings_inference.h, unrecorded_settings.h
+  GpuTotalsToTry other_gpu_totals;              // pool_inference.h, rule 7's first round
 };
 
 }  // namespace fraglab
