@@ -11,6 +11,7 @@
 
 #include "allocators/policy_options.h"
 #include "allocators/pytorch/config.h"
+#include "allocators/pytorch/gpu_memory.h"
 #include "cli/command_json.h"
 #include "cli/commands.h"
 #include "cli/device_arg.h"
@@ -295,6 +296,11 @@ void add_info(CLI::App& app, CommandFn& run) {
             "later _set_allocator_settings, no longer names it)\n",
             recorded_large_segment_size(m) >> 20);
       print_setting_changes(m);
+      if (m.gpu_total_memory)
+        fmt::print(
+            "gpu          {} ({} bytes of memory), told by replay: under expandable segments the model takes the "
+            "blocks PyTorch took only with this GPU's address ranges (a snapshot does not record the GPU)\n",
+            detail::known_gpu_name(m.gpu_total_memory), m.gpu_total_memory);
       std::unique_ptr<Trace> holder;
       if (!at.empty())
         for (const auto& [index, what] : moments_at(trace_for_at(opened, holder, path, trace_device), at, s)) {

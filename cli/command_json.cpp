@@ -121,6 +121,8 @@ nlohmann::json info_json(const std::string& name, const TraceMeta& m, const Trac
           {"allocator_settings", m.allocator_settings},
           // allocator_settings were inferred from the recording (the snapshot records none).
           {"settings_inferred", m.settings_inferred},
+          // The GPU's memory (totalGlobalMem) where the import told it by replay (expandable segments); null else.
+          {"gpu_total_memory", m.gpu_total_memory ? nlohmann::json(m.gpu_total_memory) : nlohmann::json(nullptr)},
           // Alloc ordinals [first, end) run under the other expandable_segments setting (end 2^64-1: to the end).
           {"expandable_flipped", ranges_to_json(m.expandable_flipped)},
           {"sizes", dist_json(s.sizes)},

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -108,6 +109,7 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         if (gc > 0) {
           below = std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
           ++out.gc_runs;
+          out.loose_high = std::max(out.loose_high, below);
         }
         out.high = std::min(out.high, below);
         limit_seen = true;
@@ -183,7 +185,16 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   // releases depend on its exact value), the largest the recording needed is taken, and the pytorch model
   // follows the limit its device calls show along the trace (allocators/pytorch/limit_drift.h).
   if (out.high < out.low && !gpu_reading) {
-    if (out.ooms == 0 || gc > 0) return retries_reading();
+    // Without an OOM, runs read as the collector's that bound it below what the recording needed: one of them
+    // was the program's. The limit lies below the loosest bound if any was the collector's.
+    if (out.ooms == 0 && gc > 0 && out.gc_runs > 1 && out.loose_high >= out.low) {
+      out.loose = true;
+      out.high = out.loose_high;
+    } else if (out.ooms == 0 || gc > 0) {
+      return retries_reading();
+    }
+  }
+  if (out.high < out.low && !gpu_reading) {
     out.changed = true;
     out.bytes = out.low;
     return out;
@@ -232,22 +243,42 @@ std::string InferredCapacity::describe() const {
 
 namespace {
 
-// The fractions (up to four decimals, as simplest_fraction) whose limit lies in [low, high], the
-// roundest first, as people write them: tenths, twentieths, hundredths, two-hundredths, and so on.
-std::vector<double> fractions_within(uint64_t low, uint64_t high, uint64_t total) {
+struct Candidate {
+  double fraction;
+  uint64_t total;  // of this GPU's memory
+};
+
+// The fractions (up to four decimals, as simplest_fraction) of each GPU's memory in `totals` whose limit lies
+// in [low, high], the roundest first, as people write them: tenths, twentieths, hundredths, two-hundredths,
+// and so on. A snapshot does not say which GPU: fractions written with as many decimals go GPU by GPU, in
+// `totals`' order (an H100's 0.27 before an H200's 0.15), and fewer decimals on another GPU before more on
+// the first (an H200's 0.03 before an H100's 0.0529, the same bytes within 7 MB).
+std::vector<Candidate> fractions_within(uint64_t low, uint64_t high, const std::vector<uint64_t>& totals) {
   constexpr int kFinest = 20000;
-  std::vector<double> out;
-  std::vector<bool> listed(kFinest + 1, false);  // by numerator over kFinest
-  for (int scale : {10, 20, 100, 200, 1000, 2000, 10000})
-    for (int k = 1; k <= scale; ++k) {
-      const int n = k * (kFinest / scale);
-      if (listed[n]) continue;  // listed already, rounder
-      listed[n] = true;
-      const double f = static_cast<double>(k) / scale;
-      const uint64_t limit = fraction_limit(f, total);
-      if (limit >= low && limit <= high) out.push_back(f);
-    }
+  // Scales by the decimals their fractions are written with: 0.1; 0.15, 0.27; 0.125, 0.027; 0.0425.
+  constexpr std::array<std::array<int, 2>, 4> kByDecimals{{{10, 10}, {20, 100}, {200, 1000}, {2000, 10000}}};
+  std::vector<Candidate> out;
+  std::vector<std::vector<bool>> listed(totals.size(), std::vector<bool>(kFinest + 1, false));  // by numerator
+  for (const auto& scales : kByDecimals)
+    for (size_t t = 0; t < totals.size(); ++t)
+      for (int scale : scales)
+        for (int k = 1; k <= scale; ++k) {
+          const int n = k * (kFinest / scale);
+          if (listed[t][n]) continue;  // listed already, rounder
+          listed[t][n] = true;
+          const double f = static_cast<double>(k) / scale;
+          const uint64_t limit = fraction_limit(f, totals[t]);
+          if (limit >= low && limit <= high) out.push_back({f, totals[t]});
+        }
   return out;
+}
+
+// The GPU's memory the recording's fraction is of: the one inferred, then the larger known GPUs.
+std::vector<uint64_t> totals_from(uint64_t inferred) {
+  std::vector<uint64_t> totals{inferred};
+  for (uint64_t t : detail::kKnownGpuTotals)
+    if (t > inferred) totals.push_back(t);
+  return totals;
 }
 
 // What the choice depends on: every event the replay reads (the pools as inferred so far included: the
@@ -283,6 +314,7 @@ constexpr uint64_t kReplayBudget = 20'000'000;
 
 struct Choice {
   double fraction;
+  uint64_t total;  // the GPU's memory it is a fraction of
   bool exact;
   size_t tried;       // fractions replayed
   size_t candidates;  // fractions in the bounds
@@ -305,8 +337,9 @@ bool gpu_limit_reproduces(const Trace& trace, const InferredCapacity& inferred) 
 // common than one that set a fraction, and where both reproduce the recording nothing tells them apart).
 std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacity& inferred, uint64_t total,
                                        bool always, bool gpu_first = false) {
-  std::vector<double> candidates =
-      inferred.high >= inferred.low ? fractions_within(inferred.low, inferred.high, total) : std::vector<double>{};
+  std::vector<Candidate> candidates = inferred.high >= inferred.low
+                                          ? fractions_within(inferred.low, inferred.high, totals_from(total))
+                                          : std::vector<Candidate>{};
   if (!always && candidates.size() < 2) return std::nullopt;
   if (candidates.empty() && inferred.low > inferred.gpu_high) return std::nullopt;
   static std::mutex mutex;
@@ -317,26 +350,28 @@ std::optional<Choice> choose_by_replay(const Trace& trace, const InferredCapacit
     for (const auto& [k, choice] : remembered)
       if (k == key) return choice;
   }
-  Choice best{candidates.empty() ? 0.0 : candidates.front(), false, 0, candidates.size()};
+  Choice best{candidates.empty() ? 0.0 : candidates.front().fraction,
+              candidates.empty() ? total : candidates.front().total, false, 0, candidates.size()};
   uint64_t best_reach = 0, spent = 0;
   if (gpu_first && gpu_limit_reproduces(trace, inferred)) {
     best.exact = best.gpu = true;
     candidates.clear();
   }
-  for (double f : candidates) {
+  for (const auto& [f, of] : candidates) {
     if (spent > kReplayBudget) break;
     FidelityOptions options;
-    options.capacity = fraction_limit(f, total);
+    options.capacity = fraction_limit(f, of);
     options.policy = "pytorch:limit=fraction";  // whatever the trace says of its limit: this reading is tried
     const FidelityResult r = check_fidelity(trace, options);
     ++best.tried;
     spent += r.replay_events + 1;
     if (r.exact) {
       best.fraction = f;
+      best.total = of;
       best.exact = true;
       break;
     }
-    if (r.event_index > best_reach) best_reach = r.event_index, best.fraction = f;
+    if (r.event_index > best_reach) best_reach = r.event_index, best.fraction = f, best.total = of;
   }
   if (!best.exact && always && !gpu_first && gpu_limit_reproduces(trace, inferred)) best.exact = best.gpu = true;
   if (best.exact) {  // a verdict that holds whatever the pools: remembered (a few recordings at most)
@@ -394,7 +429,18 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
     // first (choose_by_replay's gpu_first).
     const bool only_releases = inferred->ooms == 0;
     auto choice = choose_by_replay(trace, *inferred, total, only_releases, inferred->retries_only);
-    if (only_releases && (!choice || !choice->exact)) {
+    // Read as the collector's, the runs need a fraction even where none reproduces them all (a program's
+    // empty_cache() among them, say): the one that agrees longest, from which the runs are read one by one
+    // (traces/formats/pytorch/pool_inference.h). A reading that keeps the program's runs replays without it.
+    // Not where private pools are read (rule 7 revises them by replays under this limit, and a graph capture's
+    // empty_cache() would be read as the collector's).
+    const bool collector_start =
+        choice && !choice->exact && !choice->gpu && inferred->gc_runs > 0 && trace.meta.pools.size() == 1;
+    // Bounds that contradict each other show a run read as the collector's that was the program's: a fraction
+    // under which they replay all the same proves nothing (a torch.cuda.graph() capture's empty_cache() and a
+    // release at the limit alike), and this reading is not the recording's.
+    if (only_releases && inferred->loose && choice && choice->exact) return std::nullopt;
+    if (only_releases && (!choice || !choice->exact) && !collector_start) {
       if (note)
         *note = inferred->retries_only
                     ? fmt::format(
@@ -418,7 +464,8 @@ std::optional<uint64_t> capacity_for(const Trace& trace, std::optional<uint64_t>
       if (gpu_limit) *gpu_limit = true;
     } else if (choice) {
       inferred->fraction = choice->fraction;
-      inferred->bytes = fraction_limit(choice->fraction, total);
+      inferred->total_memory = choice->total;
+      inferred->bytes = fraction_limit(choice->fraction, choice->total);
       if (inferred->gc_runs > 0)
         verified = fmt::format(
             "; garbage collection's releases leave {} fractions in the bounds, the model replayed {}: "

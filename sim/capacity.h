@@ -51,6 +51,11 @@ struct InferredCapacity {
                                    // reproduces the retries (capacity_for)
   size_t ooms = 0;
   size_t gc_runs = 0;  // release runs before a new segment with garbage collection on
+  // The collector's runs bound the limit inconsistently (some run read as the collector's was the program's
+  // empty_cache() before a new segment): [low, high] is then the loosest bound any of them allows, and a
+  // fraction in it is at best a starting point for reading the runs one by one (capacity_for says so).
+  bool loose = false;
+  uint64_t loose_high = 0;  // the largest of the collector runs' bounds
   // No one limit fits the recording (high < low) and its OOMs show there was one: it changed along the run
   // (set_per_process_memory_fraction called again); `bytes` is the most it needed.
   bool changed = false;

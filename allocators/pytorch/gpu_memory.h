@@ -19,6 +19,11 @@ namespace fraglab::detail {
 // the corpus's and tests/data's stats.jsonl), ascending: H100 80GB HBM3, H200.
 inline constexpr uint64_t kKnownGpuTotals[] = {kH100TotalMemory, 150109880320ull};
 
+// The known GPU with exactly `total` bytes, by name ("H100 80GB", "H200"); "" for any other.
+constexpr const char* known_gpu_name(uint64_t total) {
+  return total == kKnownGpuTotals[0] ? "H100 80GB" : total == kKnownGpuTotals[1] ? "H200" : "";
+}
+
 // The least known GPU with at least `bound` bytes; past them all, `bound` rounded up to a GiB.
 uint64_t gpu_total_memory_at_least(uint64_t bound);
 

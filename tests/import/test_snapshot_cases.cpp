@@ -354,8 +354,10 @@ TEST_CASE("snapshot cases: the garbage collector under a memory fraction shows t
     CHECK_FALSE(capacity_for(trace, std::nullopt));
     check_exact(file, stats[file]);
   }
-  // On an H200 (150 GB) the job's fraction is of another total: the limit found is a fraction of the H100's
-  // that the recording cannot tell from the job's (the same device calls), not the job's own bytes.
+  // On an H200 (150 GB) the job's fraction is of another total, which no OOM shows: the fractions of each known
+  // GPU are tried, fewest decimals first. ResNet-50's 0.066 of the H200 comes before 0.1165 of an H100 (the job's
+  // bytes); the prefetch run's 0.021 of the H200 and 0.037 of an H100 are both written with three decimals and
+  // replay alike: the H100's is taken, within 1% of the job's bytes (nothing in the recording tells them apart).
   for (const char* file : {"resnet50_train.garbage_collection_threshold-0.6_h200_cap0.066.pickle.gz",
                            "side_stream_prefetch.garbage_collection_threshold-0.5_h200_cap0.021.pickle.gz"}) {
     INFO("trace " << file);
@@ -364,7 +366,7 @@ TEST_CASE("snapshot cases: the garbage collector under a memory fraction shows t
     const std::optional<uint64_t> capacity = capacity_for(trace, std::nullopt);
     REQUIRE(capacity);
     const auto recorded = stats[file]["capacity_bytes"].get<uint64_t>();
-    CHECK(*capacity != recorded);
+    if (std::string(file).starts_with("resnet50")) CHECK(*capacity == recorded);
     CHECK(std::max(*capacity, recorded) - std::min(*capacity, recorded) < recorded / 100);
     FidelityOptions options;
     options.capacity = capacity;

@@ -961,6 +961,73 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
   return best;
 }
 
+// The marked runs read with the pools as the rules read them (`by_rules`: the model without rule 7): both
+// readings replayed, then, where neither is exact, the runs one by one. Under a wrong reading of a run the
+// model puts blocks elsewhere than the recording, which rule 7 would explain with pools the program never
+// made (a random workload under a fraction, the collector on and empty_cache() at a few steps, read with 18
+// invented pools): the runs are settled first, and the pools inferred on the reading that replays exactly.
+// Nothing where no reading replays exactly so (a program whose private pools the rules do not find).
+std::optional<Trace> runs_read_by_rules(const Trace& marked, const SnapshotModel& by_rules, PoolCheck when) {
+  Trace emptied = marked, collected = marked;
+  std::erase_if(collected.events, is_collector_mark);
+  infer_pools_once(emptied, by_rules, when);
+  infer_pools_once(collected, by_rules, when);
+  CollectorRunReading reading;
+  try {
+    reading = by_rules.resolve_collector_runs(emptied, collected);
+  } catch (const std::exception&) {
+    return std::nullopt;  // not replayable so: the usual reading
+  }
+  Trace& taken = reading.collected ? collected : emptied;
+  if (reading.exact) return std::move(taken);
+  if (when == PoolCheck::Deferrable) return std::nullopt;  // the checked import reads the runs one by one
+  std::optional<Trace> mixed = read_runs_one_by_one(marked, taken, reading, by_rules, when);
+  if (!mixed) return std::nullopt;
+  Trace again = *mixed;  // what its replay learns of the limit (TraceMeta::gpu_limit), as for the collector's
+  try {
+    by_rules.resolve_collector_runs(*mixed, again);
+    mixed->meta.gpu_limit = again.meta.gpu_limit;
+  } catch (const std::exception&) {
+    // it replayed exactly a moment ago: the meta stays as read
+  }
+  return mixed;
+}
+
+// Both readings of the marked runs, each with its pools inferred, judged by the model's resolver; where
+// neither replays exactly, the runs one by one. False where the reading taken is known not to replay
+// exactly (true also where a deferred check is left to judge it).
+bool read_marked_runs(Trace& trace, const Trace& marked, const SnapshotModel& model, PoolCheck when, RunReading runs) {
+  const CollectorRunResolver& resolve = model.resolve_collector_runs;
+  Trace collected = trace;
+  std::erase_if(collected.events, is_collector_mark);
+  infer_pools_once(trace, model, when);
+  infer_pools_once(collected, model, when);
+  CollectorRunReading reading;
+  try {
+    reading = resolve(trace, collected);
+  } catch (const std::exception&) {
+    // the model could not replay this history: malloc's reading, as with no judge
+    reading.exact = true;
+  }
+  if (reading.collected) trace = std::move(collected);
+  // A deferred check reads as the rules do: the reading run by run is the checked import's, which the
+  // disagreement left sends to (pools_confirmed).
+  if (reading.exact || (when == PoolCheck::Deferrable && trace.meta.pools.size() == 1)) return true;
+  if (runs == RunReading::AsTaken) return false;
+  std::optional<Trace> mixed = read_runs_one_by_one(marked, trace, reading, model, when);
+  if (!mixed) return false;
+  // What the replay of the mixed reading learns of the limit (TraceMeta::gpu_limit), as for the collector's.
+  Trace again = *mixed;
+  try {
+    resolve(*mixed, again);
+    mixed->meta.gpu_limit = again.meta.gpu_limit;
+  } catch (const std::exception&) {
+    // it replayed exactly a moment ago: the meta stays as read
+  }
+  trace = std::move(*mixed);
+  return true;
+}
+
 }  // namespace
 
 // Where the importer could not tell torch.cuda.empty_cache() from malloc's garbage collector, the pools
@@ -979,33 +1046,17 @@ void infer_pools(Trace& trace, const SnapshotModel& model, PoolCheck when, RunRe
     return;
   }
   const Trace marked = trace;
-  Trace collected = trace;
-  std::erase_if(collected.events, is_collector_mark);
-  infer_pools_once(trace, model, when);
-  infer_pools_once(collected, model, when);
-  CollectorRunReading reading;
-  try {
-    reading = resolve(trace, collected);
-  } catch (const std::exception&) {
-    // the model could not replay this history: malloc's reading, as with no judge
-    reading.exact = true;
-  }
-  if (reading.collected) trace = std::move(collected);
-  // A deferred check reads as the rules do: the reading run by run is the checked import's, which the
-  // disagreement left sends to (pools_confirmed).
-  if (reading.exact || runs == RunReading::AsTaken || (when == PoolCheck::Deferrable && trace.meta.pools.size() == 1))
+  if (read_marked_runs(trace, marked, model, when, runs) || runs == RunReading::AsTaken || !model.find_misplacement ||
+      !model.find_divergence)
     return;
-  std::optional<Trace> mixed = read_runs_one_by_one(marked, trace, reading, model, when);
-  if (!mixed) return;
-  // What the replay of the mixed reading learns of the limit (TraceMeta::gpu_limit), as for the collector's.
-  Trace again = *mixed;
-  try {
-    resolve(*mixed, again);
-    mixed->meta.gpu_limit = again.meta.gpu_limit;
-  } catch (const std::exception&) {
-    // it replayed exactly a moment ago: the meta stays as read
-  }
-  trace = std::move(*mixed);
+  // Neither reading, nor the runs read one by one, replayed exactly: the runs settled again with the rules'
+  // pools (runs_read_by_rules), taken where, its pools then inferred, the model replays it exactly.
+  SnapshotModel by_rules = model;
+  by_rules.find_misplacement = nullptr;
+  std::optional<Trace> settled = runs_read_by_rules(marked, by_rules, when);
+  if (!settled) return;
+  infer_pools_once(*settled, model, when);
+  if (!first_divergence_or_start(*settled, model)) trace = std::move(*settled);
 }
 
 bool pool_check_pending(const Trace& trace, const SnapshotModel& model) {
