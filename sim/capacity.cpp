@@ -87,6 +87,7 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
   bool limit_seen = false;
   uint64_t seen_total = 0;  // the GPU has at least this: an OOM's free device memory plus the bytes reserved
   uint64_t reserved_before_releases = 0;
+  std::vector<uint64_t> unmapped_bounds;  // malloc's retries that mapped nothing, read as such: their bounds
   bool in_releases = false;
   bool emptied = false;  // the current run follows an EmptyCache: the program's, not malloc's
   const auto& events = trace.events;
@@ -101,11 +102,18 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         (e.kind == EventKind::SegmentAlloc || e.kind == EventKind::SegmentMap || unmapped_retry)) {
       if (uint64_t segment = next_request_segment(events, i, config)) {
         uint64_t below = reserved_before_releases + segment - 1;
+        // Such a run is as often the program's empty_cache() before its next request: its bound is kept
+        // for after the history, where one below what the recording needed shows the run was the program's.
+        if (unmapped_retry && gc == 0) {
+          unmapped_bounds.push_back(below);
+          previous = e.kind;
+          previous_empties = false;
+          in_releases = false;
+          continue;
+        }
         // Had the GPU refused, it refused what the retry then obtained (the same cudaMalloc, or the
         // pages of the same map).
-        // Under the GPU's own limit the first try would have found that block as the retry did: only a
-        // fraction refuses before mapping, so such a run rules the GPU's limit out.
-        out.gpu_high = unmapped_retry ? 0 : std::min(out.gpu_high, reserved_before_releases + e.size - 1);
+        out.gpu_high = std::min(out.gpu_high, reserved_before_releases + e.size - 1);
         if (gc > 0) {
           below = std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
           ++out.gc_runs;
@@ -154,6 +162,15 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         e.kind == EventKind::EmptyCache || (e.kind == EventKind::PoolRelease && e.pool < trace.meta.pools.size() &&
                                             trace.meta.pools[e.pool].empties_on_release);
   }
+  // The retries that mapped nothing: a bound at or above what the recording needed is the fraction's (and
+  // rules the GPU's own limit out: under it the first try would have found the block the retry did); one
+  // below it was the program's empty_cache() before its next request, which the run-by-run reading turns.
+  for (uint64_t below : unmapped_bounds)
+    if (below >= out.low) {
+      out.high = std::min(out.high, below);
+      out.gpu_high = 0;
+      limit_seen = true;
+    }
   // A larger GPU than assumed (an H200's OOM leaves more free than an H100 has): its fractions.
   if (seen_total > total_memory) total_memory = gpu_total_memory_at_least(seen_total);
   out.total_memory = total_memory;
