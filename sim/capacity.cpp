@@ -112,8 +112,9 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
           continue;
         }
         // Had the GPU refused, it refused what the retry then obtained (the same cudaMalloc, or the
-        // pages of the same map).
-        out.gpu_high = std::min(out.gpu_high, reserved_before_releases + e.size - 1);
+        // pages of the same map); a retry that mapped nothing rules the GPU's own limit out (the first try
+        // would have found its block).
+        out.gpu_high = unmapped_retry ? 0 : std::min(out.gpu_high, reserved_before_releases + e.size - 1);
         if (gc > 0) {
           below = std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
           ++out.gc_runs;
@@ -273,6 +274,7 @@ struct Candidate {
 std::vector<Candidate> fractions_within(uint64_t low, uint64_t high, const std::vector<uint64_t>& totals) {
   constexpr int kFinest = 20000;
   // Scales by the decimals their fractions are written with: 0.1; 0.15, 0.27; 0.125, 0.027; 0.0425.
+  // (The first group lists tenths twice: the second finds them listed.)
   constexpr std::array<std::array<int, 2>, 4> kByDecimals{{{10, 10}, {20, 100}, {200, 1000}, {2000, 10000}}};
   std::vector<Candidate> out;
   std::vector<std::vector<bool>> listed(totals.size(), std::vector<bool>(kFinest + 1, false));  // by numerator
