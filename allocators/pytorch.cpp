@@ -216,11 +216,10 @@ PolicyInfo policy_info_pytorch() {
             // The GPU the import told by replay (TraceMeta::gpu_total_memory); else the least known one whose
             // ranges hold the recording's maps: one pass over the trace, only where expandable segments are
             // on at some point.
-            if (!ctx.options.has(kTotalMemory) && ctx.meta.gpu_total_memory)
-              total = std::max(total, ctx.meta.gpu_total_memory);
-            else if (!ctx.options.has(kTotalMemory) && ctx.events &&
-                     (config.expandable_segments || !ctx.meta.expandable_flipped.empty()))
-              total = detail::gpu_total_memory_for_maps(*ctx.events, ctx.meta.initial, total);
+            if (!ctx.options.has(kTotalMemory) &&
+                (ctx.meta.gpu_total_memory ||
+                 (ctx.events && (config.expandable_segments || !ctx.meta.expandable_flipped.empty()))))
+              total = detail::gpu_total_memory_for(ctx.events, ctx.meta, total);
             if (total == 0) throw PolicyConfigError("pytorch: total_memory must be positive");
             const bool recorded_expandable =
                 ctx.options.get(detail::kRecordedSettings) && !ctx.options.has(kExpandableSegments);

@@ -106,22 +106,20 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
         // for after the history, where one below what the recording needed shows the run was the program's.
         if (unmapped_retry && gc == 0) {
           unmapped_bounds.push_back(below);
-          previous = e.kind;
-          previous_empties = false;
-          in_releases = false;
-          continue;
+        } else {
+          // Had the GPU refused, it refused what the retry then obtained (the same cudaMalloc, or the
+          // pages of the same map); a retry that mapped nothing rules the GPU's own limit out (the first
+          // try would have found its block).
+          out.gpu_high = unmapped_retry ? 0 : std::min(out.gpu_high, reserved_before_releases + e.size - 1);
+          if (gc > 0) {
+            below =
+                std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
+            ++out.gc_runs;
+            out.loose_high = std::max(out.loose_high, below);
+          }
+          out.high = std::min(out.high, below);
+          limit_seen = true;
         }
-        // Had the GPU refused, it refused what the retry then obtained (the same cudaMalloc, or the
-        // pages of the same map); a retry that mapped nothing rules the GPU's own limit out (the first try
-        // would have found its block).
-        out.gpu_high = unmapped_retry ? 0 : std::min(out.gpu_high, reserved_before_releases + e.size - 1);
-        if (gc > 0) {
-          below = std::max(below, static_cast<uint64_t>(std::ceil(static_cast<double>(reserved_before_releases) / gc)));
-          ++out.gc_runs;
-          out.loose_high = std::max(out.loose_high, below);
-        }
-        out.high = std::min(out.high, below);
-        limit_seen = true;
       }
     }
     if (e.kind != EventKind::Oom) in_releases = release;
@@ -210,12 +208,11 @@ std::optional<InferredCapacity> infer_capacity(const Trace& trace, uint64_t tota
       out.high = out.loose_high;
     } else if (out.ooms == 0 || gc > 0) {
       return retries_reading();
+    } else {
+      out.changed = true;
+      out.bytes = out.low;
+      return out;
     }
-  }
-  if (out.high < out.low && !gpu_reading) {
-    out.changed = true;
-    out.bytes = out.low;
-    return out;
   }
   if (out.high >= out.low) out.fraction = simplest_fraction(out.low, out.high, total_memory);
   if (out.ooms == 0 && !out.fraction && !gpu_reading) return retries_reading();

@@ -255,10 +255,7 @@ std::vector<uint64_t> other_gpu_totals(const Trace& trace) {
       std::any_of(trace.events.begin(), trace.events.end(),
                   [](const Event& e) { return e.kind == EventKind::SegmentMap; });
   if (!expandable) return {};
-  const uint64_t assumed =
-      trace.meta.gpu_total_memory
-          ? trace.meta.gpu_total_memory
-          : detail::gpu_total_memory_for_maps(trace.events, trace.meta.initial, detail::kH100TotalMemory);
+  const uint64_t assumed = detail::gpu_total_memory_for(&trace.events, trace.meta, detail::kH100TotalMemory);
   std::vector<uint64_t> larger;
   for (uint64_t total : detail::kKnownGpuTotals)
     if (total > assumed) larger.push_back(total);

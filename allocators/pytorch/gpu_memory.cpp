@@ -58,4 +58,9 @@ uint64_t gpu_total_memory_for_maps(const std::vector<Event>& events, const Initi
   return std::max(least, std::end(kKnownGpuTotals)[-1]);
 }
 
+uint64_t gpu_total_memory_for(const std::vector<Event>* events, const TraceMeta& meta, uint64_t least) {
+  if (meta.gpu_total_memory) return std::max(least, meta.gpu_total_memory);
+  return events ? gpu_total_memory_for_maps(*events, meta.initial, least) : least;
+}
+
 }  // namespace fraglab::detail

@@ -40,4 +40,8 @@ constexpr uint64_t expandable_range_size(uint64_t total, uint64_t page) {
 // none holds them all (a GPU larger than any known).
 uint64_t gpu_total_memory_for_maps(const std::vector<Event>& events, const InitialState& initial, uint64_t least);
 
+// The GPU the pytorch policy assumes for a trace with expandable segments: the one the import told by replay
+// (TraceMeta::gpu_total_memory), at least `least`; else gpu_total_memory_for_maps of `events` (`least` without).
+uint64_t gpu_total_memory_for(const std::vector<Event>* events, const TraceMeta& meta, uint64_t least);
+
 }  // namespace fraglab::detail

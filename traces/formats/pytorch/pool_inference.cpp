@@ -928,8 +928,9 @@ uint64_t allocs_before(const std::vector<Event>& events, uint64_t index) {
 // Neither reading of every mark replayed exactly: from the one taken (`read`, diverging where `reading`
 // says), a mark right before the model's first disagreement (no request between them: the run it stands
 // for is what the model disagreed with) is read the other way, kept while the disagreement moves later.
-// The exact reading found, or nothing. Where the disagreement lies elsewhere (other settings tried by a
-// search, say) nothing is replayed.
+// The exact reading found, with what its replay learns of the limit (TraceMeta::gpu_limit, as the resolver
+// notes it for the collector's reading), or nothing. Where the disagreement lies elsewhere (other settings
+// tried by a search, say) nothing is replayed.
 std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read, const CollectorRunReading& reading,
                                           const SnapshotModel& model, PoolCheck when) {
   std::vector<uint64_t> mark_allocs;  // requests before each mark
@@ -958,7 +959,32 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
     diverged = next_diverged;
   }
   if (diverged) return std::nullopt;
+  Trace again = *best;
+  try {
+    model.resolve_collector_runs(*best, again);
+    best->meta.gpu_limit = again.meta.gpu_limit;
+  } catch (const std::exception&) {
+    // it replayed exactly a moment ago: the meta stays as read
+  }
   return best;
+}
+
+// Both readings of the marked runs, each with its pools inferred, judged by the model's resolver: `taken`
+// becomes the reading it took (the collector's where it could not replay the history). Nothing where it could not.
+std::optional<CollectorRunReading> read_both_ways(const Trace& marked, const SnapshotModel& model, PoolCheck when,
+                                                  Trace& taken) {
+  Trace emptied = marked, collected = marked;
+  std::erase_if(collected.events, is_collector_mark);
+  infer_pools_once(emptied, model, when);
+  infer_pools_once(collected, model, when);
+  std::optional<CollectorRunReading> reading;
+  try {
+    reading = model.resolve_collector_runs(emptied, collected);
+  } catch (const std::exception&) {
+    // the model could not replay this history
+  }
+  taken = !reading || reading->collected ? std::move(collected) : std::move(emptied);
+  return reading;
 }
 
 // The marked runs read with the pools as the rules read them (`by_rules`: the model without rule 7): both
@@ -968,62 +994,27 @@ std::optional<Trace> read_runs_one_by_one(const Trace& marked, const Trace& read
 // invented pools): the runs are settled first, and the pools inferred on the reading that replays exactly.
 // Nothing where no reading replays exactly so (a program whose private pools the rules do not find).
 std::optional<Trace> runs_read_by_rules(const Trace& marked, const SnapshotModel& by_rules, PoolCheck when) {
-  Trace emptied = marked, collected = marked;
-  std::erase_if(collected.events, is_collector_mark);
-  infer_pools_once(emptied, by_rules, when);
-  infer_pools_once(collected, by_rules, when);
-  CollectorRunReading reading;
-  try {
-    reading = by_rules.resolve_collector_runs(emptied, collected);
-  } catch (const std::exception&) {
-    return std::nullopt;  // not replayable so: the usual reading
-  }
-  Trace& taken = reading.collected ? collected : emptied;
-  if (reading.exact) return std::move(taken);
+  Trace taken;
+  const std::optional<CollectorRunReading> reading = read_both_ways(marked, by_rules, when, taken);
+  if (!reading) return std::nullopt;  // not replayable so: the usual reading
+  if (reading->exact) return taken;
   if (when == PoolCheck::Deferrable) return std::nullopt;  // the checked import reads the runs one by one
-  std::optional<Trace> mixed = read_runs_one_by_one(marked, taken, reading, by_rules, when);
-  if (!mixed) return std::nullopt;
-  Trace again = *mixed;  // what its replay learns of the limit (TraceMeta::gpu_limit), as for the collector's
-  try {
-    by_rules.resolve_collector_runs(*mixed, again);
-    mixed->meta.gpu_limit = again.meta.gpu_limit;
-  } catch (const std::exception&) {
-    // it replayed exactly a moment ago: the meta stays as read
-  }
-  return mixed;
+  return read_runs_one_by_one(marked, taken, *reading, by_rules, when);
 }
 
 // Both readings of the marked runs, each with its pools inferred, judged by the model's resolver; where
 // neither replays exactly, the runs one by one. False where the reading taken is known not to replay
 // exactly (true also where a deferred check is left to judge it).
 bool read_marked_runs(Trace& trace, const Trace& marked, const SnapshotModel& model, PoolCheck when, RunReading runs) {
-  const CollectorRunResolver& resolve = model.resolve_collector_runs;
-  Trace collected = trace;
-  std::erase_if(collected.events, is_collector_mark);
-  infer_pools_once(trace, model, when);
-  infer_pools_once(collected, model, when);
-  CollectorRunReading reading;
-  try {
-    reading = resolve(trace, collected);
-  } catch (const std::exception&) {
-    // the model could not replay this history: malloc's reading, as with no judge
-    reading.exact = true;
-  }
-  if (reading.collected) trace = std::move(collected);
+  // Where the model could not replay this history: malloc's reading, as with no judge.
+  const CollectorRunReading reading =
+      read_both_ways(marked, model, when, trace).value_or(CollectorRunReading{true, true, std::nullopt});
   // A deferred check reads as the rules do: the reading run by run is the checked import's, which the
   // disagreement left sends to (pools_confirmed).
   if (reading.exact || (when == PoolCheck::Deferrable && trace.meta.pools.size() == 1)) return true;
   if (runs == RunReading::AsTaken) return false;
   std::optional<Trace> mixed = read_runs_one_by_one(marked, trace, reading, model, when);
   if (!mixed) return false;
-  // What the replay of the mixed reading learns of the limit (TraceMeta::gpu_limit), as for the collector's.
-  Trace again = *mixed;
-  try {
-    resolve(*mixed, again);
-    mixed->meta.gpu_limit = again.meta.gpu_limit;
-  } catch (const std::exception&) {
-    // it replayed exactly a moment ago: the meta stays as read
-  }
   trace = std::move(*mixed);
   return true;
 }
